@@ -1,0 +1,57 @@
+# agentbox — see README.md. `make demo` and `make test` each do all the set-up
+# they need on a fresh Debian 12 machine (as root, with Go ≥ 1.25).
+
+GO       ?= go
+VERSION  ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
+LDFLAGS  := -X main.version=$(VERSION)
+# Fuzz time per target in `make test`; `make fuzz FUZZTIME=5m` for longer runs.
+FUZZTIME ?= 10s
+
+.PHONY: all build host-setup test-image demo test unit fuzz bench clean
+
+all: build
+
+build:
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/agentbox ./cmd/agentbox
+	CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=false -o bin/agentbox-guest ./cmd/agentbox-guest
+
+# Debian packages, qemu.conf, virtlogd and libvirtd (tests/host-setup.sh).
+host-setup:
+	@tests/host-setup.sh
+
+# Build (or reuse from the cache) the TCG test image; prints its directory.
+# Set AGENT_BIN=path to use a prebuilt guest agent instead of building it.
+test-image:
+	@tests/image/build.sh
+
+# The main job: a Python script in a fresh VM summarises Debian's release
+# history (distro-info-data's debian.csv, passed on stdin).
+demo: host-setup build
+	@img=$$(tests/image/build.sh | tail -n1) && \
+	echo "+ agentbox run --image $$img -- python3 -c \"\$$(cat tests/demo/debian_summary.py)\" < /usr/share/distro-info/debian.csv" >&2 && \
+	time bin/agentbox run -v --image "$$img" -- python3 -c "$$(cat tests/demo/debian_summary.py)" < /usr/share/distro-info/debian.csv
+
+# Everything: vet, unit tests with -race, short fuzz runs, and the tests that
+# boot real guests under TCG. Skips for missing host features are failures.
+test: host-setup
+	@img=$$(tests/image/build.sh | tail -n1) && \
+	$(GO) vet ./... && \
+	$(MAKE) --no-print-directory fuzz && \
+	AGENTBOX_TEST_STRICT=1 AGENTBOX_TEST_IMAGE="$$img" $(GO) test -race -timeout 45m ./...
+
+# Unit tests only (no libvirt, no image needed).
+unit:
+	$(GO) test -race ./vmctl/agentproto/... ./vmctl/agent/... ./vmctl/guestagent/... ./vmctl/domain/... ./vmctl/image/... ./vmctl/accel/...
+
+fuzz:
+	$(GO) test -run '^$$' -fuzz '^FuzzReadFrame$$' -fuzztime $(FUZZTIME) ./vmctl/agentproto
+	$(GO) test -run '^$$' -fuzz '^FuzzReadHello$$' -fuzztime $(FUZZTIME) ./vmctl/agentproto
+	$(GO) test -run '^$$' -fuzz '^FuzzParseManifest$$' -fuzztime $(FUZZTIME) ./vmctl/image
+
+# Benchmarks against raw QEMU and qemu-ga (tests/bench); figures on stdout.
+bench: host-setup build
+	@img=$$(tests/image/build.sh | tail -n1) && \
+	$(GO) run ./tests/bench --image "$$img" --agentbox bin/agentbox
+
+clean:
+	rm -rf bin

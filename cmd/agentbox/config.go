@@ -1,0 +1,82 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"sort"
+	"strings"
+
+	"github.com/BurntSushi/toml"
+	"github.com/urfave/cli/v2"
+)
+
+// defaultConfigFile is read when it exists and no --config is given.
+const defaultConfigFile = "/etc/agentbox/config.toml"
+
+// applyConfig reads the TOML config file and sets every flag it names that
+// was not set on the command line or through the environment. Keys are long
+// flag names ("accel", "state-dir", "memory"); lists become repeated flags.
+// An unknown key is an error, so a typo never silently does nothing.
+func applyConfig(c *cli.Context) error {
+	path := c.String("config")
+	explicit := path != ""
+	if !explicit {
+		path = defaultConfigFile
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		if !explicit && errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		return fmt.Errorf("config: %w", err)
+	}
+	var values map[string]any
+	if err := toml.Unmarshal(data, &values); err != nil {
+		return fmt.Errorf("config %s: %w", path, err)
+	}
+	known := map[string]bool{}
+	for _, cc := range c.Lineage() {
+		if cc.Command != nil {
+			for _, f := range cc.Command.Flags {
+				for _, n := range f.Names() {
+					known[n] = true
+				}
+			}
+		}
+	}
+	for _, f := range c.App.Flags {
+		for _, n := range f.Names() {
+			known[n] = true
+		}
+	}
+	keys := make([]string, 0, len(values))
+	for k := range values {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, key := range keys {
+		if !known[key] || key == "config" {
+			return fmt.Errorf("config %s: unknown key %q: keys are long flag names of `agentbox %s --help`", path, key, c.Command.Name)
+		}
+		if c.IsSet(key) {
+			continue
+		}
+		var vals []string
+		switch v := values[key].(type) {
+		case []any:
+			for _, e := range v {
+				vals = append(vals, fmt.Sprint(e))
+			}
+		default:
+			vals = []string{fmt.Sprint(v)}
+		}
+		for _, v := range vals {
+			if err := c.Set(key, v); err != nil {
+				return fmt.Errorf("config %s: %s = %q: %w", path, key, strings.TrimSpace(v), err)
+			}
+		}
+	}
+	return nil
+}

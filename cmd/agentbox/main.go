@@ -1,0 +1,68 @@
+// Command agentbox runs commands in throw-away virtual machines built from
+// reproducible images: `agentbox run --image DIR -- CMD...` boots a fresh
+// sandbox, runs CMD in it through the guest agent, streams its output and
+// exits with its exit code.
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/urfave/cli/v2"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+func main() {
+	app := newApp()
+	err := app.Run(os.Args)
+	os.Exit(exitCode(err))
+}
+
+// newApp builds the CLI: global flags shared by every subcommand, and one
+// file per subcommand (run.go, ...).
+func newApp() *cli.App {
+	return &cli.App{
+		Name:    "agentbox",
+		Usage:   "run AI agents' commands in isolated, reproducible virtual machines",
+		Version: version,
+		Description: "Every sandbox is a KVM/QEMU virtual machine started through libvirt from an immutable image,\n" +
+			"with its own qcow2 overlay that is deleted when the sandbox ends.\n\n" +
+			"Flags can also come from a TOML config file (--config, $AGENTBOX_CONFIG, or /etc/agentbox/config.toml)\n" +
+			"whose keys are the long flag names, e.g. `accel = \"tcg\"` or `memory = 512`.\n" +
+			"Precedence: command line, then environment, then config file, then defaults.",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "config", Usage: "TOML config `FILE` (keys are long flag names)", EnvVars: []string{"AGENTBOX_CONFIG"}},
+			&cli.StringFlag{Name: "uri", Value: "qemu:///system", Usage: "libvirt connection `URI`", EnvVars: []string{"AGENTBOX_URI", "LIBVIRT_DEFAULT_URI"}},
+			&cli.StringFlag{Name: "libvirt-socket", Usage: "libvirtd unix socket `PATH` (default: derived from --uri)", EnvVars: []string{"AGENTBOX_LIBVIRT_SOCKET"}},
+			&cli.StringFlag{Name: "state-dir", Value: "/var/lib/agentbox", Usage: "`DIR` for sandbox overlays and console logs", EnvVars: []string{"AGENTBOX_STATE_DIR"}},
+			&cli.StringFlag{Name: "runtime-dir", Value: "/run/agentbox", Usage: "`DIR` for agent sockets (keep the path short)", EnvVars: []string{"AGENTBOX_RUNTIME_DIR"}},
+			&cli.StringFlag{Name: "log-level", Value: "warn", Usage: "log `LEVEL`: debug, info, warn or error", EnvVars: []string{"AGENTBOX_LOG_LEVEL"}},
+		},
+		Commands: []*cli.Command{
+			runCommand(),
+			accelCommand(),
+		},
+		ExitErrHandler: func(*cli.Context, error) {}, // main prints and maps errors
+	}
+}
+
+// exitCode prints err (if any) and maps it to the process exit status:
+// an *exitError carries the guest command's own code; any other error is
+// agentbox's own failure, 125 as in `docker run`.
+func exitCode(err error) int {
+	if err == nil {
+		return 0
+	}
+	var ee *exitError
+	if errors.As(err, &ee) {
+		if ee.msg != "" {
+			fmt.Fprintln(os.Stderr, "agentbox:", ee.msg)
+		}
+		return ee.code
+	}
+	fmt.Fprintln(os.Stderr, "agentbox:", err)
+	return ExitAgentboxFailed
+}

@@ -1,0 +1,276 @@
+// Package e2e drives the real agentbox binary like a user does, against real
+// guests booted under TCG from the test image (AGENTBOX_TEST_IMAGE).
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/agentbox/agentbox/tests/testenv"
+)
+
+// agentboxBin is the binary under test, built once by TestMain.
+var agentboxBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "agentbox-e2e")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	agentboxBin = filepath.Join(dir, "agentbox")
+	build := exec.Command("go", "build", "-o", agentboxBin, "github.com/agentbox/agentbox/cmd/agentbox")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building agentbox:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// result is what one `agentbox run` produced.
+type result struct {
+	stdout, stderr []byte
+	code           int
+}
+
+// runOpts tune one invocation of the binary.
+type runOpts struct {
+	stdin  []byte   // nil: /dev/null
+	global []string // global flags, before "run"
+	flags  []string // extra run flags, before "--"
+}
+
+// run executes `agentbox run --image IMG --accel tcg FLAGS -- ARGV` with its
+// own state and runtime dirs and asserts afterwards that nothing leaked.
+func run(t *testing.T, o runOpts, argv ...string) result {
+	t.Helper()
+	cmd, stdout, stderr := command(t, o, argv...)
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("agentbox: %v", err)
+	}
+	r := result{stdout.Bytes(), stderr.Bytes(), code}
+	t.Logf("exit %d, stderr: %.2000s", r.code, r.stderr)
+	return r
+}
+
+// command prepares the agentbox process; the caller runs it.
+func command(t *testing.T, o runOpts, argv ...string) (*exec.Cmd, *bytes.Buffer, *bytes.Buffer) {
+	t.Helper()
+	img := testenv.Image(t)
+	state := t.TempDir()
+	runtime := testenv.ShortTempDir(t)
+	t.Cleanup(func() { testenv.AssertNoLeaks(t, state, runtime) })
+	args := append([]string{"--uri", testenv.URI(), "--state-dir", state, "--runtime-dir", runtime}, o.global...)
+	args = append(args, "run", "--image", img, "--accel", "tcg")
+	args = append(args, o.flags...)
+	args = append(args, "--")
+	args = append(args, argv...)
+	cmd := exec.Command(agentboxBin, args...)
+	cmd.Env = append(os.Environ(), "AGENTBOX_CONFIG=") // no config file from the host
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if o.stdin != nil {
+		cmd.Stdin = bytes.NewReader(o.stdin)
+	}
+	return cmd, &stdout, &stderr
+}
+
+func expect(t *testing.T, r result, code int, stdout, stderr string) {
+	t.Helper()
+	if r.code != code {
+		t.Errorf("exit code %d, want %d", r.code, code)
+	}
+	if string(r.stdout) != stdout {
+		t.Errorf("stdout %q, want %q", r.stdout, stdout)
+	}
+	if string(r.stderr) != stderr {
+		t.Errorf("stderr %q, want %q", r.stderr, stderr)
+	}
+}
+
+func TestPython(t *testing.T) {
+	t.Parallel()
+	r := run(t, runOpts{}, "python3", "-c", "print(sum(range(10)))")
+	expect(t, r, 0, "45\n", "")
+}
+
+func TestExitCodes(t *testing.T) {
+	t.Parallel()
+	// One boot per code would be slow; the codes 0/1 are covered by other
+	// tests, 42 and a signal death here.
+	r := run(t, runOpts{}, "sh", "-c", "echo out; echo err >&2; exit 42")
+	expect(t, r, 42, "out\n", "err\n")
+	r = run(t, runOpts{}, "sh", "-c", "kill -9 $$")
+	expect(t, r, 137, "", "")
+	r = run(t, runOpts{}, "false")
+	expect(t, r, 1, "", "")
+}
+
+func TestStdinEnvWorkdir(t *testing.T) {
+	t.Parallel()
+	r := run(t, runOpts{stdin: []byte("hello\n")}, "tr", "a-z", "A-Z")
+	expect(t, r, 0, "HELLO\n", "")
+	r = run(t, runOpts{flags: []string{"--env", "K=V w", "--env", "EMPTY=", "--workdir", "/tmp", "--cpus", "2", "--memory", "384"}},
+		"sh", "-c", `echo "$K|$EMPTY|$(pwd)|$(nproc)|$(awk '/MemTotal/{print ($2 > 300000 && $2 < 393216)}' /proc/meminfo)"`)
+	expect(t, r, 0, "V w||/tmp|2|1\n", "")
+}
+
+func TestArgvExact(t *testing.T) {
+	t.Parallel()
+	args := []string{"a b", `q"uo'te`, "line1\nline2", "ünïcødé ✓", "", "$HOME", "*"}
+	r := run(t, runOpts{}, append([]string{"printf", `%s\0`}, args...)...)
+	want := strings.Join(args, "\x00") + "\x00"
+	expect(t, r, 0, want, "")
+}
+
+func TestBinaryOutput(t *testing.T) {
+	t.Parallel()
+	// 10 MiB of random bytes; the guest reports their sha256 on stderr.
+	r := run(t, runOpts{}, "sh", "-c", "head -c 10485760 /dev/urandom >/tmp/r && sha256sum </tmp/r >&2 && cat /tmp/r")
+	if r.code != 0 || len(r.stdout) != 10<<20 {
+		t.Fatalf("exit %d, %d bytes, want 0 and %d", r.code, len(r.stdout), 10<<20)
+	}
+	sum := sha256.Sum256(r.stdout)
+	if got, want := hex.EncodeToString(sum[:]), strings.Fields(string(r.stderr))[0]; got != want {
+		t.Fatalf("sha256 on host %s, in guest %s", got, want)
+	}
+	// NUL and invalid UTF-8 pass through unchanged, on both streams.
+	r = run(t, runOpts{}, "sh", "-c", `printf 'a\000b\377\376c' ; printf '\300\000' >&2`)
+	expect(t, r, 0, "a\x00b\xff\xfec", "\xc0\x00")
+}
+
+func TestConcurrentStreams(t *testing.T) {
+	t.Parallel()
+	// 5 MiB on stdout and 5 MiB on stderr at the same time: a pipe that is
+	// not drained would deadlock.
+	r := run(t, runOpts{}, "sh", "-c", `head -c 5242880 /dev/zero | tr '\0' o & head -c 5242880 /dev/zero | tr '\0' e >&2; wait`)
+	if r.code != 0 || len(r.stdout) != 5<<20 || len(r.stderr) != 5<<20 {
+		t.Fatalf("exit %d, stdout %d bytes, stderr %d bytes", r.code, len(r.stdout), len(r.stderr))
+	}
+	if bytes.Count(r.stdout, []byte("o")) != 5<<20 || bytes.Count(r.stderr, []byte("e")) != 5<<20 {
+		t.Fatal("streams mixed up")
+	}
+}
+
+func TestNotFound(t *testing.T) {
+	t.Parallel()
+	r := run(t, runOpts{}, "no-such-command", "arg")
+	if r.code != 127 || len(r.stdout) != 0 || !bytes.Contains(r.stderr, []byte("no-such-command")) || !bytes.Contains(r.stderr, []byte("not found")) {
+		t.Fatalf("exit %d stderr %q: want 127 and a not-found message", r.code, r.stderr)
+	}
+	r = run(t, runOpts{}, "/etc/hostname")
+	if r.code != 126 {
+		t.Fatalf("running a non-executable file: exit %d, want 126", r.code)
+	}
+}
+
+func TestTimeout(t *testing.T) {
+	t.Parallel()
+	// The command starts a server in the background and then hangs; on
+	// timeout the whole process group dies. The VM is destroyed afterwards
+	// anyway, so the in-guest check of the child lives in vmctl/sandbox.
+	start := time.Now()
+	r := run(t, runOpts{flags: []string{"--timeout", "3s"}}, "sh", "-c", "python3 -m http.server 8000 >/dev/null 2>&1 & echo started; sleep 100")
+	if r.code != 124 || string(r.stdout) != "started\n" || !bytes.Contains(r.stderr, []byte("timed out")) {
+		t.Fatalf("exit %d stdout %q: want 124 and started", r.code, r.stdout)
+	}
+	if el := time.Since(start); el < 3*time.Second {
+		t.Fatalf("returned after %s, before the 3 s timeout", el)
+	}
+}
+
+func TestGuestPanic(t *testing.T) {
+	t.Parallel()
+	r := run(t, runOpts{}, "sh", "-c", "echo c >/proc/sysrq-trigger; sleep 100")
+	if r.code != 125 || !bytes.Contains(r.stderr, []byte("guest died")) || !bytes.Contains(r.stderr, []byte("sysrq")) {
+		t.Fatalf("exit %d: want 125 with 'guest died' and the console's sysrq lines", r.code)
+	}
+}
+
+func TestSignalTearsDown(t *testing.T) {
+	t.Parallel()
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
+		cmd, _, stderr := command(t, runOpts{}, "sh", "-c", "echo started; exec sleep 100")
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		line, err := bufio.NewReader(out).ReadString('\n')
+		if err != nil || line != "started\n" {
+			cmd.Process.Kill()
+			cmd.Wait()
+			t.Fatalf("first line %q, %v; stderr %s", line, err, stderr)
+		}
+		cmd.Process.Signal(sig)
+		err = cmd.Wait()
+		ee, ok := err.(*exec.ExitError)
+		if !ok || ee.ExitCode() != 128+int(sig) {
+			t.Fatalf("%s: %v, want exit %d; stderr %s", sig, err, 128+int(sig), stderr)
+		}
+	}
+}
+
+func TestBadInput(t *testing.T) {
+	t.Parallel()
+	state := t.TempDir()
+	runtime := testenv.ShortTempDir(t)
+	t.Cleanup(func() { testenv.AssertNoLeaks(t, state, runtime) })
+	broken := t.TempDir()
+	os.WriteFile(filepath.Join(broken, "manifest.toml"), []byte("format = 1\n"), 0o644)
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run", "--image", testenv.Image(t), "--accel", "tcg"}, "no command given"},
+		{[]string{"run", "--accel", "tcg", "--", "true"}, "no image"},
+		{[]string{"run", "--image", t.TempDir(), "--", "true"}, "has no manifest.toml"},
+		{[]string{"run", "--image", broken, "--", "true"}, "invalid image"},
+		{[]string{"run", "--image", testenv.Image(t), "--accel", "hvf", "--", "true"}, "want auto, kvm or tcg"},
+		{[]string{"run", "--image", testenv.Image(t), "--env", "NOEQUALS", "--", "true"}, "want KEY=VALUE"},
+		{[]string{"run", "--image", testenv.Image(t), "--accel", "tcg", "--memory", "1", "--", "true"}, "memory"},
+	}
+	for _, tc := range cases {
+		args := append([]string{"--uri", testenv.URI(), "--state-dir", state, "--runtime-dir", runtime}, tc.args...)
+		cmd := exec.CommandContext(context.Background(), agentboxBin, args...)
+		cmd.Env = append(os.Environ(), "AGENTBOX_CONFIG=", "AGENTBOX_IMAGE=")
+		out, err := cmd.CombinedOutput()
+		ee, ok := err.(*exec.ExitError)
+		if !ok || ee.ExitCode() != 125 || !strings.Contains(string(out), tc.want) {
+			t.Errorf("%v: %v %q, want exit 125 mentioning %q", tc.args, err, out, tc.want)
+		}
+	}
+}
+
+func TestConfigFile(t *testing.T) {
+	t.Parallel()
+	cfg := filepath.Join(t.TempDir(), "config.toml")
+	os.WriteFile(cfg, []byte("accel = \"tcg\"\nenv = [\"FROM_CONFIG=yes\"]\nmemory = 320\n"), 0o644)
+	r := run(t, runOpts{global: []string{"--config", cfg}}, "sh", "-c", `echo $FROM_CONFIG`)
+	expect(t, r, 0, "yes\n", "")
+	os.WriteFile(cfg, []byte("acel = \"tcg\"\n"), 0o644)
+	r = run(t, runOpts{global: []string{"--config", cfg}}, "true")
+	if r.code != 125 || !bytes.Contains(r.stderr, []byte(`unknown key "acel"`)) {
+		t.Fatalf("typo in config: exit %d, stderr %q", r.code, r.stderr)
+	}
+}

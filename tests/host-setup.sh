@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Prepares a Debian 12 host (or CI machine) to run agentbox and its tests:
+# installs the Debian packages it needs, configures libvirt's QEMU driver and
+# starts virtlogd and libvirtd when they are not running (with or without
+# systemd). Idempotent; needs root. Meant for test and CI machines: it sets
+# qemu.conf user/group to root (see below), which a production host should
+# not do.
+set -euo pipefail
+
+[ "$(id -u)" = 0 ] || { echo "host-setup: run as root (sudo $0)" >&2; exit 1; }
+
+packages=(
+  libvirt-daemon-system libvirt-clients libvirt-daemon-driver-qemu
+  qemu-system-x86 qemu-utils
+  debootstrap busybox-static cpio e2fsprogs zstd
+  distro-info-data make
+)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+  echo "host-setup: installing ${missing[*]}" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq >&2
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+fi
+
+# libvirt's QEMU driver runs qemu as libvirt-qemu by default. Where that user
+# cannot open /dev/kvm (or /dev/kvm does not exist), libvirt 9.0 re-probes the
+# QEMU binary's capabilities on every domain start (~48 s seen here). On test
+# machines run qemu as root instead.
+conf=/etc/libvirt/qemu.conf
+if ! grep -q '^user = "root"' "$conf"; then
+  sed -i 's/^#\?user = .*/user = "root"/; s/^#\?group = .*/group = "root"/' "$conf"
+  grep -q '^user = "root"' "$conf" || echo 'user = "root"' >>"$conf"
+  grep -q '^group = "root"' "$conf" || echo 'group = "root"' >>"$conf"
+  restart=1
+fi
+
+running() { pgrep -x "$1" >/dev/null; }
+if [ -d /run/systemd/system ]; then
+  systemctl start virtlogd.socket libvirtd.socket libvirtd.service >&2 || true
+  [ -n "${restart:-}" ] && systemctl restart libvirtd.service >&2
+else
+  [ -n "${restart:-}" ] && running libvirtd && { pkill -x libvirtd; while running libvirtd; do sleep 0.1; done; }
+  running virtlogd || virtlogd -d
+  running libvirtd || libvirtd -d
+fi
+for _ in $(seq 100); do
+  [ -S /var/run/libvirt/libvirt-sock ] && virsh -c qemu:///system version >/dev/null 2>&1 && break
+  sleep 0.1
+done
+virsh -c qemu:///system version >/dev/null || { echo "host-setup: libvirtd does not answer on qemu:///system" >&2; exit 1; }
+echo "host-setup: libvirtd ready" >&2

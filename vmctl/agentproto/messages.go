@@ -1,0 +1,408 @@
+package agentproto
+
+import (
+	"fmt"
+	"io/fs"
+	"path"
+	"strings"
+)
+
+// Op names an operation; it is the "op" field of a [Request]. Values are
+// part of the protocol.
+type Op string
+
+// Operations. Each describes the frames exchanged on its stream after the
+// host's FrameRequest. Any operation may instead end with one FrameError.
+const (
+	// OpExec runs a command ([ExecRequest]). Guest→host: FrameStarted once
+	// the process runs (omitted if it could not start), then FrameStdout
+	// and FrameStderr in any order, then exactly one FrameExit. Host→guest,
+	// until FrameExit: FrameStdin, FrameStdinClose, FrameSignal. If the
+	// host's side of the stream ends before FrameExit was sent, the guest
+	// kills the process group (the host abandoned the command).
+	OpExec Op = "exec"
+	// OpSignal signals the process group of a running exec started by this
+	// agent ([SignalRequest]); a FrameResponse with an empty JSON object
+	// follows. It exists besides FrameSignal because an exec stream may be
+	// blocked by stdin back-pressure exactly when the user hits Ctrl-C.
+	OpSignal Op = "signal"
+	// OpReadFile streams a regular file ([PathRequest]): FrameData frames
+	// (at most ChunkSize bytes each) then FrameDataEnd.
+	OpReadFile Op = "read-file"
+	// OpWriteFile replaces a file atomically ([WriteFileRequest]): the host
+	// streams FrameData then FrameDataEnd; the guest writes a temporary
+	// file in the same directory, fsyncs, chmods and renames it into place,
+	// then answers a FrameResponse with [WriteFileResponse].
+	OpWriteFile Op = "write-file"
+	// OpStat answers a FrameResponse with the [FileInfo] of a path
+	// ([PathRequest]), following symbolic links.
+	OpStat Op = "stat"
+	// OpList lists a directory ([PathRequest]): FrameData frames, each a
+	// JSON array of [FileInfo] (entries sorted by name, not following
+	// symbolic links), then FrameDataEnd.
+	OpList Op = "list"
+	// OpMkdir creates a directory ([MkdirRequest]); FrameResponse {}.
+	OpMkdir Op = "mkdir"
+	// OpRemove removes a path ([RemoveRequest]); FrameResponse {}.
+	OpRemove Op = "remove"
+	// OpPing answers a FrameResponse with [PingResponse].
+	OpPing Op = "ping"
+	// OpSetTime sets the guest's realtime clock ([SetTimeRequest]);
+	// FrameResponse {}.
+	OpSetTime Op = "settime"
+	// OpShutdown powers the guest off or reboots it
+	// ([ShutdownRequest]); the guest answers FrameResponse {} first.
+	OpShutdown Op = "shutdown"
+)
+
+// Request is the JSON payload of the FrameRequest that opens every stream.
+// Exactly the field matching Op must be set (none for OpPing).
+type Request struct {
+	// Op selects the operation.
+	Op Op `json:"op"`
+	// Exec is set for OpExec.
+	Exec *ExecRequest `json:"exec,omitempty"`
+	// Signal is set for OpSignal.
+	Signal *SignalRequest `json:"signal,omitempty"`
+	// Path is set for OpReadFile, OpStat and OpList.
+	Path *PathRequest `json:"path,omitempty"`
+	// WriteFile is set for OpWriteFile.
+	WriteFile *WriteFileRequest `json:"write_file,omitempty"`
+	// Mkdir is set for OpMkdir.
+	Mkdir *MkdirRequest `json:"mkdir,omitempty"`
+	// Remove is set for OpRemove.
+	Remove *RemoveRequest `json:"remove,omitempty"`
+	// SetTime is set for OpSetTime.
+	SetTime *SetTimeRequest `json:"set_time,omitempty"`
+	// Shutdown is set for OpShutdown.
+	Shutdown *ShutdownRequest `json:"shutdown,omitempty"`
+}
+
+// DefaultPath is the PATH of every command unless its Env overrides it;
+// argv[0] without a slash is looked up in the command's PATH.
+const DefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+// ExecRequest describes a command to run in the guest. There is no shell:
+// Argv is passed to execve unchanged.
+type ExecRequest struct {
+	// Argv is the command and its arguments; at least one element.
+	// Argv[0] without a "/" is looked up in the command's PATH; with a "/"
+	// it is used as is (relative to Dir). No element may contain NUL.
+	Argv []string `json:"argv"`
+	// Env holds "KEY=VALUE" entries added to the guest's default
+	// environment (PATH=[DefaultPath], HOME=/root, LANG=C.UTF-8, …),
+	// replacing defaults with the same key.
+	Env []string `json:"env,omitempty"`
+	// Dir is the absolute working directory; empty means "/".
+	Dir string `json:"dir,omitempty"`
+	// UID, if set, is the user id the command runs as.
+	UID *uint32 `json:"uid,omitempty"`
+	// GID, if set, is the group id the command runs as; with UID set and
+	// GID unset the group is UID's number.
+	GID *uint32 `json:"gid,omitempty"`
+	// TimeoutMs bounds the command's run time in milliseconds; 0 means no
+	// limit. On expiry the whole process group is killed with SIGKILL and
+	// ExitStatus.TimedOut is set.
+	TimeoutMs int64 `json:"timeout_ms,omitempty"`
+	// Stdin says whether the host sends stdin frames. When false the
+	// command's stdin is /dev/null.
+	Stdin bool `json:"stdin,omitempty"`
+}
+
+// Validate checks the request's shape (not whether the command exists).
+// Errors are *Error with CodeInvalid.
+func (r *ExecRequest) Validate() error {
+	if len(r.Argv) == 0 || r.Argv[0] == "" {
+		return invalidf("exec: empty argv")
+	}
+	for _, a := range r.Argv {
+		if strings.IndexByte(a, 0) >= 0 {
+			return invalidf("exec: argument %q contains NUL", a)
+		}
+	}
+	for _, e := range r.Env {
+		if k, _, ok := strings.Cut(e, "="); !ok || k == "" || strings.IndexByte(e, 0) >= 0 {
+			return invalidf("exec: env entry %q is not KEY=VALUE", e)
+		}
+	}
+	if r.Dir != "" && !path.IsAbs(r.Dir) {
+		return invalidf("exec: working directory %q is not absolute", r.Dir)
+	}
+	if r.TimeoutMs < 0 {
+		return invalidf("exec: negative timeout %d ms", r.TimeoutMs)
+	}
+	return nil
+}
+
+// SignalMessage is the payload of a FrameSignal frame.
+type SignalMessage struct {
+	// Signal is the Linux signal number (e.g. 2 for SIGINT, 9 for SIGKILL).
+	Signal int `json:"signal"`
+}
+
+// SignalRequest is the request of OpSignal.
+type SignalRequest struct {
+	// Pid is the process id reported in the exec's [Started] frame.
+	Pid int `json:"pid"`
+	// Signal is the Linux signal number.
+	Signal int `json:"signal"`
+}
+
+// Started is the payload of a FrameStarted frame.
+type Started struct {
+	// Pid is the guest process id of the command, also its process group.
+	Pid int `json:"pid"`
+}
+
+// ExecErrorKind says why a command could not be started. Values are part of
+// the protocol.
+type ExecErrorKind string
+
+// Kinds of start failure.
+const (
+	// ExecNotFound: argv[0] is not in PATH or does not exist (shell: 127).
+	ExecNotFound ExecErrorKind = "not-found"
+	// ExecPermission: argv[0] is not executable by the user (EACCES,
+	// shell: 126).
+	ExecPermission ExecErrorKind = "permission"
+	// ExecNotExecutable: argv[0] is not a valid executable format
+	// (ENOEXEC, shell: 126).
+	ExecNotExecutable ExecErrorKind = "not-executable"
+	// ExecBadWorkdir: Dir does not exist or is not a directory.
+	ExecBadWorkdir ExecErrorKind = "bad-workdir"
+	// ExecOther: any other start failure (fork failed, bad uid…).
+	ExecOther ExecErrorKind = "other"
+)
+
+// ExitStatus is the payload of the FrameExit frame that ends an exec.
+type ExitStatus struct {
+	// Code is the exit code (0–255) when the process exited normally, and
+	// -1 when it was killed by a signal or did not start.
+	Code int `json:"code"`
+	// Signal is the number of the signal that killed the process, 0 if it
+	// exited normally.
+	Signal int `json:"signal,omitempty"`
+	// TimedOut is set when the guest killed the process group because
+	// ExecRequest.TimeoutMs expired (Signal is then 9).
+	TimedOut bool `json:"timed_out,omitempty"`
+	// ErrorKind is set when the command could not start; Code is then -1.
+	ErrorKind ExecErrorKind `json:"error_kind,omitempty"`
+	// Error is the human-readable start failure, e.g.
+	// "python4: command not found".
+	Error string `json:"error,omitempty"`
+}
+
+// Exit codes of [ExitStatus.ShellCode] that are not the command's own.
+const (
+	ShellCodeTimeout       = 124 // killed on timeout, like coreutils timeout(1)
+	ShellCodeStartFailed   = 125 // bad working directory or other start failure
+	ShellCodeNotExecutable = 126 // permission denied or not an executable
+	ShellCodeNotFound      = 127 // command not found
+)
+
+// ShellCode maps the status to the exit code a shell would report: Code
+// when the process exited, 128+Signal when killed, ShellCodeTimeout on
+// timeout, ShellCodeNotFound for ExecNotFound, ShellCodeNotExecutable for
+// ExecPermission and ExecNotExecutable, ShellCodeStartFailed otherwise.
+func (s ExitStatus) ShellCode() int {
+	switch {
+	case s.ErrorKind == ExecNotFound:
+		return ShellCodeNotFound
+	case s.ErrorKind == ExecPermission || s.ErrorKind == ExecNotExecutable:
+		return ShellCodeNotExecutable
+	case s.ErrorKind != "":
+		return ShellCodeStartFailed
+	case s.TimedOut:
+		return ShellCodeTimeout
+	case s.Signal != 0:
+		return 128 + s.Signal
+	}
+	return s.Code
+}
+
+// Err returns nil when the command started, otherwise an *ExecError with
+// the kind and message.
+func (s ExitStatus) Err() error {
+	if s.ErrorKind == "" {
+		return nil
+	}
+	return &ExecError{Kind: s.ErrorKind, Message: s.Error}
+}
+
+// ExecError is a start failure of a command, see [ExitStatus.Err].
+type ExecError struct {
+	// Kind is the failure category.
+	Kind ExecErrorKind
+	// Message is the human-readable failure, e.g. "python4: command not
+	// found".
+	Message string
+}
+
+// Error returns the message.
+func (e *ExecError) Error() string { return e.Message }
+
+// Is matches fs.ErrNotExist for ExecNotFound and fs.ErrPermission for
+// ExecPermission.
+func (e *ExecError) Is(target error) bool {
+	return (e.Kind == ExecNotFound && target == fs.ErrNotExist) ||
+		(e.Kind == ExecPermission && target == fs.ErrPermission)
+}
+
+// PathRequest is the request of OpReadFile, OpStat and OpList.
+type PathRequest struct {
+	// Path is an absolute guest path; it is cleaned by the guest.
+	Path string `json:"path"`
+}
+
+// WriteFileRequest is the request of OpWriteFile.
+type WriteFileRequest struct {
+	// Path is the absolute guest path of the file to create or replace.
+	Path string `json:"path"`
+	// Mode holds the permission bits of the new file (fs.FileMode.Perm,
+	// e.g. 0o644); the guest's umask does not apply.
+	Mode fs.FileMode `json:"mode"`
+	// Parents creates missing parent directories (mode 0o755).
+	Parents bool `json:"parents,omitempty"`
+}
+
+// WriteFileResponse is the FrameResponse of OpWriteFile.
+type WriteFileResponse struct {
+	// Size is the number of bytes written.
+	Size int64 `json:"size"`
+}
+
+// MkdirRequest is the request of OpMkdir.
+type MkdirRequest struct {
+	// Path is the absolute guest path of the directory.
+	Path string `json:"path"`
+	// Mode holds the permission bits (e.g. 0o755); 0 means 0o755.
+	Mode fs.FileMode `json:"mode,omitempty"`
+	// Parents creates missing parents and makes an existing directory at
+	// Path a success, like mkdir -p. Without it an existing path is
+	// CodeExists.
+	Parents bool `json:"parents,omitempty"`
+}
+
+// RemoveRequest is the request of OpRemove.
+type RemoveRequest struct {
+	// Path is the absolute guest path to remove; "/" is refused.
+	Path string `json:"path"`
+	// Recursive removes a directory with its contents, like rm -r.
+	// Without it a non-empty directory fails with CodeExists.
+	Recursive bool `json:"recursive,omitempty"`
+}
+
+// FileType is the kind of a file in a [FileInfo]. Values are part of the
+// protocol.
+type FileType string
+
+// File types.
+const (
+	TypeFile    FileType = "file"
+	TypeDir     FileType = "dir"
+	TypeSymlink FileType = "symlink"
+	TypeOther   FileType = "other" // device, socket, fifo
+)
+
+// FileInfo describes a guest file, the FrameResponse of OpStat and the
+// elements of OpList batches.
+type FileInfo struct {
+	// Name is the base name of the file.
+	Name string `json:"name"`
+	// Size is the length in bytes (for regular files; system-dependent
+	// otherwise).
+	Size int64 `json:"size"`
+	// Mode is the Go fs.FileMode: type bits and permission bits.
+	Mode fs.FileMode `json:"mode"`
+	// ModTimeNs is the modification time in nanoseconds since the Unix
+	// epoch.
+	ModTimeNs int64 `json:"mtime_ns"`
+	// Type is the file's kind, derived from Mode.
+	Type FileType `json:"type"`
+}
+
+// TypeOf returns the FileType of a fs.FileMode.
+func TypeOf(m fs.FileMode) FileType {
+	switch {
+	case m.IsRegular():
+		return TypeFile
+	case m.IsDir():
+		return TypeDir
+	case m&fs.ModeSymlink != 0:
+		return TypeSymlink
+	}
+	return TypeOther
+}
+
+// PingResponse is the FrameResponse of OpPing.
+type PingResponse struct {
+	// TimeNs is the guest's realtime clock in nanoseconds since the Unix
+	// epoch when it answered.
+	TimeNs int64 `json:"time_ns"`
+}
+
+// SetTimeRequest is the request of OpSetTime.
+type SetTimeRequest struct {
+	// UnixNs is the new time in nanoseconds since the Unix epoch.
+	UnixNs int64 `json:"unix_ns"`
+}
+
+// ShutdownRequest is the request of OpShutdown.
+type ShutdownRequest struct {
+	// Reboot reboots instead of powering off.
+	Reboot bool `json:"reboot,omitempty"`
+}
+
+// Empty is the FrameResponse payload of operations without a result.
+type Empty struct{}
+
+// CleanPath checks that p is absolute and returns it cleaned. Errors are
+// *Error with CodeInvalid.
+func CleanPath(p string) (string, error) {
+	if !path.IsAbs(p) {
+		return "", invalidf("path %q is not absolute", p)
+	}
+	if strings.IndexByte(p, 0) >= 0 {
+		return "", invalidf("path %q contains NUL", p)
+	}
+	return path.Clean(p), nil
+}
+
+func invalidf(format string, args ...any) error {
+	return &Error{Code: CodeInvalid, Message: fmt.Sprintf(format, args...)}
+}
+
+// Validate checks that the field matching r.Op is set. Errors are *Error
+// with CodeInvalid.
+func (r *Request) Validate() error {
+	var ok bool
+	switch r.Op {
+	case OpExec:
+		if r.Exec == nil {
+			break
+		}
+		return r.Exec.Validate()
+	case OpSignal:
+		ok = r.Signal != nil
+	case OpReadFile, OpStat, OpList:
+		ok = r.Path != nil
+	case OpWriteFile:
+		ok = r.WriteFile != nil
+	case OpMkdir:
+		ok = r.Mkdir != nil
+	case OpRemove:
+		ok = r.Remove != nil
+	case OpSetTime:
+		ok = r.SetTime != nil
+	case OpShutdown:
+		ok = r.Shutdown != nil
+	case OpPing:
+		ok = true
+	default:
+		return invalidf("unknown op %q", r.Op)
+	}
+	if !ok {
+		return invalidf("op %q without its arguments", r.Op)
+	}
+	return nil
+}

@@ -1,0 +1,333 @@
+package guestagent
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/hashicorp/yamux"
+
+	"github.com/agentbox/agentbox/vmctl/agentproto"
+)
+
+const (
+	// drainIdle: once the command's main process exited, its output pipes
+	// are read until a read would block this long (a background child may
+	// keep them open forever).
+	drainIdle = 50 * time.Millisecond
+	// drainMax bounds the whole drain after exit, against a background
+	// child that writes continuously.
+	drainMax = 5 * time.Second
+)
+
+// process is a running command with the parent's ends of its pipes.
+type process struct {
+	child     *child
+	stdin     *os.File // write end, nil when stdin is not attached
+	stdinOnce sync.Once
+	stdout    *os.File // read ends, closed by their pumps
+	stderr    *os.File
+
+	exited    atomic.Bool // main process reaped: drain mode
+	stopDrain atomic.Bool // drainMax reached
+	timedOut  atomic.Bool
+}
+
+func (p *process) closeStdin() {
+	if p.stdin != nil {
+		p.stdinOnce.Do(func() { p.stdin.Close() })
+	}
+}
+
+// execRegistry maps pids of running commands of a session, for OpSignal.
+type execRegistry struct {
+	mu    sync.Mutex
+	procs map[int]*child
+}
+
+func (r *execRegistry) add(c *child) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.procs == nil {
+		r.procs = map[int]*child{}
+	}
+	r.procs[c.pid] = c
+}
+
+func (r *execRegistry) remove(c *child) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.procs, c.pid)
+}
+
+func (r *execRegistry) get(pid int) *child {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.procs[pid]
+}
+
+func validSignal(sig int) error {
+	if sig < 1 || sig > 64 {
+		return &agentproto.Error{Code: agentproto.CodeInvalid, Message: fmt.Sprintf("invalid signal %d", sig)}
+	}
+	return nil
+}
+
+// signal handles OpSignal.
+func (s *server) signal(fw *agentproto.Writer, req *agentproto.SignalRequest) error {
+	if err := validSignal(req.Signal); err != nil {
+		return err
+	}
+	c := s.execs.get(req.Pid)
+	if c == nil {
+		return &agentproto.Error{Code: agentproto.CodeNotFound, Message: fmt.Sprintf("no running command with pid %d", req.Pid)}
+	}
+	if err := getReaper().signalGroup(c, syscall.Signal(req.Signal)); err != nil {
+		if errors.Is(err, errProcessDone) {
+			return &agentproto.Error{Code: agentproto.CodeNotFound, Message: fmt.Sprintf("command with pid %d has exited", req.Pid)}
+		}
+		return fmt.Errorf("kill %d: %w", -req.Pid, err)
+	}
+	return fw.WriteJSON(agentproto.FrameResponse, agentproto.Empty{})
+}
+
+// exec handles OpExec; see agentproto.OpExec for the frames.
+func (s *server) exec(st *yamux.Stream, fr *agentproto.Reader, fw *agentproto.Writer, req *agentproto.ExecRequest) {
+	p, err := startProcess(req)
+	if err != nil {
+		status := agentproto.ExitStatus{Code: -1, ErrorKind: agentproto.ExecOther, Error: err.Error()}
+		var se *startError
+		if errors.As(err, &se) {
+			status.ErrorKind = se.kind
+		}
+		s.log.Info("command did not start", "argv0", req.Argv[0], "kind", string(status.ErrorKind), "err", status.Error)
+		_ = fw.WriteJSON(agentproto.FrameExit, status)
+		return
+	}
+	r := getReaper()
+	s.execs.add(p.child)
+	defer s.execs.remove(p.child)
+	if err := fw.WriteJSON(agentproto.FrameStarted, agentproto.Started{Pid: p.child.pid}); err != nil {
+		_ = r.signalGroup(p.child, syscall.SIGKILL) // host gone
+	}
+
+	var timer *time.Timer
+	if req.TimeoutMs > 0 {
+		timer = time.AfterFunc(time.Duration(req.TimeoutMs)*time.Millisecond, func() {
+			if r.signalGroup(p.child, syscall.SIGKILL) == nil {
+				p.timedOut.Store(true)
+			}
+		})
+	}
+
+	var pumps sync.WaitGroup
+	pumps.Add(2)
+	go func() { defer pumps.Done(); p.pump(p.stdout, agentproto.FrameStdout, fw) }()
+	go func() { defer pumps.Done(); p.pump(p.stderr, agentproto.FrameStderr, fw) }()
+
+	var exitSent atomic.Bool
+	hostDone := make(chan struct{})
+	go func() {
+		defer close(hostDone)
+		s.readHost(p, fr, &exitSent)
+	}()
+
+	<-p.child.done
+	if timer != nil {
+		timer.Stop()
+	}
+	p.exited.Store(true)
+	deadline := time.Now().Add(drainIdle)
+	p.stdout.SetReadDeadline(deadline)
+	p.stderr.SetReadDeadline(deadline)
+	hard := time.AfterFunc(drainMax, func() {
+		p.stopDrain.Store(true)
+		p.stdout.SetReadDeadline(time.Unix(1, 0))
+		p.stderr.SetReadDeadline(time.Unix(1, 0))
+	})
+	pumps.Wait()
+	hard.Stop()
+	p.closeStdin()
+
+	status := exitStatus(p.child.status, p.timedOut.Load())
+	exitSent.Store(true)
+	if err := fw.WriteJSON(agentproto.FrameExit, status); err != nil {
+		s.log.Warn("cannot send exit status", "pid", p.child.pid, "err", err)
+	}
+	st.Close()
+	<-hostDone // the host closes its side once it has the exit status
+}
+
+// readHost handles the host's frames of an exec stream until the stream
+// ends; if it ends before the exit status was sent, the host abandoned the
+// command and the process group is killed.
+func (s *server) readHost(p *process, fr *agentproto.Reader, exitSent *atomic.Bool) {
+	defer p.closeStdin()
+	for {
+		t, b, err := fr.ReadFrame()
+		if err != nil {
+			if !exitSent.Load() {
+				_ = getReaper().signalGroup(p.child, syscall.SIGKILL)
+			}
+			return
+		}
+		switch t {
+		case agentproto.FrameStdin:
+			if p.stdin != nil {
+				if _, err := p.stdin.Write(b); err != nil {
+					p.closeStdin() // reader gone (EPIPE): drop the rest
+				}
+			}
+		case agentproto.FrameStdinClose:
+			p.closeStdin()
+		case agentproto.FrameSignal:
+			var m agentproto.SignalMessage
+			if err := json.Unmarshal(b, &m); err != nil || validSignal(m.Signal) != nil {
+				s.log.Warn("bad signal frame", "payload", string(b))
+				continue
+			}
+			_ = getReaper().signalGroup(p.child, syscall.Signal(m.Signal))
+		default:
+			s.log.Warn("unexpected frame on exec stream", "type", t.String())
+		}
+	}
+}
+
+// pump forwards f (stdout or stderr) as frames of type t in chunks of at
+// most ChunkSize bytes until EOF or, once the process exited, until the
+// pipe stays idle for drainIdle. If the host stops accepting frames it
+// keeps reading and discards, so the command never blocks on a full pipe.
+func (p *process) pump(f *os.File, t agentproto.FrameType, fw *agentproto.Writer) {
+	defer f.Close()
+	buf := make([]byte, agentproto.ChunkSize)
+	forward := true
+	for {
+		n, err := f.Read(buf)
+		if n > 0 {
+			if forward && fw.WriteFrame(t, buf[:n]) != nil {
+				forward = false
+			}
+			if p.exited.Load() && !p.stopDrain.Load() {
+				f.SetReadDeadline(time.Now().Add(drainIdle))
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+func exitStatus(ws syscall.WaitStatus, timedOut bool) agentproto.ExitStatus {
+	switch {
+	case ws.Exited():
+		return agentproto.ExitStatus{Code: ws.ExitStatus()}
+	case ws.Signaled():
+		return agentproto.ExitStatus{Code: -1, Signal: int(ws.Signal()), TimedOut: timedOut}
+	}
+	return agentproto.ExitStatus{Code: -1, ErrorKind: agentproto.ExecOther, Error: fmt.Sprintf("unexpected wait status %#x", uint32(ws))}
+}
+
+// startProcess resolves and starts the command in its own process group.
+// Errors are *startError (with the kind) or carry the ForkExec error.
+func startProcess(req *agentproto.ExecRequest) (*process, error) {
+	root := req.UID == nil || *req.UID == 0
+	env := mergeEnv(defaultEnv(root), req.Env)
+	dir := "/"
+	if req.Dir != "" {
+		dir = path.Clean(req.Dir)
+	}
+	if err := checkDir(dir); err != nil {
+		return nil, err
+	}
+	argv0, err := lookPath(req.Argv[0], lookupEnv(env, "PATH"), dir)
+	if err != nil {
+		return nil, err
+	}
+
+	var toClose []*os.File // the child's ends, closed once it started
+	defer func() {
+		for _, f := range toClose {
+			f.Close()
+		}
+	}()
+	p := &process{}
+	var stdinChild *os.File
+	if req.Stdin {
+		r, w, err := os.Pipe()
+		if err != nil {
+			return nil, err
+		}
+		stdinChild, p.stdin = r, w
+	} else {
+		f, err := os.Open(os.DevNull)
+		if err != nil {
+			return nil, err
+		}
+		stdinChild = f
+	}
+	toClose = append(toClose, stdinChild)
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		p.closeStdin()
+		return nil, err
+	}
+	toClose = append(toClose, outW)
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		p.closeStdin()
+		outR.Close()
+		return nil, err
+	}
+	toClose = append(toClose, errW)
+	p.stdout, p.stderr = outR, errR
+
+	sys := &syscall.SysProcAttr{Setpgid: true}
+	if req.UID != nil || req.GID != nil {
+		cred := &syscall.Credential{Uid: uint32(os.Getuid()), Gid: uint32(os.Getgid())}
+		if req.UID != nil {
+			cred.Uid, cred.Gid = *req.UID, *req.UID
+		}
+		if req.GID != nil {
+			cred.Gid = *req.GID
+		}
+		sys.Credential = cred // Groups nil: supplementary groups are cleared
+	}
+	attr := &syscall.ProcAttr{
+		Dir:   dir,
+		Env:   env,
+		Files: []uintptr{stdinChild.Fd(), outW.Fd(), errW.Fd()},
+		Sys:   sys,
+	}
+	c, err := getReaper().start(argv0, req.Argv, attr)
+	if err != nil {
+		p.closeStdin()
+		outR.Close()
+		errR.Close()
+		return nil, startErrorOf(req.Argv[0], err)
+	}
+	p.child = c
+	return p, nil
+}
+
+// startErrorOf classifies a ForkExec error like a shell would.
+func startErrorOf(argv0 string, err error) error {
+	var errno syscall.Errno
+	if !errors.As(err, &errno) {
+		return fmt.Errorf("%s: %w", argv0, err)
+	}
+	switch errno {
+	case syscall.ENOENT, syscall.ENOTDIR:
+		return &startError{agentproto.ExecNotFound, fmt.Sprintf("%s: %v", argv0, errno)}
+	case syscall.EACCES, syscall.EPERM, syscall.EISDIR:
+		return &startError{agentproto.ExecPermission, fmt.Sprintf("%s: %v", argv0, errno)}
+	case syscall.ENOEXEC:
+		return &startError{agentproto.ExecNotExecutable, fmt.Sprintf("%s: %v", argv0, errno)}
+	}
+	return &startError{agentproto.ExecOther, fmt.Sprintf("%s: %v", argv0, errno)}
+}

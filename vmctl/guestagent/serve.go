@@ -1,0 +1,255 @@
+package guestagent
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/yamux"
+
+	"github.com/agentbox/agentbox/vmctl/agentproto"
+)
+
+// Options configures a guest agent session. The zero value is usable.
+type Options struct {
+	// Version is the agent version reported in the handshake (no spaces);
+	// empty means "unknown".
+	Version string
+	// Logger receives one record per failed operation and per session;
+	// nil discards.
+	Logger *slog.Logger
+	// SetClock sets the realtime clock for OpSetTime; nil means
+	// clock_settime(CLOCK_REALTIME). Tests inject a fake.
+	SetClock func(time.Time) error
+	// Shutdown is called for OpShutdown after the response was sent, with
+	// reboot false for power-off. It is expected not to return (the guest
+	// goes down); nil answers the request with CodeUnsupported.
+	Shutdown func(reboot bool)
+}
+
+func (o *Options) logger() *slog.Logger {
+	if o.Logger != nil {
+		return o.Logger
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+// server is the state of one session.
+type server struct {
+	opts  Options
+	log   *slog.Logger
+	execs execRegistry
+}
+
+// Serve handles one host session on conn: it answers the host's hello
+// (skipping stale bytes before it), then runs a yamux server and handles
+// each stream the host opens in its own goroutine. It returns once the
+// session ended and every handler finished, always closing conn.
+//
+// It returns nil when the host closed the session (EOF on conn), ctx.Err()
+// when ctx was cancelled (running commands are killed), and otherwise the
+// handshake error (wrapping agentproto.ErrVersionMismatch on a version
+// mismatch, io.EOF if conn ended before a hello) or the session error.
+// Running commands are killed with their process group when the session
+// ends. A hello where the next yamux frame should start ends the session
+// too (nil): its sender is a new host, see ServePort.
+func Serve(ctx context.Context, conn io.ReadWriteCloser, opts Options) error {
+	return serve(ctx, conn, bufio.NewReaderSize(conn, agentproto.ChunkSize), opts)
+}
+
+// errNewHello ends a session whose byte stream continues with a hello: the
+// host went away and another one connected without the guest noticing
+// (ServePort keeps the bytes for the next session).
+var errNewHello = errors.New("guestagent: a new host said hello")
+
+// serve is Serve reading conn through br, which may hold bytes of an
+// earlier session on the same port and keeps unread bytes for the next.
+func serve(ctx context.Context, conn io.ReadWriteCloser, br *bufio.Reader, opts Options) error {
+	StartReaper()
+	s := &server{opts: opts, log: opts.logger()}
+
+	stopHS := context.AfterFunc(ctx, func() { conn.Close() })
+	hello, err := agentproto.AcceptHello(br, conn, opts.Version)
+	if !stopHS() {
+		conn.Close()
+		return ctx.Err()
+	}
+	if err != nil {
+		conn.Close()
+		return fmt.Errorf("guestagent: handshake: %w", err)
+	}
+	s.log.Info("host session started", "nonce", hello.Nonce)
+
+	sc := &sessionConn{r: br, conn: conn}
+	sess, err := yamux.Server(sc, agentproto.YamuxConfig())
+	if err != nil {
+		conn.Close()
+		return fmt.Errorf("guestagent: yamux: %w", err)
+	}
+	stop := context.AfterFunc(ctx, func() { sess.Close() })
+	defer stop()
+
+	var wg sync.WaitGroup
+	var acceptErr error
+	for {
+		st, err := sess.AcceptStream()
+		if err != nil {
+			acceptErr = err
+			break
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.handle(st)
+		}()
+	}
+	sess.Close()
+	wg.Wait()
+	s.log.Info("host session ended", "reason", acceptErr, "read_error", sc.err)
+	switch {
+	case ctx.Err() != nil:
+		return ctx.Err()
+	case sc.err == nil, errors.Is(sc.err, io.EOF), errors.Is(sc.err, errNewHello):
+		return nil
+	}
+	return fmt.Errorf("guestagent: session: %w", sc.err)
+}
+
+// yamuxHeaderSize is the size of a yamux frame header: version, type,
+// flags (2), stream id (4), length (4). Only data frames (type 0) are
+// followed by length payload bytes.
+const yamuxHeaderSize = 12
+
+// sessionConn is the connection under the yamux server. It follows the
+// yamux framing so that it can look at the first byte of every frame: a
+// yamux frame starts with version 0, never with the magic's 'A', so a hello
+// there means the host went away and a new one connected before the guest
+// read the EOF in between. The session then ends with errNewHello and the
+// hello stays in the buffered reader for the next session.
+type sessionConn struct {
+	r         *bufio.Reader
+	conn      io.ReadWriteCloser
+	remaining int   // bytes left of the current yamux frame
+	err       error // first read error, read after the session ended
+}
+
+func (c *sessionConn) Read(p []byte) (int, error) {
+	if c.remaining == 0 {
+		b, err := c.r.Peek(1)
+		if err != nil {
+			return 0, c.fail(err)
+		}
+		if b[0] == agentproto.Magic[0] {
+			return 0, c.fail(errNewHello)
+		}
+		hdr, err := c.r.Peek(yamuxHeaderSize)
+		if err != nil {
+			return 0, c.fail(err)
+		}
+		c.remaining = yamuxHeaderSize
+		if hdr[1] == 0 { // typeData
+			c.remaining += int(binary.BigEndian.Uint32(hdr[8:12]))
+		}
+	}
+	if len(p) > c.remaining {
+		p = p[:c.remaining]
+	}
+	n, err := c.r.Read(p)
+	c.remaining -= n
+	if err != nil {
+		c.fail(err)
+	}
+	return n, err
+}
+
+func (c *sessionConn) fail(err error) error {
+	if c.err == nil {
+		c.err = err
+	}
+	return err
+}
+
+func (c *sessionConn) Write(p []byte) (int, error) { return c.conn.Write(p) }
+func (c *sessionConn) Close() error                { return c.conn.Close() }
+
+// handle serves one stream: it reads the request and dispatches on its op.
+func (s *server) handle(st *yamux.Stream) {
+	defer st.Close()
+	fr := agentproto.NewReader(st)
+	fw := agentproto.NewWriter(st)
+	var req agentproto.Request
+	if err := fr.ReadJSON(agentproto.FrameRequest, &req); err != nil {
+		s.fail(fw, "request", fmt.Errorf("read request: %w", err))
+		return
+	}
+	if err := req.Validate(); err != nil {
+		s.fail(fw, req.Op, err)
+		return
+	}
+	var err error
+	switch req.Op {
+	case agentproto.OpExec:
+		s.exec(st, fr, fw, req.Exec)
+		return
+	case agentproto.OpSignal:
+		err = s.signal(fw, req.Signal)
+	case agentproto.OpReadFile:
+		err = readFile(fw, req.Path.Path)
+	case agentproto.OpWriteFile:
+		err = writeFile(fr, fw, req.WriteFile)
+	case agentproto.OpStat:
+		err = stat(fw, req.Path.Path)
+	case agentproto.OpList:
+		err = list(fw, req.Path.Path)
+	case agentproto.OpMkdir:
+		err = mkdir(fw, req.Mkdir)
+	case agentproto.OpRemove:
+		err = remove(fw, req.Remove)
+	case agentproto.OpPing:
+		err = fw.WriteJSON(agentproto.FrameResponse, agentproto.PingResponse{TimeNs: time.Now().UnixNano()})
+	case agentproto.OpSetTime:
+		err = s.setTime(fw, req.SetTime)
+	case agentproto.OpShutdown:
+		err = s.shutdown(st, fw, req.Shutdown)
+	}
+	if err != nil {
+		s.fail(fw, req.Op, err)
+	}
+}
+
+// fail reports err to the host as a FrameError (best effort) and logs it.
+func (s *server) fail(fw *agentproto.Writer, op agentproto.Op, err error) {
+	pe := toProtoError(err)
+	s.log.Warn("operation failed", "op", string(op), "code", string(pe.Code), "err", pe.Message)
+	_ = fw.WriteJSON(agentproto.FrameError, pe)
+}
+
+func (s *server) setTime(fw *agentproto.Writer, req *agentproto.SetTimeRequest) error {
+	set := s.opts.SetClock
+	if set == nil {
+		set = setRealtimeClock
+	}
+	if err := set(time.Unix(0, req.UnixNs)); err != nil {
+		return fmt.Errorf("set clock: %w", err)
+	}
+	return fw.WriteJSON(agentproto.FrameResponse, agentproto.Empty{})
+}
+
+func (s *server) shutdown(st *yamux.Stream, fw *agentproto.Writer, req *agentproto.ShutdownRequest) error {
+	if s.opts.Shutdown == nil {
+		return &agentproto.Error{Code: agentproto.CodeUnsupported, Message: "shutdown is not enabled in this agent"}
+	}
+	if err := fw.WriteJSON(agentproto.FrameResponse, agentproto.Empty{}); err != nil {
+		return err
+	}
+	st.Close()
+	s.log.Info("shutdown requested", "reboot", req.Reboot)
+	s.opts.Shutdown(req.Reboot)
+	return nil
+}

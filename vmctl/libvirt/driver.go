@@ -1,0 +1,78 @@
+package libvirt
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/agentbox/agentbox/vmctl/domain"
+	"github.com/agentbox/agentbox/vmctl/sandbox"
+)
+
+// Driver adapts a Conn to the sandbox manager's sandbox.Driver interface:
+// domains are built from a domain.Spec and started as transient domains.
+type Driver struct {
+	conn *Conn
+}
+
+// NewDriver returns a sandbox driver on the shared connection conn.
+func NewDriver(conn *Conn) *Driver { return &Driver{conn: conn} }
+
+var _ sandbox.Driver = (*Driver)(nil)
+
+// StartDomain renders spec to domain XML and starts it as a transient domain
+// (virDomainCreateXML). If the call fails after libvirt may have created the
+// domain (e.g. ctx ended mid-call), the domain is destroyed by name so that
+// nothing is left behind.
+func (d *Driver) StartDomain(ctx context.Context, spec domain.Spec) error {
+	xml, err := domain.XML(spec)
+	if err != nil {
+		return fmt.Errorf("%w: %w", sandbox.ErrInvalid, err)
+	}
+	if _, err := d.conn.CreateDomain(ctx, xml, CreateOptions{}); err != nil {
+		if !errors.Is(err, ErrExists) {
+			if derr := d.conn.DestroyDomain(context.WithoutCancel(ctx), spec.Name); derr != nil {
+				err = errors.Join(err, fmt.Errorf("cleanup of %s: %w", spec.Name, derr))
+			}
+		}
+		return err
+	}
+	return nil
+}
+
+// DestroyDomain stops the domain at once; a domain already gone is not an
+// error.
+func (d *Driver) DestroyDomain(ctx context.Context, name string) error {
+	return d.conn.DestroyDomain(ctx, name)
+}
+
+// WatchStop delivers one sandbox.Stop when the domain's lifecycle reaches
+// "stopped" (libvirt VIR_DOMAIN_EVENT_STOPPED; its detail becomes the
+// reason: "shutdown", "destroyed", "crashed", "failed", or "vanished" when
+// the stop happened while libvirtd was unreachable). A "crashed" event (guest
+// panic reported by pvpanic) is delivered at once as well.
+func (d *Driver) WatchStop(ctx context.Context, name string) (<-chan sandbox.Stop, error) {
+	events, err := d.conn.WatchLifecycle(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	out := make(chan sandbox.Stop, 1)
+	go func() {
+		defer close(out)
+		for ev := range events {
+			switch ev.Kind {
+			case EventStopped, EventCrashed:
+				reason := string(ev.Kind) + "/" + ev.Detail
+				select {
+				case out <- sandbox.Stop{Reason: reason}:
+				case <-ctx.Done():
+				}
+				// Drain until the watch ends so the fan-out never blocks.
+				for range events {
+				}
+				return
+			}
+		}
+	}()
+	return out, nil
+}
