@@ -13,7 +13,7 @@ packages=(
   libvirt-daemon-system libvirt-clients libvirt-daemon-driver-qemu
   qemu-system-x86 qemu-utils
   debootstrap busybox-static cpio e2fsprogs zstd
-  distro-info-data make
+  distro-info-data make tini
 )
 missing=()
 for p in "${packages[@]}"; do
@@ -43,9 +43,17 @@ if [ -d /run/systemd/system ]; then
   systemctl start virtlogd.socket libvirtd.socket libvirtd.service >&2 || true
   [ -n "${restart:-}" ] && systemctl restart libvirtd.service >&2
 else
-  [ -n "${restart:-}" ] && running libvirtd && { pkill -x libvirtd; while running libvirtd; do sleep 0.1; done; }
+  # libvirt daemonizes each qemu process, so an exited qemu is reparented to
+  # the nearest subreaper or PID 1 and libvirt waits until that reaps it. On
+  # machines whose PID 1 reaps slowly (seen here: ~2 s per domain destroy)
+  # run libvirtd under `tini -s`, a child subreaper that reaps at once.
+  under_tini() { [ "$(ps -o comm= -p "$(ps -o ppid= -p "$(pgrep -xo libvirtd)")" 2>/dev/null)" = tini ]; }
+  if running libvirtd && { [ -n "${restart:-}" ] || ! under_tini; }; then
+    pkill -x libvirtd
+    while running libvirtd; do sleep 0.1; done
+  fi
   running virtlogd || virtlogd -d
-  running libvirtd || libvirtd -d
+  running libvirtd || setsid tini -s -- libvirtd </dev/null >>/var/log/libvirtd.stdout 2>&1 &
 fi
 for _ in $(seq 100); do
   [ -S /var/run/libvirt/libvirt-sock ] && virsh -c qemu:///system version >/dev/null 2>&1 && break

@@ -167,7 +167,7 @@ func (p *Process) Wait() (agentproto.ExitStatus, error) {
 	}
 	select {
 	case <-p.done:
-		if p.killed.Load() && p.err == nil {
+		if p.killed.Load() {
 			return p.status, fmt.Errorf("agent: %s: %w", p.o.name, p.ctx.Err())
 		}
 		return p.status, p.err

@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/hashicorp/yamux"
@@ -52,7 +53,8 @@ type server struct {
 // each stream the host opens in its own goroutine. It returns once the
 // session ended and every handler finished, always closing conn.
 //
-// It returns nil when the host closed the session (EOF on conn), ctx.Err()
+// It returns nil when the host closed the session (EOF or ECONNRESET on
+// conn), ctx.Err()
 // when ctx was cancelled (running commands are killed), and otherwise the
 // handshake error (wrapping agentproto.ErrVersionMismatch on a version
 // mismatch, io.EOF if conn ended before a hello) or the session error.
@@ -115,7 +117,8 @@ func serve(ctx context.Context, conn io.ReadWriteCloser, br *bufio.Reader, opts 
 	switch {
 	case ctx.Err() != nil:
 		return ctx.Err()
-	case sc.err == nil, errors.Is(sc.err, io.EOF), errors.Is(sc.err, errNewHello):
+	case sc.err == nil, errors.Is(sc.err, io.EOF), errors.Is(sc.err, errNewHello),
+		errors.Is(sc.err, syscall.ECONNRESET): // a socket peer closed with unread data
 		return nil
 	}
 	return fmt.Errorf("guestagent: session: %w", sc.err)
