@@ -153,7 +153,8 @@ func runAction(c *cli.Context) error {
 	if gotSignal != 0 {
 		return &exitError{code: ExitSignalBase + int(gotSignal), msg: fmt.Sprintf("%s: guest command killed, sandbox removed", gotSignal)}
 	}
-	if err != nil {
+	var startErr *agentproto.ExecError
+	if err != nil && !errors.As(err, &startErr) {
 		return fmt.Errorf("exec: %w", err)
 	}
 	code, msg := statusCode(st, c.Duration("timeout").String())

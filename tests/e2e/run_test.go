@@ -209,6 +209,7 @@ func TestSignalTearsDown(t *testing.T) {
 	t.Parallel()
 	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
 		cmd, _, stderr := command(t, runOpts{}, "sh", "-c", "echo started; exec sleep 100")
+		cmd.Stdout = nil
 		out, err := cmd.StdoutPipe()
 		if err != nil {
 			t.Fatal(err)

@@ -105,7 +105,9 @@ func TestLoadErrors(t *testing.T) {
 		{"escaping path", func(f map[string][]byte, m *string) {
 			*m = strings.Replace(*m, `kernel = "vmlinuz"`, `kernel = "../vmlinuz"`, 1)
 		}, "plain file name"},
-		{"no memory", func(f map[string][]byte, m *string) { *m = strings.Replace(*m, "memory_mib = 256", "memory_mib = 0", 1) }, "memory_mib = 0"},
+		{"no memory", func(f map[string][]byte, m *string) {
+			*m = strings.Replace(*m, "memory_mib = 256", "memory_mib = 0", 1)
+		}, "memory_mib = 0"},
 		{"bad toml", func(f map[string][]byte, m *string) { *m = "format = = 1" }, "manifest.toml"},
 	}
 	for _, tc := range cases {

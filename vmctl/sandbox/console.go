@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"io"
 	"os"
+	"regexp"
 	"strings"
 )
 
@@ -32,8 +33,24 @@ func ConsoleTail(path string, n int) string {
 	}
 	buf = bytes.ReplaceAll(buf, []byte("\r"), nil)
 	lines := strings.Split(strings.TrimRight(string(buf), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
+	if len(lines) <= n {
+		return strings.Join(lines, "\n")
 	}
-	return strings.Join(lines, "\n")
+	// A panic's stack trace easily fills the tail: keep the lines that say
+	// what happened, from before the tail, in front of it.
+	var marks []string
+	for _, l := range lines[:len(lines)-n] {
+		if consoleMarker.MatchString(l) && len(marks) < 5 {
+			marks = append(marks, l)
+		}
+	}
+	tail := lines[len(lines)-n:]
+	if len(marks) > 0 {
+		tail = append(append(marks, "[...]"), tail...)
+	}
+	return strings.Join(tail, "\n")
 }
+
+// consoleMarker matches console lines that explain a guest's death: kernel
+// panics and oopses, sysrq crashes, the OOM killer and initramfs failures.
+var consoleMarker = regexp.MustCompile(`Kernel panic|sysrq: |BUG: |Oops|Out of memory|FATAL`)

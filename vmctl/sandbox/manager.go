@@ -240,13 +240,12 @@ func (sb *Sandbox) connectAgent(ctx context.Context, timeout time.Duration) (*ag
 		if r.err == nil {
 			return r.c, nil
 		}
-		if sb.stoppedNow() {
-			return nil, sb.StopErr()
-		}
 		if ctx.Err() == context.DeadlineExceeded {
 			return nil, fmt.Errorf("%w: guest agent did not answer within %s; console:\n%s", ErrBootTimeout, timeout, ConsoleTail(sb.ConsoleLog, 20))
 		}
-		return nil, fmt.Errorf("guest agent handshake: %w", r.err)
+		// A connection that breaks during boot usually means QEMU exited:
+		// give the lifecycle event a moment so the error says why.
+		return nil, sb.explain(fmt.Errorf("guest agent handshake: %w", r.err))
 	case <-sb.stopped:
 		cancel()
 		if r := <-done; r.c != nil {

@@ -92,16 +92,26 @@ func (sb *Sandbox) watch(stops <-chan Stop) {
 func (sb *Sandbox) Exec(ctx context.Context, req agentproto.ExecRequest, stdin io.Reader, stdout, stderr io.Writer) (agentproto.ExitStatus, error) {
 	st, err := sb.agent.Exec(ctx, req, stdin, stdout, stderr)
 	if err != nil && ctx.Err() == nil {
-		// A broken agent session usually means the guest died: wait briefly
-		// for the lifecycle event so the error says so.
-		select {
-		case <-sb.stopped:
-			return st, sb.StopErr()
-		case <-time.After(2 * time.Second):
-		}
 		if errors.Is(err, agent.ErrDisconnected) {
-			return st, fmt.Errorf("guest agent connection lost: %w", err)
+			err = fmt.Errorf("guest agent connection lost: %w", err)
 		}
+		return st, sb.explain(err)
 	}
 	return st, err
+}
+
+// stopEventGrace is how long a broken agent connection waits for the
+// domain's lifecycle event, which libvirt sends a little after QEMU exits.
+const stopEventGrace = 2 * time.Second
+
+// explain turns err, seen on the agent connection, into the guest's death
+// (ErrGuestDied with the console's last lines) when the domain stopped or
+// stops within stopEventGrace; otherwise it returns err unchanged.
+func (sb *Sandbox) explain(err error) error {
+	select {
+	case <-sb.stopped:
+		return sb.StopErr()
+	case <-time.After(stopEventGrace):
+		return err
+	}
 }
