@@ -27,6 +27,7 @@ type exitError struct {
 	msg  string
 }
 
+// Error implements the error interface.
 func (e *exitError) Error() string { return fmt.Sprintf("exit status %d: %s", e.code, e.msg) }
 
 // statusCode maps a guest command's ExitStatus to agentbox's exit status and

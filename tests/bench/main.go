@@ -303,6 +303,7 @@ func benchGuest(ctx context.Context, img *image.Image, uri string, execs, gaRuns
 
 type countWriter int64
 
+// Write implements io.Writer.
 func (c *countWriter) Write(p []byte) (int, error) { *c += countWriter(len(p)); return len(p), nil }
 
 func firstLine(s string) string {

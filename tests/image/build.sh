@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Build the agentbox test image (vmlinuz + initrd.img + rootfs.qcow2 +
-# manifest.toml, see docs/CONTRACTS.md) from Debian packages.
+# manifest.toml, see docs/image-format.md) from Debian packages.
 #
 # Usage: tests/image/build.sh [-f|--force] [-h|--help]
 #

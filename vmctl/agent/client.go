@@ -98,6 +98,7 @@ type bufConn struct {
 	r *bufio.Reader
 }
 
+// Read implements io.Reader.
 func (c *bufConn) Read(p []byte) (int, error) { return c.r.Read(p) }
 
 // AgentVersion returns the version string the guest agent reported in the

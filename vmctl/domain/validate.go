@@ -29,8 +29,10 @@ type fieldError struct {
 	msg   string
 }
 
+// Error implements the error interface.
 func (e *fieldError) Error() string { return e.field + ": " + e.msg }
 
+// Unwrap returns the wrapped error, for errors.Is and errors.As.
 func (e *fieldError) Unwrap() error { return ErrInvalidSpec }
 
 // Validate reports every problem with s at once, as errors joined with

@@ -60,6 +60,7 @@ type startError struct {
 	msg  string
 }
 
+// Error implements the error interface.
 func (e *startError) Error() string { return e.msg }
 
 // lookPath resolves argv0 like a shell: with a "/" it is returned as is

@@ -91,6 +91,7 @@ func (c *portConn) newSession(ctx context.Context, active bool) *portSession {
 	return &portSession{pc: c, closed: c.closed, isDone: c.isDone}
 }
 
+// Read implements io.Reader.
 func (c *portConn) Read(p []byte) (int, error) {
 	backoff := idleBackoffMin
 	for {
@@ -137,6 +138,7 @@ type portSession struct {
 // satisfy io.ReadWriteCloser.
 func (s *portSession) Read(p []byte) (int, error) { return s.pc.Read(p) }
 
+// Write implements io.Writer.
 func (s *portSession) Write(p []byte) (int, error) {
 	if s.isDone.Load() {
 		return 0, net.ErrClosed

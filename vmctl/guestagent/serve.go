@@ -142,6 +142,7 @@ type sessionConn struct {
 	err       error // first read error, read after the session ended
 }
 
+// Read implements io.Reader.
 func (c *sessionConn) Read(p []byte) (int, error) {
 	if c.remaining == 0 {
 		b, err := c.r.Peek(1)
@@ -178,8 +179,11 @@ func (c *sessionConn) fail(err error) error {
 	return err
 }
 
+// Write implements io.Writer.
 func (c *sessionConn) Write(p []byte) (int, error) { return c.conn.Write(p) }
-func (c *sessionConn) Close() error                { return c.conn.Close() }
+
+// Close implements io.Closer.
+func (c *sessionConn) Close() error { return c.conn.Close() }
 
 // handle serves one stream: it reads the request and dispatches on its op.
 func (s *server) handle(st *yamux.Stream) {
