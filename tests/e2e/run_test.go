@@ -344,3 +344,41 @@ func TestKeep(t *testing.T) {
 		t.Fatalf("%s: %v %s", remove, err, out)
 	}
 }
+
+func TestSignalDuringBoot(t *testing.T) {
+	t.Parallel()
+	cmd, _, stderr := command(t, runOpts{}, "true")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// Wait until the domain's qemu process exists, then interrupt the boot.
+	state := cmd.Args[4] // --uri U --state-dir DIR: DIR is the 5th argument
+	deadline := time.Now().Add(2 * time.Minute)
+	for !qemuRunningFor(state) {
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			cmd.Wait()
+			t.Fatalf("no qemu process appeared; stderr %s", stderr)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cmd.Process.Signal(syscall.SIGINT)
+	err := cmd.Wait()
+	ee, ok := err.(*exec.ExitError)
+	if !ok || ee.ExitCode() != 130 {
+		t.Fatalf("SIGINT during boot: %v, want exit 130; stderr %s", err, stderr)
+	}
+}
+
+// qemuRunningFor reports whether a qemu process mentions dir on its
+// command line.
+func qemuRunningFor(dir string) bool {
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range procs {
+		b, _ := os.ReadFile(p)
+		if bytes.Contains(b, []byte("qemu-system")) && bytes.Contains(b, []byte(dir)) {
+			return true
+		}
+	}
+	return false
+}

@@ -13,32 +13,16 @@ import (
 // while the daemon is down must wait for it, and the domain, a separate
 // QEMU process, must survive.
 func TestReconnect(t *testing.T) {
-	d := startPrivateDaemon(t)
+	d, c, name, events := startWatchedDomain(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	c, err := Connect(ctx, Config{Socket: d.socket, Logger: testLogger(t), MaxBackoff: 200 * time.Millisecond})
-	if err != nil {
-		t.Fatalf("Connect: %v", err)
-	}
-	t.Cleanup(func() {
-		assertNoTestDomains(t, c)
-		_ = c.Close()
-	})
-
-	name := uniqueName()
-	events, err := c.WatchLifecycle(ctx, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	createDomain(t, c, name, CreateOptions{})
-	waitEvent(t, events, EventStarted, 30*time.Second)
 
 	d.kill()
 
 	// While the daemon is down, a call with a short deadline fails with
 	// ErrUnavailable (it may also be the call that discovers the drop).
 	short, cancelShort := context.WithTimeout(ctx, 300*time.Millisecond)
-	_, err = c.DomainState(short, name)
+	_, err := c.DomainState(short, name)
 	cancelShort()
 	if !errors.Is(err, ErrUnavailable) {
 		t.Errorf("DomainState while libvirtd is down: %v, want ErrUnavailable", err)
@@ -83,25 +67,9 @@ func TestReconnect(t *testing.T) {
 // TestReconnectVanished stops a domain while libvirtd is down: the
 // watcher gets a synthesized stopped event after the reconnection.
 func TestReconnectVanished(t *testing.T) {
-	d := startPrivateDaemon(t)
+	d, c, name, events := startWatchedDomain(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	c, err := Connect(ctx, Config{Socket: d.socket, Logger: testLogger(t), MaxBackoff: 200 * time.Millisecond})
-	if err != nil {
-		t.Fatalf("Connect: %v", err)
-	}
-	t.Cleanup(func() {
-		assertNoTestDomains(t, c)
-		_ = c.Close()
-	})
-
-	name := uniqueName()
-	events, err := c.WatchLifecycle(ctx, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	createDomain(t, c, name, CreateOptions{})
-	waitEvent(t, events, EventStarted, 30*time.Second)
 	pid := d.qemuPID(t, name)
 
 	d.kill()
@@ -121,4 +89,30 @@ func TestReconnectVanished(t *testing.T) {
 	if _, err := c.DomainState(ctx, name); !errors.Is(err, ErrDomainNotFound) {
 		t.Errorf("DomainState: %v, want ErrDomainNotFound", err)
 	}
+}
+
+// startWatchedDomain starts a private libvirtd, connects to it, and starts
+// a domain whose lifecycle events the returned channel delivers (the
+// Started event already consumed).
+func startWatchedDomain(t *testing.T) (*privateDaemon, *Conn, string, <-chan LifecycleEvent) {
+	t.Helper()
+	d := startPrivateDaemon(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	t.Cleanup(cancel)
+	c, err := Connect(ctx, Config{Socket: d.socket, Logger: testLogger(t), MaxBackoff: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatalf("Connect: %v", err)
+	}
+	t.Cleanup(func() {
+		assertNoTestDomains(t, c)
+		_ = c.Close()
+	})
+	name := uniqueName()
+	events, err := c.WatchLifecycle(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	createDomain(t, c, name, CreateOptions{})
+	waitEvent(t, events, EventStarted, 30*time.Second)
+	return d, c, name, events
 }
