@@ -43,9 +43,12 @@ func setupInit(log *slog.Logger) error {
 			errs = append(errs, err)
 			continue
 		}
+		if isMountpoint(m.target) {
+			continue // already mounted (the initramfs moves /dev, /proc and /sys over)
+		}
 		err := unix.Mount(m.source, m.target, m.fstype, m.flags, m.data)
 		if errors.Is(err, unix.EBUSY) {
-			continue // already mounted (by the initramfs)
+			continue
 		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("mount %s on %s: %w", m.fstype, m.target, err))
@@ -149,4 +152,15 @@ func mountTargets() []string {
 		}
 	}
 	return out
+}
+
+// isMountpoint reports whether dir is the root of a mounted file system:
+// its device differs from its parent's. (proc and sysfs stack instead of
+// failing with EBUSY when mounted twice, so init must look first.)
+func isMountpoint(dir string) bool {
+	var st, parent unix.Stat_t
+	if unix.Stat(dir, &st) != nil || unix.Stat(dir+"/..", &parent) != nil {
+		return false
+	}
+	return st.Dev != parent.Dev
 }

@@ -35,9 +35,9 @@ func runCommand() *cli.Command {
 			"125 if agentbox itself failed; 126 if the command cannot be run; 127 if it was not found.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "image", Usage: "image `DIR` (holds manifest.toml)", EnvVars: []string{"AGENTBOX_IMAGE"}},
-			&cli.DurationFlag{Name: "timeout", Usage: "kill the command (and its process group) after `DURATION`; exit 124"},
-			&cli.IntFlag{Name: "cpus", Usage: "virtual CPUs (default: the image's)"},
-			&cli.IntFlag{Name: "memory", Usage: "guest memory in `MiB` (default: the image's)"},
+			&cli.DurationFlag{Name: "timeout", Usage: "kill the command (and its process group) after `DURATION`; exit 124", DefaultText: "none"},
+			&cli.IntFlag{Name: "cpus", Usage: "virtual `CPUS`", DefaultText: "the image's"},
+			&cli.IntFlag{Name: "memory", Usage: "guest memory in `MiB`", DefaultText: "the image's"},
 			&cli.StringSliceFlag{Name: "env", Aliases: []string{"e"}, Usage: "set `K=V` in the command's environment (repeatable)"},
 			&cli.StringFlag{Name: "workdir", Aliases: []string{"w"}, Usage: "working `DIR` of the command in the guest"},
 			&cli.StringFlag{Name: "user", Aliases: []string{"u"}, Usage: "run as `UID[:GID]` in the guest (default root)"},
