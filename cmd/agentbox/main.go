@@ -16,6 +16,9 @@ import (
 var version = "dev"
 
 func main() {
+	// --version has no -v: `run -v` is --verbose, and a stray global -v
+	// must not silently print the version instead of running a command.
+	cli.VersionFlag = &cli.BoolFlag{Name: "version", Usage: "print the version and exit"}
 	app := newApp()
 	err := app.Run(os.Args)
 	os.Exit(exitCode(err))
@@ -43,8 +46,18 @@ func newApp() *cli.App {
 		},
 		Commands: []*cli.Command{
 			runCommand(),
+			execCommand(),
 			accelCommand(),
 		},
+		Before: func(c *cli.Context) error {
+			_, err := newLogger(c.String("log-level"))
+			return err
+		},
+		CommandNotFound: func(c *cli.Context, name string) {
+			fmt.Fprintf(os.Stderr, "agentbox: unknown command %q: see `agentbox --help`\n", name)
+			os.Exit(ExitAgentboxFailed)
+		},
+		OnUsageError: usageError,
 		ExitErrHandler: func(*cli.Context, error) {}, // main prints and maps errors
 	}
 }

@@ -67,12 +67,12 @@ func Choose(mode Mode, probe Prober) (Choice, error) {
 	}
 	switch mode {
 	case ModeTCG:
-		return Choice{DomainType: "qemu", Accel: ModeTCG, Reason: "asked for with --accel tcg"}, nil
+		return Choice{DomainType: "qemu", Accel: ModeTCG, Reason: "chosen by --accel tcg (flag, $AGENTBOX_ACCEL or config)"}, nil
 	case ModeKVM:
 		if err := probe(); err != nil {
 			return Choice{}, fmt.Errorf("%w: %v; use --accel tcg (slower software emulation) or fix KVM", ErrKVMUnusable, err)
 		}
-		return Choice{DomainType: "kvm", Accel: ModeKVM, Reason: "asked for with --accel kvm; KVM probe ran a guest"}, nil
+		return Choice{DomainType: "kvm", Accel: ModeKVM, Reason: "chosen by --accel kvm; KVM probe ran a guest"}, nil
 	case ModeAuto, "":
 		if err := probe(); err != nil {
 			return Choice{DomainType: "qemu", Accel: ModeTCG, Reason: "KVM unusable: " + err.Error()}, nil

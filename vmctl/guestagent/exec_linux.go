@@ -120,8 +120,11 @@ func (s *server) exec(st *yamux.Stream, fr *agentproto.Reader, fw *agentproto.Wr
 	var timer *time.Timer
 	if req.TimeoutMs > 0 {
 		timer = time.AfterFunc(time.Duration(req.TimeoutMs)*time.Millisecond, func() {
-			if r.signalGroup(p.child, syscall.SIGKILL) == nil {
-				p.timedOut.Store(true)
+			// Mark before killing: the exit status may be read as soon as
+			// the group dies, before this goroutine runs again.
+			p.timedOut.Store(true)
+			if r.signalGroup(p.child, syscall.SIGKILL) != nil {
+				p.timedOut.Store(false) // the group was already gone
 			}
 		})
 	}

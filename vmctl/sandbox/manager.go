@@ -241,7 +241,7 @@ func (sb *Sandbox) connectAgent(ctx context.Context, timeout time.Duration) (*ag
 			return r.c, nil
 		}
 		if ctx.Err() == context.DeadlineExceeded {
-			return nil, fmt.Errorf("%w: guest agent did not answer within %s; console:\n%s", ErrBootTimeout, timeout, ConsoleTail(sb.ConsoleLog, 20))
+			return nil, fmt.Errorf("%w: guest agent did not answer within %s (a TCG boot takes seconds: raise --boot-timeout if the host is busy); console:\n%s", ErrBootTimeout, timeout, ConsoleTail(sb.ConsoleLog, 20))
 		}
 		// A connection that breaks during boot usually means QEMU exited:
 		// give the lifecycle event a moment so the error says why.

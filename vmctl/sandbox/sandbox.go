@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"sync"
 	"time"
 
@@ -71,7 +72,17 @@ func (sb *Sandbox) StopErr() error {
 	if !sb.stoppedNow() {
 		return nil
 	}
-	return fmt.Errorf("%w (domain %s %s); last console lines:\n%s", ErrGuestDied, sb.Domain, sb.stop.Reason, ConsoleTail(sb.ConsoleLog, 20))
+	console := ConsoleTail(sb.ConsoleLog, 20)
+	reason := sb.stop.Reason
+	if strings.Contains(console, "Kernel panic") {
+		// With panic=-1 a panic reboots, which on_reboot=destroy turns into
+		// an ordinary stop: the console says what it was.
+		reason = "kernel panic, " + reason
+	}
+	if strings.TrimSpace(console) == "" {
+		return fmt.Errorf("%w (domain %s %s) before the kernel printed anything: check that --memory (%d MiB) fits the kernel and initrd, and the image's kernel", ErrGuestDied, sb.Domain, reason, sb.Memory)
+	}
+	return fmt.Errorf("%w (domain %s %s); last console lines:\n%s", ErrGuestDied, sb.Domain, reason, console)
 }
 
 // watch closes stopped when the driver reports the domain's end.

@@ -1,0 +1,164 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/urfave/cli/v2"
+	"golang.org/x/sys/unix"
+
+	"github.com/agentbox/agentbox/vmctl/agentproto"
+)
+
+// commandFlags are the flags that shape the guest command, shared by `run`
+// and `exec`.
+func commandFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.DurationFlag{Name: "timeout", Usage: "kill the command (and its process group) after `DURATION` (e.g. 30s, 5m); exit 124", DefaultText: "none"},
+		&cli.StringSliceFlag{Name: "env", Aliases: []string{"e"}, Usage: "set `K=V` in the command's environment (repeatable; use one spelling, --env or -e)"},
+		&cli.StringFlag{Name: "workdir", Aliases: []string{"w"}, Usage: "working `DIR` of the command in the guest (must exist; else exit 126)"},
+		&cli.StringFlag{Name: "user", Aliases: []string{"u"}, Usage: "run as `UID[:GID]` in the guest (default root)"},
+		&cli.BoolFlag{Name: "shell", Usage: "run the arguments joined by spaces with /bin/sh -c (pass the script as one argument to keep its quoting)"},
+		&cli.BoolFlag{Name: "interactive", Aliases: []string{"i"}, Usage: "forward stdin even when it is a terminal"},
+	}
+}
+
+// usageError turns a flag parse error into a short message with a hint,
+// instead of urfave/cli's full help text.
+func usageError(c *cli.Context, err error, _ bool) error {
+	msg := err.Error()
+	if strings.Contains(msg, "parse error") {
+		msg += " (durations take a unit: 500ms, 30s, 5m; numbers are plain integers)"
+	}
+	name := "agentbox"
+	if c.Command != nil && c.Command.Name != "" && c.Command.Name != c.App.Name {
+		name += " " + c.Command.Name
+	}
+	return fmt.Errorf("%s: see `%s --help`", msg, name)
+}
+
+// guestArgv returns the command to run from the arguments after "--".
+func guestArgv(c *cli.Context, usage string) ([]string, error) {
+	argv := c.Args().Slice()
+	if len(argv) == 0 {
+		return nil, fmt.Errorf("no command given: use `%s`", usage)
+	}
+	if c.Bool("shell") {
+		argv = []string{"/bin/sh", "-c", strings.Join(argv, " ")}
+	}
+	return argv, nil
+}
+
+// execRequest builds the guest exec request from the command flags.
+func execRequest(c *cli.Context, argv []string) (agentproto.ExecRequest, error) {
+	req := agentproto.ExecRequest{
+		Argv: argv,
+		Dir:  c.String("workdir"),
+	}
+	if t := c.Duration("timeout"); t > 0 {
+		req.TimeoutMs = t.Milliseconds()
+	} else if t < 0 {
+		return req, fmt.Errorf("--timeout %s: must be positive", t)
+	}
+	for _, kv := range c.StringSlice("env") {
+		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
+			return req, fmt.Errorf("--env %q: want KEY=VALUE", kv)
+		}
+		req.Env = append(req.Env, kv)
+	}
+	if u := c.String("user"); u != "" {
+		uidStr, gidStr, hasGID := strings.Cut(u, ":")
+		uid, err := strconv.ParseUint(uidStr, 10, 32)
+		if err != nil {
+			return req, fmt.Errorf("--user %q: want a numeric UID[:GID]", u)
+		}
+		uid32 := uint32(uid)
+		req.UID = &uid32
+		gid32 := uid32
+		if hasGID {
+			gid, err := strconv.ParseUint(gidStr, 10, 32)
+			if err != nil {
+				return req, fmt.Errorf("--user %q: want a numeric UID[:GID]", u)
+			}
+			gid32 = uint32(gid)
+		}
+		req.GID = &gid32
+	}
+	return req, nil
+}
+
+// interrupts cancels the returned context on SIGINT or SIGTERM and reports
+// which signal it was (0 for none). stop releases the signal handler.
+func interrupts(parent context.Context) (ctx context.Context, got func() syscall.Signal, stop func()) {
+	ctx, cancel := context.WithCancel(parent)
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	var sig atomic.Int32
+	go func() {
+		if s, ok := <-sigs; ok {
+			sig.Store(int32(s.(syscall.Signal)))
+			cancel()
+		}
+	}()
+	return ctx, func() syscall.Signal { return syscall.Signal(sig.Load()) }, func() {
+		signal.Stop(sigs)
+		close(sigs)
+		cancel()
+	}
+}
+
+// execer runs one command in a guest: a *sandbox.Sandbox or an
+// *agent.Client.
+type execer interface {
+	Exec(ctx context.Context, req agentproto.ExecRequest, stdin io.Reader, stdout, stderr io.Writer) (agentproto.ExitStatus, error)
+}
+
+// runGuest runs req through g with this process's stdio, and maps the
+// outcome to the CLI's exit status (an *exitError, or an error for 125).
+// Stdin is forwarded unless it is a terminal (then only with -i). The guest
+// agent enforces the timeout; as a backstop against a hung guest the host
+// gives up 5 s after it and reports a timeout too.
+func runGuest(ctx context.Context, c *cli.Context, g execer, req agentproto.ExecRequest, got func() syscall.Signal) error {
+	var stdin io.Reader
+	if c.Bool("interactive") || !isTerminal(os.Stdin) {
+		stdin = os.Stdin
+		req.Stdin = true
+	}
+	timeout := c.Duration("timeout")
+	execCtx := ctx
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		execCtx, cancel = context.WithTimeout(ctx, timeout+5*time.Second)
+		defer cancel()
+	}
+	st, err := g.Exec(execCtx, req, stdin, os.Stdout, os.Stderr)
+	if sig := got(); sig != 0 {
+		return &exitError{code: ExitSignalBase + int(sig), msg: fmt.Sprintf("%s: guest command killed", sig)}
+	}
+	if err != nil && timeout > 0 && errors.Is(execCtx.Err(), context.DeadlineExceeded) {
+		st, err = agentproto.ExitStatus{TimedOut: true}, nil
+	}
+	var startErr *agentproto.ExecError
+	if err != nil && !errors.As(err, &startErr) {
+		return fmt.Errorf("exec: %w", err)
+	}
+	code, msg := statusCode(st, timeout.String())
+	if code != 0 || msg != "" {
+		return &exitError{code: code, msg: msg}
+	}
+	return nil
+}
+
+func isTerminal(f *os.File) bool {
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
+}
