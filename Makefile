@@ -28,7 +28,7 @@ test-image:
 # history (distro-info-data's debian.csv, passed on stdin).
 demo: host-setup build
 	@img=$$(tests/image/build.sh | tail -n1) && \
-	echo "+ agentbox run --image $$img -- python3 -c \"\$$(cat tests/demo/debian_summary.py)\" < /usr/share/distro-info/debian.csv" >&2 && \
+	echo "+ agentbox run -v --image $$img -- python3 -c \"\$$(cat tests/demo/debian_summary.py)\" < /usr/share/distro-info/debian.csv" >&2 && \
 	time bin/agentbox run -v --image "$$img" -- python3 -c "$$(cat tests/demo/debian_summary.py)" < /usr/share/distro-info/debian.csv
 
 # Everything: vet, unit tests with -race, short fuzz runs, and the tests that

@@ -48,7 +48,7 @@ func Load(ctx context.Context, dir string, opts LoadOptions) (*Image, error) {
 	data, err := os.ReadFile(filepath.Join(abs, ManifestName))
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("%w: %s has no %s: pass the directory that `make test-image` or `nix build .#image-NAME` printed", ErrInvalid, abs, ManifestName)
+			return nil, fmt.Errorf("%w: %s has no %s: pass the image directory that `make test-image` printed (its last line)", ErrInvalid, abs, ManifestName)
 		}
 		return nil, fmt.Errorf("image %s: %w", abs, err)
 	}
