@@ -57,7 +57,7 @@ func newApp() *cli.App {
 			fmt.Fprintf(os.Stderr, "agentbox: unknown command %q: see `agentbox --help`\n", name)
 			os.Exit(ExitAgentboxFailed)
 		},
-		OnUsageError: usageError,
+		OnUsageError:   usageError,
 		ExitErrHandler: func(*cli.Context, error) {}, // main prints and maps errors
 	}
 }
