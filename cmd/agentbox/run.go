@@ -81,8 +81,11 @@ func runAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	// Say which accelerator --accel auto chose: always with -v, and on a
+	// terminal (a person wonders why TCG is slow; a script's stderr stays
+	// the command's own).
 	verbose := c.Bool("verbose")
-	if verbose {
+	if verbose || (mode == accel.ModeAuto && isTerminal(os.Stderr)) {
 		fmt.Fprintf(os.Stderr, "agentbox: accelerator %s (%s)\n", choice.Accel, choice.Reason)
 	}
 
