@@ -13,7 +13,7 @@ packages=(
   libvirt-daemon-system libvirt-clients libvirt-daemon-driver-qemu
   qemu-system-x86 qemu-utils
   debootstrap busybox-static cpio e2fsprogs zstd
-  distro-info-data make tini
+  distro-info-data make tini procps
 )
 missing=()
 for p in "${packages[@]}"; do
