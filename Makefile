@@ -32,12 +32,13 @@ demo: host-setup build
 	time bin/agentbox run -v --image "$$img" -- python3 -c "$$(cat tests/demo/debian_summary.py)" < /usr/share/distro-info/debian.csv
 
 # Everything: vet, unit tests with -race, short fuzz runs, and the tests that
-# boot real guests under TCG. Skips for missing host features are failures.
+# boot real guests under TCG. Skips for missing host features are failures;
+# -count=1 because guest tests depend on the host, which Go's cache ignores.
 test: host-setup
 	@img=$$(tests/image/build.sh | tail -n1) && \
 	$(GO) vet ./... && \
 	$(MAKE) --no-print-directory fuzz && \
-	AGENTBOX_TEST_STRICT=1 AGENTBOX_TEST_IMAGE="$$img" $(GO) test -race -timeout 45m ./...
+	AGENTBOX_TEST_STRICT=1 AGENTBOX_TEST_IMAGE="$$img" $(GO) test -race -count=1 -timeout 45m ./...
 
 # Unit tests only (no libvirt, no image needed).
 unit:

@@ -38,7 +38,9 @@ if ! grep -q '^user = "root"' "$conf"; then
   restart=1
 fi
 
-running() { pgrep -x "$1" >/dev/null; }
+# running NAME: a live (not zombie) process NAME exists. A killed daemon can
+# linger as a zombie where PID 1 reaps slowly; it must not count.
+running() { ps -C "$1" -o stat= 2>/dev/null | grep -qv '^Z'; }
 if [ -d /run/systemd/system ]; then
   systemctl start virtlogd.socket libvirtd.socket libvirtd.service >&2 || true
   [ -n "${restart:-}" ] && systemctl restart libvirtd.service >&2
@@ -47,7 +49,11 @@ else
   # the nearest subreaper or PID 1 and libvirt waits until that reaps it. On
   # machines whose PID 1 reaps slowly (seen here: ~2 s per domain destroy)
   # run libvirtd under `tini -s`, a child subreaper that reaps at once.
-  under_tini() { [ "$(ps -o comm= -p "$(ps -o ppid= -p "$(pgrep -xo libvirtd)")" 2>/dev/null)" = tini ]; }
+  under_tini() {
+    local pid
+    pid=$(ps -C libvirtd -o pid=,stat= | awk '$2 !~ /^Z/ {print $1; exit}')
+    [ -n "$pid" ] && [ "$(ps -o comm= -p "$(ps -o ppid= -p "$pid")")" = tini ]
+  }
   if running libvirtd && { [ -n "${restart:-}" ] || ! under_tini; }; then
     pkill -x libvirtd
     while running libvirtd; do sleep 0.1; done
