@@ -52,18 +52,15 @@ type Choice struct {
 var ErrKVMUnusable = errors.New("KVM cannot run guests on this host")
 
 // Prober tells whether KVM can run a standard guest; nil error means yes.
-// DefaultProber is the real one; tests inject fakes.
+// ProbeKVM is the real one; tests inject fakes.
 type Prober func() error
 
-// DefaultProber checks /dev/kvm for real: see ProbeKVM.
-var DefaultProber Prober = ProbeKVM
-
-// Choose resolves mode with probe (nil means DefaultProber). ModeTCG always
+// Choose resolves mode with probe (nil means ProbeKVM). ModeTCG always
 // succeeds. ModeKVM fails with ErrKVMUnusable and the probe's reason.
 // ModeAuto picks KVM only when the probe passes, else TCG with the reason.
 func Choose(mode Mode, probe Prober) (Choice, error) {
 	if probe == nil {
-		probe = DefaultProber
+		probe = ProbeKVM
 	}
 	switch mode {
 	case ModeTCG:

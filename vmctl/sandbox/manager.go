@@ -120,7 +120,6 @@ func (m *Manager) Create(ctx context.Context, opts Options) (_ *Sandbox, err err
 		Accel:   opts.Accel,
 		VCPUs:   pick(opts.VCPUs, opts.Image.Manifest.Resources.VCPUs),
 		Memory:  pick(opts.MemoryMiB, opts.Image.Manifest.Resources.MemoryMiB),
-		mgr:     m,
 		stopped: make(chan struct{}),
 	}
 	sb.Overlay = filepath.Join(sb.Dir, "overlay.qcow2")

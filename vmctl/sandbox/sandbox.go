@@ -42,7 +42,6 @@ type Sandbox struct {
 	// BootTime is the time from domain start to the agent's handshake.
 	BootTime time.Duration
 
-	mgr       *Manager
 	agent     *agent.Client
 	stopWatch context.CancelFunc
 
@@ -87,12 +86,11 @@ func (sb *Sandbox) StopErr() error {
 
 // watch closes stopped when the driver reports the domain's end.
 func (sb *Sandbox) watch(stops <-chan Stop) {
-	for st := range stops {
+	if st, ok := <-stops; ok {
 		sb.stopOnce.Do(func() {
 			sb.stop = st
 			close(sb.stopped)
 		})
-		return
 	}
 }
 
