@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
+	"net"
 	"sync"
 	"syscall"
 	"time"
@@ -118,7 +120,10 @@ func serve(ctx context.Context, conn io.ReadWriteCloser, br *bufio.Reader, opts 
 	case ctx.Err() != nil:
 		return ctx.Err()
 	case sc.err == nil, errors.Is(sc.err, io.EOF), errors.Is(sc.err, errNewHello),
-		errors.Is(sc.err, syscall.ECONNRESET): // a socket peer closed with unread data
+		errors.Is(sc.err, syscall.ECONNRESET), // a socket peer closed with unread data
+		// The session ended first (e.g. the host's yamux GoAway) and
+		// sess.Close above closed conn under a read still in flight.
+		errors.Is(sc.err, net.ErrClosed), errors.Is(sc.err, fs.ErrClosed):
 		return nil
 	}
 	return fmt.Errorf("guestagent: session: %w", sc.err)
