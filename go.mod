@@ -8,13 +8,17 @@ require (
 	github.com/digitalocean/go-qemu v0.0.0-20250212194115-ee9b0668d242
 	github.com/hashicorp/yamux v0.1.2
 	github.com/urfave/cli/v2 v2.27.7
-	golang.org/x/sys v0.41.0
+	golang.org/x/sys v0.47.0
 	libvirt.org/go/libvirtxml v1.12008.0
 )
 
 require (
+	github.com/coreos/go-systemd/v22 v22.7.0 // indirect
 	github.com/cpuguy83/go-md2man/v2 v2.0.7 // indirect
+	github.com/getkin/kin-openapi v0.153.0 // indirect
+	github.com/prometheus/client_golang v1.24.1 // indirect
 	github.com/russross/blackfriday/v2 v2.1.0 // indirect
 	github.com/xrash/smetrics v0.0.0-20240521201337-686a1a2994c1 // indirect
+	go.etcd.io/bbolt v1.5.0 // indirect
 	golang.org/x/crypto v0.48.0 // indirect
 )

@@ -1,0 +1,295 @@
+package api
+
+import (
+	"time"
+)
+
+// Sandbox states, as the sandbox manager's state machine names them:
+// creating → running → stopping → stopped; any state may end in failed.
+const (
+	StateCreating = "creating"
+	StateRunning  = "running"
+	StateStopping = "stopping"
+	StateStopped  = "stopped"
+	StateFailed   = "failed"
+)
+
+// Sandbox is the API's view of one sandbox (GET /v1/sandboxes/{id}).
+type Sandbox struct {
+	// ID is 12 lowercase hex digits, unique per daemon.
+	ID string `json:"id"`
+	// Name is the user's name for it, unique among the daemon's sandboxes;
+	// empty when none was given. Names match NamePattern.
+	Name string `json:"name,omitempty"`
+	// State is one of the State* constants.
+	State string `json:"state"`
+	// Reason says why the sandbox is failed or stopped, e.g. "domain
+	// vanished while the daemon was down" or "ttl reached".
+	Reason string `json:"reason,omitempty"`
+	// Image is the image the sandbox booted.
+	Image ImageRef `json:"image"`
+	// Domain is the libvirt domain name ("agentbox-" + ID).
+	Domain string `json:"domain"`
+	// Accel is the accelerator the domain runs with: "kvm" or "tcg".
+	Accel string `json:"accel"`
+	// VCPUs is the number of virtual CPUs.
+	VCPUs int `json:"vcpus"`
+	// MemoryMiB is the guest memory in MiB.
+	MemoryMiB int `json:"memory_mib"`
+	// Labels are the user's key/value labels (list filters match them).
+	Labels map[string]string `json:"labels,omitempty"`
+	// CreatedAt is when the create request was accepted.
+	CreatedAt time.Time `json:"created_at"`
+	// StartedAt is when the guest agent first answered (nil before).
+	StartedAt *time.Time `json:"started_at,omitempty"`
+	// StoppedAt is when the sandbox reached stopped or failed (nil before).
+	StoppedAt *time.Time `json:"stopped_at,omitempty"`
+	// LastActivityAt is the end of the last exec or file operation (the
+	// idle timeout counts from it), or StartedAt.
+	LastActivityAt *time.Time `json:"last_activity_at,omitempty"`
+	// BootMs is the time from domain start to the agent's handshake, in
+	// milliseconds.
+	BootMs int64 `json:"boot_ms,omitempty"`
+	// ExecCount is the number of commands run so far (attached and
+	// detached).
+	ExecCount int `json:"exec_count"`
+	// Limits are the sandbox's lifetimes and command limits.
+	Limits Limits `json:"limits"`
+	// ExpiresAt is CreatedAt + Limits.TTLSeconds (nil without a TTL).
+	ExpiresAt *time.Time `json:"expires_at,omitempty"`
+}
+
+// ImageRef names an image.
+type ImageRef struct {
+	// Name is the manifest's name.
+	Name string `json:"name"`
+	// Digest is "sha256:" + 64 hex digits of the image's base disk.
+	Digest string `json:"digest"`
+	// Dir is the image directory on the daemon's host.
+	Dir string `json:"dir"`
+}
+
+// Limits are a sandbox's lifetimes and command limits. Zero means "none"
+// (or, in a create request, "the daemon's default").
+type Limits struct {
+	// TTLSeconds: the sandbox is stopped and removed this many seconds
+	// after creation.
+	TTLSeconds int64 `json:"ttl_seconds,omitempty"`
+	// IdleTimeoutSeconds: the sandbox is stopped and removed after this
+	// many seconds without an exec or file operation.
+	IdleTimeoutSeconds int64 `json:"idle_timeout_seconds,omitempty"`
+	// ExecTimeoutMs is the default timeout of each command, in
+	// milliseconds, when its request gives none.
+	ExecTimeoutMs int64 `json:"exec_timeout_ms,omitempty"`
+	// MaxExecs is the most commands the sandbox may run over its life;
+	// the next one is refused with 429 exec_limit_reached.
+	MaxExecs int `json:"max_execs,omitempty"`
+}
+
+// CreateSandboxRequest is the body of POST /v1/sandboxes.
+type CreateSandboxRequest struct {
+	// Image is the image directory on the daemon's host (holds
+	// manifest.toml). Required.
+	Image string `json:"image"`
+	// Name is optional; it must match NamePattern and be unused.
+	Name string `json:"name,omitempty"`
+	// VCPUs and MemoryMiB override the image's defaults when > 0.
+	VCPUs     int `json:"vcpus,omitempty"`
+	MemoryMiB int `json:"memory_mib,omitempty"`
+	// Accel is "auto" (default), "kvm" or "tcg".
+	Accel string `json:"accel,omitempty"`
+	// BootTimeoutMs bounds the boot, in milliseconds; 0 means 120000.
+	BootTimeoutMs int64 `json:"boot_timeout_ms,omitempty"`
+	// Labels are at most 64 key/value pairs; keys match LabelKeyPattern,
+	// values are at most 256 bytes.
+	Labels map[string]string `json:"labels,omitempty"`
+	// Limits override the daemon's defaults where non-zero.
+	Limits Limits `json:"limits,omitempty"`
+}
+
+// ExecRequest is the body of POST /v1/sandboxes/{id}/exec and
+// POST /v1/sandboxes/{id}/processes.
+type ExecRequest struct {
+	// Cmd is the argv, run without a shell; at least one element, no NUL.
+	Cmd []string `json:"cmd"`
+	// Env holds "KEY=VALUE" entries added to the guest's environment.
+	Env []string `json:"env,omitempty"`
+	// Cwd is the absolute working directory in the guest; empty means "/".
+	Cwd string `json:"cwd,omitempty"`
+	// UID and GID, if set, are the user and group the command runs as.
+	UID *uint32 `json:"uid,omitempty"`
+	GID *uint32 `json:"gid,omitempty"`
+	// TimeoutMs bounds the command's run time in milliseconds; 0 means the
+	// sandbox's Limits.ExecTimeoutMs (which may be 0: no limit).
+	TimeoutMs int64 `json:"timeout_ms,omitempty"`
+	// Stdin is given to the command whole (base64 in JSON); nil means
+	// /dev/null for attached execs. Detached processes take stdin later
+	// through their stdin endpoint when StdinOpen is set.
+	Stdin []byte `json:"stdin,omitempty"`
+	// StdinOpen (detached processes only) keeps the command's stdin open
+	// after Stdin, for POST .../processes/{pid}/stdin.
+	StdinOpen bool `json:"stdin_open,omitempty"`
+}
+
+// Exec event types: the "type" of an ExecEvent.
+const (
+	EventStarted = "started" // the command runs: ExecID (and Pid)
+	EventStdout  = "stdout"  // Data holds stdout bytes
+	EventStderr  = "stderr"  // Data holds stderr bytes
+	EventExit    = "exit"    // Exit holds the exit status; the last event
+	EventError   = "error"   // Error says why the exec ended without a status; the last event
+)
+
+// ExecEvent is one line of an exec's output stream (application/x-ndjson):
+// POST /v1/sandboxes/{id}/exec answers "started", then "stdout"/"stderr"
+// events in the order the bytes arrived, then exactly one "exit" or
+// "error".
+type ExecEvent struct {
+	// Type is one of the Event* constants.
+	Type string `json:"type"`
+	// ExecID identifies the exec in the sandbox's history and audit log
+	// ("started" only).
+	ExecID string `json:"exec_id,omitempty"`
+	// Pid is the guest process id ("started" only).
+	Pid int `json:"pid,omitempty"`
+	// Data is a chunk of output (base64 in JSON).
+	Data []byte `json:"data,omitempty"`
+	// Offset is the position of Data in the process's combined output, in
+	// bytes (detached processes: resume a stream with ?offset=).
+	Offset int64 `json:"offset,omitempty"`
+	// Exit is set on "exit".
+	Exit *ExitStatus `json:"exit,omitempty"`
+	// Error is set on "error".
+	Error *Error `json:"error,omitempty"`
+}
+
+// ExitStatus is how a command ended.
+type ExitStatus struct {
+	// ExitCode is the shell-style code: the command's own; 128+N when
+	// killed by signal N; 124 on timeout; 126 not executable; 127 not
+	// found; 125 other start failures.
+	ExitCode int `json:"exit_code"`
+	// Signal is the number of the signal that killed it, 0 if none.
+	Signal int `json:"signal,omitempty"`
+	// TimedOut is set when the timeout killed it.
+	TimedOut bool `json:"timed_out,omitempty"`
+	// Error says why the command could not start, e.g.
+	// "python4: command not found".
+	Error string `json:"error,omitempty"`
+	// DurationMs is the command's wall time in milliseconds.
+	DurationMs int64 `json:"duration_ms"`
+}
+
+// Process states.
+const (
+	ProcessRunning = "running" // still running
+	ProcessExited  = "exited"  // ended; Exit is set
+	ProcessLost    = "lost"    // its agent connection ended (daemon restart, guest death)
+)
+
+// Process is a detached command (POST /v1/sandboxes/{id}/processes).
+type Process struct {
+	// ID is the process id in the API, unique within its sandbox (the
+	// exec id).
+	ID string `json:"id"`
+	// Pid is the guest process id.
+	Pid int `json:"pid"`
+	// Cmd is its argv.
+	Cmd []string `json:"cmd"`
+	// State is one of the Process* constants.
+	State string `json:"state"`
+	// Exit is set once State is "exited".
+	Exit *ExitStatus `json:"exit,omitempty"`
+	// StdinOpen says whether .../stdin still accepts bytes.
+	StdinOpen bool `json:"stdin_open"`
+	// OutputBytes is the total of stdout and stderr bytes produced.
+	OutputBytes int64 `json:"output_bytes"`
+	// OutputDropped is how many of the oldest output bytes fell out of the
+	// daemon's per-process buffer (it keeps the last 8 MiB).
+	OutputDropped int64 `json:"output_dropped,omitempty"`
+	// StartedAt and EndedAt bound its run.
+	StartedAt time.Time  `json:"started_at"`
+	EndedAt   *time.Time `json:"ended_at,omitempty"`
+}
+
+// KillRequest is the body of POST .../processes/{pid}/kill.
+type KillRequest struct {
+	// Signal is a name ("TERM", "SIGKILL") or number; empty means KILL.
+	Signal string `json:"signal,omitempty"`
+}
+
+// File types of FileInfo.Type.
+const (
+	FileRegular = "file"
+	FileDir     = "dir"
+	FileSymlink = "symlink"
+	FileOther   = "other"
+)
+
+// FileInfo describes a path in a sandbox.
+type FileInfo struct {
+	// Name is the base name.
+	Name string `json:"name"`
+	// Path is the absolute guest path.
+	Path string `json:"path"`
+	// Type is one of the File* constants.
+	Type string `json:"type"`
+	// Size is the length in bytes.
+	Size int64 `json:"size"`
+	// Mode is the permission bits as an octal string, e.g. "0644".
+	Mode string `json:"mode"`
+	// ModTime is the modification time.
+	ModTime time.Time `json:"mod_time"`
+}
+
+// MkdirRequest is the body of POST /v1/sandboxes/{id}/files/mkdir.
+type MkdirRequest struct {
+	// Path is the absolute guest path.
+	Path string `json:"path"`
+	// Mode is the octal permission string; empty means "0755".
+	Mode string `json:"mode,omitempty"`
+	// Parents creates missing parents (mkdir -p).
+	Parents bool `json:"parents,omitempty"`
+}
+
+// Event types of Event.Type.
+const (
+	EventSandboxCreated = "sandbox.created" // a create was accepted
+	EventSandboxState   = "sandbox.state"   // the sandbox entered State
+	EventSandboxRemoved = "sandbox.removed" // the sandbox was deleted
+)
+
+// Event is one line of GET /v1/events (application/x-ndjson).
+type Event struct {
+	// Time is when it happened.
+	Time time.Time `json:"time"`
+	// Type is one of the EventSandbox* constants.
+	Type string `json:"type"`
+	// Sandbox is the sandbox ID; Name its name.
+	Sandbox string `json:"sandbox"`
+	Name    string `json:"name,omitempty"`
+	// State is the state entered, Reason why.
+	State  string `json:"state,omitempty"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// Info is GET /v1/info: what the daemon is and what it can still take.
+type Info struct {
+	// Version is the daemon's build version.
+	Version string `json:"version"`
+	// API is the API version, "v1".
+	API string `json:"api"`
+	// Capacity is the host's commitment budget and its use.
+	Capacity Capacity `json:"capacity"`
+	// Sandboxes counts the daemon's sandboxes by state.
+	Sandboxes map[string]int `json:"sandboxes"`
+}
+
+// Capacity is what the daemon may commit to sandboxes (admission control)
+// and what running and creating sandboxes hold.
+type Capacity struct {
+	MemoryMiB     int `json:"memory_mib"`
+	VCPUs         int `json:"vcpus"`
+	UsedMemoryMiB int `json:"used_memory_mib"`
+	UsedVCPUs     int `json:"used_vcpus"`
+}

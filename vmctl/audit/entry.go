@@ -1,0 +1,76 @@
+package audit
+
+import "time"
+
+// Entry is one audit record: one JSON object per line of the audit log,
+// one per action a caller took on a sandbox (or on the daemon).
+type Entry struct {
+	// Time is when the action started (RFC 3339 with nanoseconds in JSON).
+	Time time.Time `json:"time"`
+	// Sandbox is the sandbox ID ("" for daemon-wide actions).
+	Sandbox string `json:"sandbox,omitempty"`
+	// Caller identifies who asked: "uid:1000" (unix socket peer), "token"
+	// (TCP bearer token), "tls:CN" (TLS client certificate), "daemon"
+	// (TTL or idle reaper, reconciliation), "cli" (in-process `agentbox run`).
+	Caller string `json:"caller"`
+	// Action is one of the Action* constants.
+	Action string `json:"action"`
+	// Args holds the action's arguments: for exec the argv ("cmd"), cwd,
+	// env keys, timeout; for files the path and mode; for create the image
+	// and resources. Values are strings, numbers, booleans or lists.
+	Args map[string]any `json:"args,omitempty"`
+	// ExecID identifies an exec or detached process.
+	ExecID string `json:"exec_id,omitempty"`
+	// ExitCode is the shell-style exit code of an exec (nil otherwise).
+	ExitCode *int `json:"exit_code,omitempty"`
+	// DurationMs is the action's duration in milliseconds.
+	DurationMs int64 `json:"duration_ms"`
+	// BytesIn is what the caller sent (stdin, upload), in bytes.
+	BytesIn int64 `json:"bytes_in,omitempty"`
+	// BytesOut is what the caller got back (stdout+stderr, download).
+	BytesOut int64 `json:"bytes_out,omitempty"`
+	// Stdout and Stderr are digests of the command's output.
+	Stdout *OutputDigest `json:"stdout,omitempty"`
+	Stderr *OutputDigest `json:"stderr,omitempty"`
+	// Error is the API error code when the action failed, e.g.
+	// "not_found"; ErrorMessage its message.
+	Error        string `json:"error,omitempty"`
+	ErrorMessage string `json:"error_message,omitempty"`
+}
+
+// OutputDigest summarises one output stream without keeping it whole.
+type OutputDigest struct {
+	// Bytes is the stream's full length.
+	Bytes int64 `json:"bytes"`
+	// SHA256 is the hex SHA-256 of the whole stream.
+	SHA256 string `json:"sha256"`
+	// Head is the stream's first bytes (at most HeadBytes), as text
+	// (invalid UTF-8 replaced with U+FFFD).
+	Head string `json:"head,omitempty"`
+	// Truncated says Head is shorter than the stream.
+	Truncated bool `json:"truncated,omitempty"`
+}
+
+// HeadBytes is the most output bytes an OutputDigest keeps.
+const HeadBytes = 1024
+
+// Actions.
+const (
+	ActionCreate       = "create"
+	ActionStop         = "stop"
+	ActionRemove       = "remove"
+	ActionExec         = "exec"
+	ActionProcessStart = "process.start"
+	ActionProcessStdin = "process.stdin"
+	ActionProcessKill  = "process.kill"
+	ActionProcessExit  = "process.exit"
+	ActionUpload       = "file.upload"
+	ActionDownload     = "file.download"
+	ActionStat         = "file.stat"
+	ActionList         = "file.list"
+	ActionMkdir        = "file.mkdir"
+	ActionDelete       = "file.remove"
+	ActionReap         = "reap"      // TTL or idle timeout reached
+	ActionReconcile    = "reconcile" // daemon start: adopted, failed or cleaned
+	ActionStateChange  = "state"     // the sandbox changed state on its own (guest died)
+)

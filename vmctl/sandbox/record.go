@@ -1,0 +1,80 @@
+package sandbox
+
+import "time"
+
+// State is a sandbox's place in its lifecycle:
+//
+//	creating → running → stopping → stopped
+//	    ↘         ↘          ↘
+//	                failed (Reason says why)
+//
+// stopped and failed are final: the domain is gone; the record, console
+// log and audit trail stay until the sandbox is removed.
+type State string
+
+// The states of the lifecycle.
+const (
+	StateCreating State = "creating"
+	StateRunning  State = "running"
+	StateStopping State = "stopping"
+	StateStopped  State = "stopped"
+	StateFailed   State = "failed"
+)
+
+// Final reports whether no domain runs in this state any more.
+func (s State) Final() bool { return s == StateStopped || s == StateFailed }
+
+// Record is the durable description of a sandbox: what the manager writes
+// to its Store at every state change and reads back on start to reconcile
+// with what libvirt says runs. Times are UTC.
+type Record struct {
+	// ID is 12 lowercase hex digits.
+	ID string `json:"id"`
+	// Name is the user's unique name, or "".
+	Name string `json:"name,omitempty"`
+	// State and Reason: see State.
+	State  State  `json:"state"`
+	Reason string `json:"reason,omitempty"`
+	// Domain is the libvirt domain name (DomainPrefix + ID).
+	Domain string `json:"domain"`
+	// ImageName, ImageDigest and ImageDir identify the booted image.
+	ImageName   string `json:"image_name"`
+	ImageDigest string `json:"image_digest"`
+	ImageDir    string `json:"image_dir"`
+	// Accel is "kvm" or "tcg"; DomainType the libvirt domain type.
+	Accel      string `json:"accel"`
+	DomainType string `json:"domain_type"`
+	// VCPUs and MemoryMiB are the resources the domain got (MiB).
+	VCPUs     int `json:"vcpus"`
+	MemoryMiB int `json:"memory_mib"`
+	// Labels are the user's key/value labels.
+	Labels map[string]string `json:"labels,omitempty"`
+	// Dir, Overlay, ConsoleLog and AgentSocket are the sandbox's paths on
+	// the host.
+	Dir         string `json:"dir"`
+	Overlay     string `json:"overlay"`
+	ConsoleLog  string `json:"console_log"`
+	AgentSocket string `json:"agent_socket"`
+	// CreatedAt, StartedAt and StoppedAt are the lifecycle's times; zero
+	// when not reached.
+	CreatedAt time.Time `json:"created_at"`
+	StartedAt time.Time `json:"started_at,omitzero"`
+	StoppedAt time.Time `json:"stopped_at,omitzero"`
+	// BootMs is the time from domain start to the agent's handshake.
+	BootMs int64 `json:"boot_ms,omitempty"`
+	// Extra is opaque JSON the manager's user keeps with the record (the
+	// daemon's limits and counters); the manager never reads it.
+	Extra []byte `json:"extra,omitempty"`
+}
+
+// Store keeps Records durably. vmctl/store implements it on bbolt; a nil
+// Store keeps them in memory only (agentbox run). Methods are called from
+// many goroutines.
+type Store interface {
+	// PutSandbox inserts or replaces the record with r.ID.
+	PutSandbox(r Record) error
+	// DeleteSandbox removes the record; a missing one is not an error.
+	DeleteSandbox(id string) error
+	// Sandboxes returns every record, in no particular order.
+	Sandboxes() ([]Record, error)
+}
