@@ -21,12 +21,17 @@ const MetadataPrefix = "agentbox"
 //	<agentbox:sandbox xmlns:agentbox="https://agentbox.dev/xmlns/domain/1">
 //	  <agentbox:id>SANDBOX ID</agentbox:id>
 //	  <agentbox:image>IMAGE NAME</agentbox:image>
+//	  <agentbox:owner>DAEMON INSTANCE</agentbox:owner>
 //	</agentbox:sandbox>
 type Metadata struct {
 	// SandboxID is the id of the sandbox owning the domain.
 	SandboxID string
 	// Image is the image name the sandbox was created from; may be empty.
 	Image string
+	// Owner is the instance id of the agentbox daemon that manages the
+	// domain (its state store's id), or empty for in-process sandboxes
+	// (`agentbox run`). A daemon reconciles only the domains it owns.
+	Owner string
 }
 
 // metadataXML is the decoding shape of the metadata element. Tags carry
@@ -36,6 +41,7 @@ type metadataXML struct {
 	XMLName xml.Name `xml:"sandbox"`
 	ID      string   `xml:"id"`
 	Image   string   `xml:"image"`
+	Owner   string   `xml:"owner"`
 }
 
 // MarshalMetadata returns the <agentbox:sandbox> element for m, with its
@@ -46,6 +52,9 @@ func MarshalMetadata(m Metadata) string {
 	writeElem(&b, "id", m.SandboxID)
 	if m.Image != "" {
 		writeElem(&b, "image", m.Image)
+	}
+	if m.Owner != "" {
+		writeElem(&b, "owner", m.Owner)
 	}
 	fmt.Fprintf(&b, `</%s:sandbox>`, MetadataPrefix)
 	return b.String()
@@ -75,5 +84,5 @@ func ParseMetadata(s string) (Metadata, error) {
 	if v.ID == "" {
 		return Metadata{}, fmt.Errorf("parse agentbox domain metadata: no sandbox id")
 	}
-	return Metadata{SandboxID: v.ID, Image: v.Image}, nil
+	return Metadata{SandboxID: v.ID, Image: v.Image, Owner: v.Owner}, nil
 }

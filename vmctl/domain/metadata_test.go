@@ -5,6 +5,7 @@ import "testing"
 func TestMetadataRoundTrip(t *testing.T) {
 	for _, m := range []Metadata{
 		{SandboxID: "sb1", Image: "agentbox-test"},
+		{SandboxID: "sb2", Image: "img", Owner: "0123456789abcdef"},
 		{SandboxID: "sb2"},
 		{SandboxID: `a<&>"'b`, Image: "x"},
 	} {

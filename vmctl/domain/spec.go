@@ -77,6 +77,10 @@ type Spec struct {
 	// recorded in the metadata next to SandboxID. Optional; same charset
 	// as SandboxID.
 	Image string
+	// Owner is the managing daemon's instance id, recorded in the
+	// metadata (see Metadata.Owner); empty for in-process sandboxes.
+	// Same charset as SandboxID.
+	Owner string
 
 	// Type is the domain type: [TypeKVM] or [TypeQEMU]. Required.
 	Type Type

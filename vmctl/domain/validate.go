@@ -63,6 +63,11 @@ func (s Spec) Validate() error {
 			bad("Image", "%q %s", s.Image, msg)
 		}
 	}
+	if s.Owner != "" {
+		if msg := checkLabel(s.Owner); msg != "" {
+			bad("Owner", "%q %s", s.Owner, msg)
+		}
+	}
 
 	switch s.Type {
 	case TypeKVM, TypeQEMU:

@@ -47,7 +47,7 @@ func build(s Spec) *libvirtxml.Domain {
 		Name: s.Name,
 		UUID: s.UUID,
 		Metadata: &libvirtxml.DomainMetadata{
-			XML: MarshalMetadata(Metadata{SandboxID: s.SandboxID, Image: s.Image}),
+			XML: MarshalMetadata(Metadata{SandboxID: s.SandboxID, Image: s.Image, Owner: s.Owner}),
 		},
 		Memory:        &libvirtxml.DomainMemory{Value: uint(s.MemoryMiB), Unit: "MiB"},
 		CurrentMemory: &libvirtxml.DomainCurrentMemory{Value: uint(s.MemoryMiB), Unit: "MiB"},

@@ -40,6 +40,7 @@ func TestXMLGolden(t *testing.T) {
 	kvm.MemoryMiB = 2048
 	kvm.Machine = "pc-i440fx-7.2"
 	kvm.GuestAgentSocket = "/run/agentbox/sb2/qga.sock"
+	kvm.Owner = "0123456789abcdef"
 
 	minimal := validSpec()
 	minimal.Image = ""

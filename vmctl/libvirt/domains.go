@@ -56,6 +56,9 @@ type DomainInfo struct {
 	// did not create.
 	SandboxID string
 	Image     string
+	// Owner is the managing daemon's instance id from the metadata
+	// (domain.Metadata.Owner), empty for in-process sandboxes.
+	Owner string
 }
 
 // CreateOptions tunes [Conn.CreateDomain].
@@ -182,7 +185,7 @@ func describe(lv *golibvirt.Libvirt, d golibvirt.Domain) (DomainInfo, error) {
 		return info, err
 	}
 	if md, err := domain.ParseMetadata(raw); err == nil {
-		info.SandboxID, info.Image = md.SandboxID, md.Image
+		info.SandboxID, info.Image, info.Owner = md.SandboxID, md.Image, md.Owner
 	}
 	return info, nil
 }
