@@ -50,8 +50,11 @@ const (
 	CodeBadRequest       = "bad_request"         // 400: malformed JSON, unknown field, wrong type, bad query
 	CodeInvalidArgument  = "invalid_argument"    // 400: a value is out of range or malformed (ids, paths, names)
 	CodeUnauthorized     = "unauthorized"        // 401: missing or wrong bearer token
+	CodePermissionDenied = "permission_denied"   // 403: the guest refused the file operation (EACCES/EPERM)
 	CodeNotFound         = "not_found"           // 404: no such sandbox, process, file or route
 	CodeMethodNotAllowed = "method_not_allowed"  // 405
+	CodeConflict         = "conflict"            // 409: the sandbox's state does not allow it (e.g. stop while creating)
+	CodeFileExists       = "file_exists"         // 409: mkdir of an existing path
 	CodeNameTaken        = "name_taken"          // 409: a sandbox already has that name
 	CodeSandboxRunning   = "sandbox_running"     // 409: delete of a running sandbox without force
 	CodeNotRunning       = "sandbox_not_running" // 409: exec/files on a sandbox that is not running
@@ -66,6 +69,7 @@ const (
 	CodeCapacity         = "capacity_exceeded"   // 429: admission control refused the create
 	CodeExecLimit        = "exec_limit_reached"  // 429: the sandbox's max_execs was reached
 	CodeInternal         = "internal"            // 500
+	CodeGuestError       = "guest_error"         // 500: the guest failed the operation (I/O error, disk full)
 	CodeBootFailed       = "boot_failed"         // 500: the guest did not come up (message has the console)
 	CodeUnavailable      = "unavailable"         // 503: libvirt unreachable or the daemon is shutting down
 	CodeGuestDied        = "guest_died"          // 503: the guest died during the request

@@ -36,6 +36,16 @@ var states = []State{
 	StateShutdown, StateShutoff, StateCrashed, StatePMSuspended,
 }
 
+// Active reports whether a QEMU process backs the domain in this state
+// (everything but shutoff, crashed and nostate).
+func (s State) Active() bool {
+	switch s {
+	case StateShutoff, StateNoState, StateCrashed:
+		return false
+	}
+	return true
+}
+
 func stateOf(s int32) State {
 	if s >= 0 && int(s) < len(states) {
 		return states[s]
@@ -206,8 +216,7 @@ func (c *Conn) DomainPID(ctx context.Context, name string) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	switch st {
-	case StateShutoff, StateNoState, StateCrashed:
+	if !st.Active() {
 		return 0, fmt.Errorf("pid of domain %s: %w (state %s)", name, ErrNotRunning, st)
 	}
 	b, err := os.ReadFile(filepath.Join(c.ep.runDir, name+".pid"))

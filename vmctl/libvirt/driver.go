@@ -76,3 +76,25 @@ func (d *Driver) WatchStop(ctx context.Context, name string) (<-chan sandbox.Sto
 	}()
 	return out, nil
 }
+
+// ListDomains lists the domains that carry agentbox metadata (a sandbox
+// id), with their owner and whether they still run.
+func (d *Driver) ListDomains(ctx context.Context) ([]sandbox.DomainStatus, error) {
+	doms, err := d.conn.ListDomains(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []sandbox.DomainStatus
+	for _, dom := range doms {
+		if dom.SandboxID == "" {
+			continue
+		}
+		out = append(out, sandbox.DomainStatus{
+			Name:      dom.Name,
+			SandboxID: dom.SandboxID,
+			Owner:     dom.Owner,
+			Running:   dom.State.Active(),
+		})
+	}
+	return out, nil
+}

@@ -21,6 +21,23 @@ type Driver interface {
 	// called before StartDomain so an early crash is not missed. The channel
 	// is closed when ctx is done.
 	WatchStop(ctx context.Context, name string) (<-chan Stop, error)
+	// ListDomains returns every domain the hypervisor knows whose metadata
+	// names an agentbox sandbox (libvirt: virConnectListAllDomains plus
+	// agentbox's <metadata> element). Reconcile uses it.
+	ListDomains(ctx context.Context) ([]DomainStatus, error)
+}
+
+// DomainStatus is what the hypervisor says about one agentbox domain.
+type DomainStatus struct {
+	// Name is the domain name.
+	Name string
+	// SandboxID and Owner come from the domain's metadata (see
+	// domain.Metadata).
+	SandboxID string
+	Owner     string
+	// Running is true while the domain's vCPUs may run (running, paused,
+	// blocked); false once it is shut off or crashed.
+	Running bool
 }
 
 // Stop says why a domain stopped.

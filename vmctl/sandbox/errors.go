@@ -11,3 +11,17 @@ var (
 	// ErrBootTimeout: the guest agent did not answer the handshake in time.
 	ErrBootTimeout = errors.New("guest agent did not come up")
 )
+
+// Lifecycle error categories, wrapped with %w.
+var (
+	// ErrNotFound: no sandbox with that ID or name.
+	ErrNotFound = errors.New("sandbox not found")
+	// ErrNameTaken: another sandbox has the requested name.
+	ErrNameTaken = errors.New("sandbox name taken")
+	// ErrNotRunning: the operation needs a running sandbox.
+	ErrNotRunning = errors.New("sandbox not running")
+	// ErrRunning: the operation needs a stopped sandbox (remove without force).
+	ErrRunning = errors.New("sandbox running")
+	// ErrConflict: the sandbox's state does not allow the change.
+	ErrConflict = errors.New("sandbox state conflict")
+)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"strings"
 	"sync"
 	"time"
@@ -15,11 +16,17 @@ import (
 	"github.com/agentbox/agentbox/vmctl/image"
 )
 
-// Sandbox is one running virtual machine with its overlay and agent
-// connection. Fields are read-only after Create.
+// Sandbox is one virtual machine with its overlay and agent connection.
+// The exported fields are fixed when the sandbox is made (Create or
+// Reconcile); its lifecycle state changes and is read with State and
+// Record.
 type Sandbox struct {
 	// ID is 12 lowercase hex digits, unique per sandbox.
 	ID string
+	// Name is the user's unique name for it, or "".
+	Name string
+	// Labels are the user's key/value labels; do not modify.
+	Labels map[string]string
 	// Domain is the libvirt domain name: DomainPrefix + ID.
 	Domain string
 	// Dir is the sandbox's state directory (overlay, console log).
@@ -33,25 +40,58 @@ type Sandbox struct {
 	AgentSocket string
 	// GuestAgentSocket is the host end of qemu-ga's channel, or "".
 	GuestAgentSocket string
-	// Image is the image the sandbox booted.
+	// Image is the image the sandbox booted; nil for a sandbox adopted by
+	// Reconcile whose image directory is gone (ImageName etc. are in
+	// Record).
 	Image *image.Image
 	// Accel is the accelerator the domain runs with.
 	Accel accel.Choice
 	// VCPUs and Memory (MiB) are the resources the domain got.
 	VCPUs, Memory int
-	// BootTime is the time from domain start to the agent's handshake.
+	// BootTime is the time from domain start to the agent's handshake
+	// (zero for an adopted sandbox whose record lacks it).
 	BootTime time.Duration
 
-	agent     *agent.Client
+	mgr       *Manager
 	stopWatch context.CancelFunc
 
 	stopOnce sync.Once
 	stopped  chan struct{}
 	stop     Stop
+
+	mu    sync.Mutex
+	rec   Record
+	agent *agent.Client
 }
 
-// Agent returns the connected guest agent client.
-func (sb *Sandbox) Agent() *agent.Client { return sb.agent }
+// State returns the sandbox's current lifecycle state.
+func (sb *Sandbox) State() State {
+	sb.mu.Lock()
+	defer sb.mu.Unlock()
+	return sb.rec.State
+}
+
+// Record returns a copy of the sandbox's durable record.
+func (sb *Sandbox) Record() Record {
+	sb.mu.Lock()
+	defer sb.mu.Unlock()
+	r := sb.rec
+	r.Labels = maps.Clone(r.Labels)
+	r.Extra = append([]byte(nil), r.Extra...)
+	return r
+}
+
+// Agent returns the connected guest agent client, or nil when the sandbox
+// is not running. All callers share the one connection; it multiplexes
+// concurrent operations (yamux streams).
+func (sb *Sandbox) Agent() *agent.Client {
+	sb.mu.Lock()
+	defer sb.mu.Unlock()
+	if sb.rec.State != StateRunning {
+		return nil
+	}
+	return sb.agent
+}
 
 // Stopped is closed when the domain has stopped for any reason.
 func (sb *Sandbox) Stopped() <-chan struct{} { return sb.stopped }
@@ -63,6 +103,57 @@ func (sb *Sandbox) stoppedNow() bool {
 	default:
 		return false
 	}
+}
+
+// transitions lists the allowed state changes (gVisor's requireStatus
+// idea: every change is checked in one place).
+var transitions = map[State][]State{
+	StateCreating: {StateRunning, StateFailed, StateStopped},
+	StateRunning:  {StateStopping, StateFailed, StateStopped},
+	StateStopping: {StateStopped, StateFailed},
+}
+
+// setState moves the sandbox to state to with reason, persists the record
+// and tells the manager's observer. A change that transitions does not
+// allow (e.g. from a final state) is refused with ErrConflict; setting the
+// current state again is a no-op.
+func (sb *Sandbox) setState(to State, reason string) error {
+	sb.mu.Lock()
+	from := sb.rec.State
+	if from == to {
+		sb.mu.Unlock()
+		return nil
+	}
+	ok := false
+	for _, s := range transitions[from] {
+		ok = ok || s == to
+	}
+	if !ok {
+		sb.mu.Unlock()
+		return fmt.Errorf("%w: sandbox %s is %s, cannot become %s", ErrConflict, sb.ID, from, to)
+	}
+	sb.rec.State, sb.rec.Reason = to, reason
+	now := time.Now().UTC()
+	switch {
+	case to == StateRunning:
+		sb.rec.StartedAt = now
+	case to.Final():
+		sb.rec.StoppedAt = now
+	}
+	rec := sb.rec
+	sb.mu.Unlock()
+	sb.mgr.persist(rec)
+	return nil
+}
+
+// SetExtra replaces the opaque data kept with the sandbox's record (see
+// Record.Extra) and persists it.
+func (sb *Sandbox) SetExtra(extra []byte) {
+	sb.mu.Lock()
+	sb.rec.Extra = append([]byte(nil), extra...)
+	rec := sb.rec
+	sb.mu.Unlock()
+	sb.mgr.persist(rec)
 }
 
 // StopErr describes why the domain stopped, wrapping ErrGuestDied and
@@ -84,43 +175,97 @@ func (sb *Sandbox) StopErr() error {
 	return fmt.Errorf("%w (domain %s %s); last console lines:\n%s", ErrGuestDied, sb.Domain, reason, console)
 }
 
-// watch closes stopped when the driver reports the domain's end.
+// watch closes stopped when the driver reports the domain's end and, for
+// a sandbox that was running, records why: stopped when the guest shut
+// itself down, failed otherwise (crash, panic, destroyed behind our back,
+// vanished while libvirtd was away).
 func (sb *Sandbox) watch(stops <-chan Stop) {
-	if st, ok := <-stops; ok {
-		sb.stopOnce.Do(func() {
-			sb.stop = st
-			close(sb.stopped)
-		})
+	st, ok := <-stops
+	if !ok {
+		return
 	}
+	sb.stopOnce.Do(func() {
+		sb.stop = st
+		close(sb.stopped)
+	})
+	if sb.State() != StateRunning {
+		return // Create, Stop or Remove own the change
+	}
+	to, reason := StateFailed, "domain stopped unexpectedly ("+st.Reason+")"
+	switch {
+	case strings.Contains(ConsoleTail(sb.ConsoleLog, 20), "Kernel panic"):
+		reason = "guest kernel panic (" + st.Reason + ")"
+	case st.Reason == "stopped/shutdown":
+		to, reason = StateStopped, "guest powered off"
+	}
+	if err := sb.setState(to, reason); err == nil {
+		sb.mgr.log.Warn("sandbox domain stopped", "sandbox", sb.ID, "domain", sb.Domain, "state", to, "reason", reason)
+	}
+	sb.release()
+}
+
+// release closes the agent connection and removes the sockets of a
+// sandbox whose domain is gone.
+func (sb *Sandbox) release() {
+	sb.mu.Lock()
+	c := sb.agent
+	sb.agent = nil
+	sb.mu.Unlock()
+	if c != nil {
+		c.Close()
+	}
+	removeFiles(sb.AgentSocket, sb.GuestAgentSocket)
 }
 
 // Exec runs a command in the sandbox through the guest agent, streaming its
-// stdin, stdout and stderr (see agent.Client.Exec). If the guest dies while
-// the command runs, the error wraps ErrGuestDied with the console's last
-// lines instead of a bare connection error.
+// stdin, stdout and stderr (see agent.Client.Exec). It fails with
+// ErrNotRunning unless the sandbox is running. If the guest dies while the
+// command runs, the error wraps ErrGuestDied with the console's last lines
+// instead of a bare connection error.
 func (sb *Sandbox) Exec(ctx context.Context, req agentproto.ExecRequest, stdin io.Reader, stdout, stderr io.Writer) (agentproto.ExitStatus, error) {
-	st, err := sb.agent.Exec(ctx, req, stdin, stdout, stderr)
+	c := sb.Agent()
+	if c == nil {
+		return agentproto.ExitStatus{Code: -1}, sb.notRunning()
+	}
+	st, err := c.Exec(ctx, req, stdin, stdout, stderr)
 	if err != nil && ctx.Err() == nil {
-		if errors.Is(err, agent.ErrDisconnected) {
-			err = fmt.Errorf("guest agent connection lost: %w", err)
-		}
-		return st, sb.explain(err)
+		return st, sb.Explain(err)
 	}
 	return st, err
+}
+
+// notRunning is the ErrNotRunning error for the sandbox's current state.
+func (sb *Sandbox) notRunning() error {
+	r := sb.Record()
+	msg := fmt.Sprintf("%v: sandbox %s is %s", ErrNotRunning, sb.ID, r.State)
+	if r.Reason != "" {
+		msg += " (" + r.Reason + ")"
+	}
+	if sb.stoppedNow() {
+		return fmt.Errorf("%s: %w", msg, errors.Join(ErrNotRunning, sb.StopErr()))
+	}
+	return fmt.Errorf("%s: %w", msg, ErrNotRunning)
 }
 
 // stopEventGrace is how long a broken agent connection waits for the
 // domain's lifecycle event, which libvirt sends a little after QEMU exits.
 const stopEventGrace = 2 * time.Second
 
-// explain turns err, seen on the agent connection, into the guest's death
+// Explain turns err, seen on the agent connection, into the guest's death
 // (ErrGuestDied with the console's last lines) when the domain stopped or
-// stops within stopEventGrace; otherwise it returns err unchanged.
-func (sb *Sandbox) explain(err error) error {
+// stops within 2 s; otherwise it returns err unchanged, wrapped as a lost
+// connection when it is agent.ErrDisconnected.
+func (sb *Sandbox) Explain(err error) error {
+	if err == nil {
+		return nil
+	}
+	if !errors.Is(err, agent.ErrDisconnected) && !sb.stoppedNow() {
+		return err
+	}
 	select {
 	case <-sb.stopped:
 		return sb.StopErr()
 	case <-time.After(stopEventGrace):
-		return err
+		return fmt.Errorf("guest agent connection lost: %w", err)
 	}
 }
