@@ -1,18 +1,286 @@
 package main
 
 import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/signal"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
 
+	sddaemon "github.com/coreos/go-systemd/v22/daemon"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/urfave/cli/v2"
+
+	"github.com/agentbox/agentbox/vmctl/api"
+	"github.com/agentbox/agentbox/vmctl/daemon"
+	"github.com/agentbox/agentbox/vmctl/libvirt"
 )
 
-// serveCommand is `agentbox serve` (work in progress by the lead).
 func serveCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "serve",
 		Usage: "run the agentbox daemon: REST API on a unix socket, long-lived sandboxes",
-		Action: func(c *cli.Context) error {
-			return errors.New("serve: not built yet")
+		Description: "Serves the REST API (/v1, see vmctl/api/openapi.yaml) on the unix socket --socket, and on TCP with\n" +
+			"--listen-tcp (which needs --token-file or --tls-cert/--tls-key). State (store, audit log, overlays,\n" +
+			"console logs) lives in --state-dir. On start the daemon reconciles its records with libvirt: sandboxes\n" +
+			"whose domains still run are adopted, those whose domain vanished are marked failed, and domains of\n" +
+			"this daemon that no record knows are destroyed. On SIGTERM or SIGINT it stops accepting, lets\n" +
+			"running commands finish for --shutdown-timeout, and leaves sandboxes running for the next daemon\n" +
+			"(or stops them with --stop-on-exit). Under systemd it reports readiness and watchdog pings\n" +
+			"(sd_notify) and accepts socket activation.",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "socket-group", Usage: "group `NAME|GID` that may use the unix socket (mode 0660)", EnvVars: []string{"AGENTBOX_SOCKET_GROUP"}},
+			&cli.StringFlag{Name: "listen-tcp", Usage: "also serve the API on TCP `ADDR` (host:port); needs --token-file or TLS"},
+			&cli.StringFlag{Name: "token-file", Usage: "`FILE` holding the bearer token TCP clients must send", EnvVars: []string{"AGENTBOX_TOKEN_FILE"}},
+			&cli.StringFlag{Name: "tls-cert", Usage: "TLS certificate `FILE` (PEM) for --listen-tcp"},
+			&cli.StringFlag{Name: "tls-key", Usage: "TLS private key `FILE` (PEM) for --listen-tcp"},
+			&cli.StringFlag{Name: "tls-client-ca", Usage: "require TCP clients to present a certificate signed by this CA `FILE` (PEM)"},
+			&cli.IntFlag{Name: "capacity-memory", Usage: "guest memory in `MiB` the daemon may commit in total", DefaultText: "host memory - 1 GiB"},
+			&cli.IntFlag{Name: "capacity-vcpus", Usage: "vCPUs the daemon may commit in total", DefaultText: "4 × host CPUs"},
+			&cli.DurationFlag{Name: "default-ttl", Usage: "remove sandboxes this long after creation unless they ask otherwise (0: never)"},
+			&cli.DurationFlag{Name: "default-idle-timeout", Usage: "remove sandboxes idle this long unless they ask otherwise (0: never)"},
+			&cli.DurationFlag{Name: "default-exec-timeout", Usage: "kill commands after this long unless they ask otherwise (0: never)"},
+			&cli.IntFlag{Name: "max-execs", Usage: "most commands a sandbox may run unless it asks otherwise (0: no limit)"},
+			&cli.BoolFlag{Name: "stop-on-exit", Usage: "stop all sandboxes when the daemon exits (default: leave them for the next daemon)"},
+			&cli.DurationFlag{Name: "shutdown-timeout", Value: 30 * time.Second, Usage: "on SIGTERM, let running commands finish for this long"},
+			&cli.Int64Flag{Name: "audit-max-bytes", Value: 64 << 20, Usage: "rotate the audit log at this many `BYTES`"},
+			&cli.IntFlag{Name: "audit-max-files", Value: 10, Usage: "rotated audit log files to keep"},
 		},
+		OnUsageError: usageError,
+		Action:       serveAction,
+	}
+}
+
+// serveAction implements `agentbox serve`.
+func serveAction(c *cli.Context) error {
+	if err := applyConfig(c); err != nil {
+		return err
+	}
+	if c.Args().Present() {
+		return fmt.Errorf("serve takes no arguments, got %q", c.Args().Slice())
+	}
+	logger, err := newLogger(c.String("log-level"))
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(c.Context, syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+
+	stateDir, err := filepath.Abs(c.String("state-dir"))
+	if err != nil {
+		return err
+	}
+	runtimeDir, err := filepath.Abs(c.String("runtime-dir"))
+	if err != nil {
+		return err
+	}
+	apiCfg := api.Config{Logger: logger}
+	if f := c.String("token-file"); f != "" {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return fmt.Errorf("--token-file: %w", err)
+		}
+		apiCfg.Token = string(b)
+	}
+	if apiCfg.TLS, err = serverTLS(c); err != nil {
+		return err
+	}
+	tcpAddr := c.String("listen-tcp")
+	if tcpAddr != "" {
+		if err := api.CheckTCP(apiCfg, tcpAddr); err != nil {
+			return err
+		}
+	}
+
+	// Listeners first: a second daemon on the same socket fails before it
+	// touches libvirt or the store.
+	listeners, err := serveListeners(c, tcpAddr)
+	if err != nil {
+		return err
+	}
+	closeAll := func() {
+		for _, l := range listeners {
+			l.Close()
+		}
+	}
+
+	conn, err := libvirt.Connect(ctx, libvirt.Config{URI: c.String("uri"), Socket: c.String("libvirt-socket"), Logger: logger})
+	if err != nil {
+		closeAll()
+		return fmt.Errorf("connect to libvirt at %s: %w (is libvirtd running? start it with `libvirtd -d` or `systemctl start libvirtd`)", c.String("uri"), err)
+	}
+	defer conn.Close()
+
+	reg := prometheus.NewRegistry()
+	d, err := daemon.New(ctx, daemon.Config{
+		Driver:            libvirt.NewDriver(conn),
+		StateDir:          stateDir,
+		RuntimeDir:        runtimeDir,
+		Logger:            logger,
+		Version:           version,
+		CapacityMemoryMiB: c.Int("capacity-memory"),
+		CapacityVCPUs:     c.Int("capacity-vcpus"),
+		Defaults: api.Limits{
+			TTLSeconds:         int64(c.Duration("default-ttl").Seconds()),
+			IdleTimeoutSeconds: int64(c.Duration("default-idle-timeout").Seconds()),
+			ExecTimeoutMs:      c.Duration("default-exec-timeout").Milliseconds(),
+			MaxExecs:           c.Int("max-execs"),
+		},
+		StopOnShutdown: c.Bool("stop-on-exit"),
+		AuditMaxBytes:  c.Int64("audit-max-bytes"),
+		AuditMaxFiles:  c.Int("audit-max-files"),
+		Registerer:     reg,
+	})
+	if err != nil {
+		closeAll()
+		return err
+	}
+	apiCfg.Backend = d
+	apiCfg.Registerer = reg
+	apiCfg.Metrics = promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})
+	srv, err := api.NewServer(apiCfg)
+	if err != nil {
+		closeAll()
+		d.Shutdown(context.Background())
+		return err
+	}
+	rep := d.Report()
+	logger.Info("agentbox serve ready", "socket", c.String("socket"), "tcp", tcpAddr, "state_dir", stateDir,
+		"instance", d.Instance(), "adopted", len(rep.Adopted), "failed", len(rep.Failed), "cleaned", len(rep.Cleaned))
+
+	errc := make(chan error, len(listeners))
+	for _, l := range listeners {
+		go func() { errc <- srv.Serve(l) }()
+	}
+	sddaemon.SdNotify(false, sddaemon.SdNotifyReady)
+	go watchdog(ctx, d)
+
+	var serveErr error
+	select {
+	case <-ctx.Done():
+		logger.Info("shutting down", "timeout", c.Duration("shutdown-timeout"))
+	case serveErr = <-errc:
+		logger.Error("API listener failed", "err", serveErr)
+	}
+	stop()
+	sddaemon.SdNotify(false, sddaemon.SdNotifyStopping)
+	shutCtx, cancel := context.WithTimeout(context.Background(), c.Duration("shutdown-timeout"))
+	defer cancel()
+	err = errors.Join(serveErr, srv.Shutdown(shutCtx), d.Shutdown(shutCtx))
+	if errors.Is(err, context.DeadlineExceeded) {
+		logger.Warn("shutdown deadline reached; remaining requests were cut")
+		err = nil
+	}
+	return err
+}
+
+// serveListeners returns the API's listeners: systemd's (socket
+// activation) if any, else the unix socket --socket (mode 0660, group
+// --socket-group) and, with --listen-tcp, a TCP listener.
+func serveListeners(c *cli.Context, tcpAddr string) ([]net.Listener, error) {
+	ls, err := api.ActivationListeners()
+	if err != nil {
+		return nil, fmt.Errorf("systemd socket activation: %w", err)
+	}
+	if len(ls) > 0 {
+		return ls, nil
+	}
+	gid := -1
+	if g := c.String("socket-group"); g != "" {
+		if gid, err = lookupGroup(g); err != nil {
+			return nil, err
+		}
+	}
+	sock := c.String("socket")
+	if sock == "" {
+		return nil, errors.New("no --socket: give the unix socket path the API listens on")
+	}
+	ul, err := api.ListenUnix(sock, 0o660, gid)
+	if err != nil {
+		return nil, err
+	}
+	ls = append(ls, ul)
+	if tcpAddr != "" {
+		tl, err := net.Listen("tcp", tcpAddr)
+		if err != nil {
+			ul.Close()
+			return nil, fmt.Errorf("--listen-tcp: %w", err)
+		}
+		ls = append(ls, tl)
+	}
+	return ls, nil
+}
+
+// lookupGroup resolves a group name or number.
+func lookupGroup(g string) (int, error) {
+	if n, err := strconv.Atoi(g); err == nil {
+		return n, nil
+	}
+	grp, err := user.LookupGroup(g)
+	if err != nil {
+		return 0, fmt.Errorf("--socket-group %q: %w", g, err)
+	}
+	return strconv.Atoi(grp.Gid)
+}
+
+// serverTLS builds the TCP listener's TLS config from --tls-cert,
+// --tls-key and --tls-client-ca; nil without a certificate.
+func serverTLS(c *cli.Context) (*tls.Config, error) {
+	certFile, keyFile := c.String("tls-cert"), c.String("tls-key")
+	if certFile == "" && keyFile == "" {
+		if c.String("tls-client-ca") != "" {
+			return nil, errors.New("--tls-client-ca needs --tls-cert and --tls-key")
+		}
+		return nil, nil
+	}
+	if certFile == "" || keyFile == "" {
+		return nil, errors.New("give both --tls-cert and --tls-key")
+	}
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return nil, fmt.Errorf("TLS key pair: %w", err)
+	}
+	cfg := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	if ca := c.String("tls-client-ca"); ca != "" {
+		pem, err := os.ReadFile(ca)
+		if err != nil {
+			return nil, fmt.Errorf("--tls-client-ca: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("--tls-client-ca %s: no PEM certificate in it", ca)
+		}
+		cfg.ClientCAs, cfg.ClientAuth = pool, tls.RequireAndVerifyClientCert
+	}
+	return cfg, nil
+}
+
+// watchdog pings systemd's watchdog (WatchdogSec=) at half its interval
+// while the daemon answers, until ctx ends. Without a watchdog it returns.
+func watchdog(ctx context.Context, d *daemon.Daemon) {
+	interval, err := sddaemon.SdWatchdogEnabled(false)
+	if err != nil || interval <= 0 {
+		return
+	}
+	t := time.NewTicker(interval / 2)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if _, err := d.Info(ctx); err == nil {
+				sddaemon.SdNotify(false, sddaemon.SdNotifyWatchdog)
+			}
+		}
 	}
 }

@@ -1,0 +1,79 @@
+package daemon
+
+import (
+	"context"
+	"time"
+
+	"github.com/agentbox/agentbox/vmctl/api"
+	"github.com/agentbox/agentbox/vmctl/audit"
+	"github.com/agentbox/agentbox/vmctl/sandbox"
+)
+
+// appendAudit writes e to the audit log; a failed write is logged and
+// counted, never fails the action it records.
+func (d *Daemon) appendAudit(e audit.Entry) {
+	if err := d.audit.Append(e); err != nil {
+		d.log.Error("audit log write failed", "err", err, "action", e.Action, "sandbox", e.Sandbox)
+		d.metrics.errors.WithLabelValues("audit_write").Inc()
+	}
+}
+
+// auditAction records a simple action by the request's caller.
+func (d *Daemon) auditAction(ctx context.Context, id, action string, args map[string]any, start time.Time, err error) {
+	e := audit.Entry{Time: start.UTC(), Sandbox: id, Caller: api.CallerFrom(ctx).ID, Action: action, Args: args, DurationMs: ms(time.Since(start))}
+	if err != nil {
+		ae := toAPI(err)
+		e.Error, e.ErrorMessage = ae.Code, ae.Message
+	}
+	d.appendAudit(e)
+}
+
+// auditReconcile records what the start-up reconciliation did.
+func (d *Daemon) auditReconcile() {
+	now := time.Now().UTC()
+	for _, id := range d.report.Adopted {
+		d.appendAudit(audit.Entry{Time: now, Sandbox: id, Caller: "daemon", Action: audit.ActionReconcile, Args: map[string]any{"result": "adopted"}})
+	}
+	for id, reason := range d.report.Failed {
+		d.appendAudit(audit.Entry{Time: now, Sandbox: id, Caller: "daemon", Action: audit.ActionReconcile, Args: map[string]any{"result": "failed", "reason": reason}})
+	}
+	for _, what := range d.report.Cleaned {
+		d.appendAudit(audit.Entry{Time: now, Caller: "daemon", Action: audit.ActionReconcile, Args: map[string]any{"result": "cleaned", "what": what}})
+	}
+}
+
+// Audit implements api.Backend: the entries of one sandbox (by ID or
+// name; by ID also after it was removed) or of all.
+func (d *Daemon) Audit(ctx context.Context, ref string, emit func(audit.Entry) error) error {
+	f := audit.Filter{}
+	if ref != "" {
+		if sb, err := d.mgr.Get(ref); err == nil {
+			f.Sandbox = sb.ID
+		} else if isID(ref) {
+			f.Sandbox = ref
+		} else {
+			return toAPI(err)
+		}
+	}
+	return d.audit.Read(f, func(e audit.Entry) error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		return emit(e)
+	})
+}
+
+// isID reports whether ref has the shape of a sandbox ID.
+func isID(ref string) bool {
+	if len(ref) != 12 {
+		return false
+	}
+	for _, c := range ref {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+var _ = sandbox.StateRunning

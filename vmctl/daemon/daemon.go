@@ -1,0 +1,312 @@
+// Package daemon is agentbox's service core, behind `agentbox serve`: it
+// implements the REST API's Backend (vmctl/api) on the sandbox manager
+// (vmctl/sandbox) with a durable store (vmctl/store), an audit log
+// (vmctl/audit), tables of detached processes (vmctl/process), admission
+// control against the host's capacity, TTL and idle reaping, and
+// Prometheus metrics. Listening, auth and HTTP are vmctl/api's; process
+// start-up and signals are cmd/agentbox's.
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/agentbox/agentbox/vmctl/accel"
+	"github.com/agentbox/agentbox/vmctl/api"
+	"github.com/agentbox/agentbox/vmctl/audit"
+	"github.com/agentbox/agentbox/vmctl/process"
+	"github.com/agentbox/agentbox/vmctl/sandbox"
+	"github.com/agentbox/agentbox/vmctl/store"
+)
+
+// Config configures a Daemon.
+type Config struct {
+	// Driver starts and stops domains (libvirt.NewDriver). Required.
+	Driver sandbox.Driver
+	// StateDir holds the store (state.db), the audit log (audit/) and the
+	// sandboxes' directories. Required, absolute.
+	StateDir string
+	// RuntimeDir holds the agents' unix sockets. Required, absolute.
+	RuntimeDir string
+	// Logger receives structured logs; nil discards them.
+	Logger *slog.Logger
+	// Version is reported by Info.
+	Version string
+	// Accel chooses the accelerator for a create's "accel" (auto, kvm,
+	// tcg); nil means accel.Choose(mode, nil).
+	Accel func(mode accel.Mode) (accel.Choice, error)
+	// CapacityMemoryMiB and CapacityVCPUs are what the daemon may commit
+	// to sandboxes in total; creates beyond them get 429. Zero means the
+	// defaults: the host's memory minus 1 GiB (at least half of it) and
+	// 4 vCPUs per host CPU.
+	CapacityMemoryMiB int
+	CapacityVCPUs     int
+	// Defaults are the limits of sandboxes whose create request leaves
+	// them zero.
+	Defaults api.Limits
+	// StopOnShutdown stops every running sandbox on Shutdown; by default
+	// they keep running and the next daemon adopts them.
+	StopOnShutdown bool
+	// AuditMaxBytes and AuditMaxFiles rotate the audit log (0: the audit
+	// package's defaults, 64 MiB × 10 files).
+	AuditMaxBytes int64
+	AuditMaxFiles int
+	// Registerer receives the daemon's metrics; nil makes a private
+	// registry (see Daemon.Gatherer).
+	Registerer prometheus.Registerer
+	// ReapInterval is how often TTL and idle timeouts are checked; 0 means
+	// 1 s.
+	ReapInterval time.Duration
+}
+
+// Daemon is the running service core. Create it with New, serve its
+// Backend through vmctl/api, and end it with Shutdown.
+type Daemon struct {
+	cfg     Config
+	log     *slog.Logger
+	mgr     *sandbox.Manager
+	store   *store.Store
+	audit   *audit.Log
+	metrics *metrics
+	events  *hub
+	report  sandbox.Report
+
+	mu       sync.Mutex
+	boxes    map[string]*box // by sandbox ID
+	closing  bool
+	inflight sync.WaitGroup // execs and file transfers
+
+	stopReaper context.CancelFunc
+	reaperDone chan struct{}
+}
+
+// box is the daemon's side of one sandbox: its limits and counters (kept
+// in the record's Extra) and its detached processes.
+type box struct {
+	sb    *sandbox.Sandbox
+	procs *process.Table
+	// life ends when the sandbox is stopped or removed; detached
+	// processes run under it.
+	life   context.Context
+	cancel context.CancelFunc
+
+	mu    sync.Mutex
+	extra extra
+	busy  int // commands and transfers in flight (never idle while > 0)
+}
+
+// extra is the daemon's data in sandbox.Record.Extra.
+type extra struct {
+	Limits       api.Limits `json:"limits"`
+	ExecCount    int        `json:"exec_count"`
+	LastActivity time.Time  `json:"last_activity,omitzero"`
+	Creator      string     `json:"creator,omitempty"`
+}
+
+// New opens the store and the audit log under cfg.StateDir, builds the
+// sandbox manager and reconciles it with libvirt (adopting sandboxes that
+// still run; see sandbox.Manager.Reconcile), then starts the TTL and idle
+// reaper. Errors: the store is locked by another daemon
+// (store.ErrLocked), libvirt is unreachable, directories cannot be made.
+func New(ctx context.Context, cfg Config) (_ *Daemon, err error) {
+	if cfg.Driver == nil {
+		return nil, errors.New("daemon: no driver")
+	}
+	for name, dir := range map[string]string{"state dir": cfg.StateDir, "runtime dir": cfg.RuntimeDir} {
+		if !filepath.IsAbs(dir) {
+			return nil, fmt.Errorf("daemon: %s %q must be an absolute path", name, dir)
+		}
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return nil, fmt.Errorf("daemon: %s: %w", name, err)
+		}
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Accel == nil {
+		cfg.Accel = func(m accel.Mode) (accel.Choice, error) { return accel.Choose(m, nil) }
+	}
+	if cfg.CapacityMemoryMiB <= 0 {
+		cfg.CapacityMemoryMiB = defaultMemoryMiB()
+	}
+	if cfg.CapacityVCPUs <= 0 {
+		cfg.CapacityVCPUs = 4 * runtime.NumCPU()
+	}
+	if cfg.ReapInterval <= 0 {
+		cfg.ReapInterval = time.Second
+	}
+	d := &Daemon{cfg: cfg, log: log, boxes: map[string]*box{}, events: newHub()}
+
+	d.store, err = store.Open(filepath.Join(cfg.StateDir, "state.db"), store.Options{})
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			d.store.Close()
+		}
+	}()
+	d.audit, err = audit.Open(filepath.Join(cfg.StateDir, "audit"), audit.Options{MaxBytes: cfg.AuditMaxBytes, MaxFiles: cfg.AuditMaxFiles})
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			d.audit.Close()
+		}
+	}()
+	d.metrics = newMetrics(cfg.Registerer, d)
+	d.mgr, err = sandbox.NewManager(sandbox.Config{
+		Driver:     cfg.Driver,
+		StateDir:   cfg.StateDir,
+		RuntimeDir: cfg.RuntimeDir,
+		Logger:     log,
+		Store:      d.store,
+		Owner:      d.store.Instance(),
+		OnChange:   d.onChange,
+	})
+	if err != nil {
+		return nil, err
+	}
+	d.report, err = d.mgr.Reconcile(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("reconcile with libvirt: %w", err)
+	}
+	for _, sb := range d.mgr.List() {
+		d.addBox(sb)
+	}
+	d.auditReconcile()
+	log.Info("daemon ready", "instance", d.store.Instance(), "sandboxes", d.report.Loaded,
+		"adopted", len(d.report.Adopted), "failed", len(d.report.Failed), "cleaned", len(d.report.Cleaned))
+
+	reapCtx, stop := context.WithCancel(context.Background())
+	d.stopReaper, d.reaperDone = stop, make(chan struct{})
+	go d.reaper(reapCtx)
+	return d, nil
+}
+
+// Report returns what the start-up reconciliation did.
+func (d *Daemon) Report() sandbox.Report { return d.report }
+
+// Instance returns the daemon's instance id (the store's), written into
+// its domains' metadata.
+func (d *Daemon) Instance() string { return d.store.Instance() }
+
+// Shutdown ends the daemon gracefully: new requests that need a sandbox
+// get 503, in-flight execs and transfers may finish until ctx ends (then
+// they are cut), sandboxes keep running for the next daemon to adopt
+// (or are stopped with Config.StopOnShutdown), and the audit log and the
+// store are closed. Call it after the API server stopped accepting.
+func (d *Daemon) Shutdown(ctx context.Context) error {
+	d.mu.Lock()
+	d.closing = true
+	d.mu.Unlock()
+	d.stopReaper()
+	<-d.reaperDone
+
+	done := make(chan struct{})
+	go func() { d.inflight.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		d.log.Warn("shutdown deadline reached with execs still running; cutting them")
+	}
+	for _, b := range d.allBoxes() {
+		if d.cfg.StopOnShutdown {
+			if err := d.mgr.Stop(context.Background(), b.sb, "daemon shut down"); err != nil {
+				d.log.Warn("stop sandbox on shutdown", "sandbox", b.sb.ID, "err", err)
+			}
+		}
+		b.procs.CloseAll("daemon shut down")
+		b.cancel()
+	}
+	d.events.close()
+	return errors.Join(d.audit.Close(), d.store.Close())
+}
+
+// addBox creates the daemon's state for sb from its record's Extra.
+func (d *Daemon) addBox(sb *sandbox.Sandbox) *box {
+	b := &box{sb: sb}
+	rec := sb.Record()
+	if len(rec.Extra) > 0 {
+		if err := json.Unmarshal(rec.Extra, &b.extra); err != nil {
+			d.log.Warn("sandbox record extra unreadable", "sandbox", sb.ID, "err", err)
+		}
+	}
+	if b.extra.LastActivity.IsZero() {
+		b.extra.LastActivity = rec.StartedAt
+	}
+	b.life, b.cancel = context.WithCancel(context.Background())
+	b.procs = process.NewTable(process.Options{MaxProcesses: 64, OnExit: func(info process.Info) { d.processExited(b, info) }})
+	d.mu.Lock()
+	d.boxes[sb.ID] = b
+	d.mu.Unlock()
+	return b
+}
+
+func (d *Daemon) allBoxes() []*box {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := make([]*box, 0, len(d.boxes))
+	for _, b := range d.boxes {
+		out = append(out, b)
+	}
+	return out
+}
+
+// saveExtra persists b's extra into the sandbox record.
+func (d *Daemon) saveExtra(b *box) {
+	b.mu.Lock()
+	raw, err := json.Marshal(b.extra)
+	b.mu.Unlock()
+	if err == nil {
+		b.sb.SetExtra(raw)
+	}
+}
+
+// onChange is the manager's observer: events, metrics, and the end of a
+// sandbox's detached processes once its domain is gone.
+func (d *Daemon) onChange(r sandbox.Record, removed bool) {
+	ev := api.Event{Time: time.Now().UTC(), Sandbox: r.ID, Name: r.Name, State: string(r.State), Reason: r.Reason, Type: api.EventSandboxState}
+	if removed {
+		ev.Type, ev.State = api.EventSandboxRemoved, ""
+	}
+	d.events.publish(ev)
+	if r.State.Final() || removed {
+		d.mu.Lock()
+		b := d.boxes[r.ID]
+		if removed {
+			delete(d.boxes, r.ID)
+		}
+		d.mu.Unlock()
+		if b != nil {
+			// CloseAll takes the table's lock only; it must not wait here
+			// for OnExit callbacks that take d.mu (they do not).
+			go func() {
+				b.procs.CloseAll("sandbox " + string(r.State))
+				b.cancel()
+			}()
+		}
+	}
+}
+
+// defaultMemoryMiB is the host's memory minus 1 GiB for the host itself,
+// but at least half of it.
+func defaultMemoryMiB() int {
+	total := hostMemoryMiB()
+	if total <= 0 {
+		return 4096
+	}
+	return max(total-1024, total/2)
+}

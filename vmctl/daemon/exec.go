@@ -1,0 +1,395 @@
+package daemon
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/agentbox/agentbox/vmctl/agentproto"
+	"github.com/agentbox/agentbox/vmctl/api"
+	"github.com/agentbox/agentbox/vmctl/audit"
+	"github.com/agentbox/agentbox/vmctl/process"
+	"github.com/agentbox/agentbox/vmctl/store"
+)
+
+// beginExec checks b's command budget and counts one more command: it
+// returns the new exec ID ("e" + 6 digits, in start order) or 429
+// exec_limit_reached. The sandbox is busy (never idle) until endExec; an
+// attached command also holds up Shutdown until then.
+func (d *Daemon) beginExec(b *box, attached bool) (string, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if lim := b.extra.Limits.MaxExecs; lim > 0 && b.extra.ExecCount >= lim {
+		e := api.Errorf(http.StatusTooManyRequests, api.CodeExecLimit, "sandbox %s has run its %d commands (max_execs): create a new sandbox", b.sb.ID, lim)
+		e.Details = map[string]any{"max_execs": lim}
+		return "", e
+	}
+	b.extra.ExecCount++
+	b.busy++
+	if attached {
+		d.inflight.Add(1)
+	}
+	return fmt.Sprintf("e%06d", b.extra.ExecCount), nil
+}
+
+// endExec ends what beginExec began.
+func (d *Daemon) endExec(b *box, attached bool) {
+	b.mu.Lock()
+	b.busy--
+	b.extra.LastActivity = time.Now().UTC()
+	b.mu.Unlock()
+	if attached {
+		d.inflight.Done()
+	}
+}
+
+// agentRequest turns an API exec request into the guest agent's, with the
+// sandbox's default timeout.
+func agentRequest(b *box, req api.ExecRequest) agentproto.ExecRequest {
+	timeout := req.TimeoutMs
+	if timeout == 0 {
+		b.mu.Lock()
+		timeout = b.extra.Limits.ExecTimeoutMs
+		b.mu.Unlock()
+	}
+	return agentproto.ExecRequest{Argv: req.Cmd, Env: req.Env, Dir: req.Cwd, UID: req.UID, GID: req.GID, TimeoutMs: timeout}
+}
+
+// execArgs are the audit arguments of an exec: the argv, cwd, env keys
+// (values may be secrets) and the timeout.
+func execArgs(req agentproto.ExecRequest, detached bool) map[string]any {
+	args := map[string]any{"cmd": req.Argv}
+	if req.Dir != "" {
+		args["cwd"] = req.Dir
+	}
+	if len(req.Env) > 0 {
+		keys := make([]string, len(req.Env))
+		for i, e := range req.Env {
+			keys[i], _, _ = strings.Cut(e, "=")
+		}
+		args["env_keys"] = keys
+	}
+	if req.TimeoutMs > 0 {
+		args["timeout_ms"] = req.TimeoutMs
+	}
+	if req.UID != nil {
+		args["uid"] = *req.UID
+	}
+	if detached {
+		args["detached"] = true
+	}
+	return args
+}
+
+// apiStatus converts the guest's exit status.
+func apiStatus(st agentproto.ExitStatus, dur time.Duration) api.ExitStatus {
+	return api.ExitStatus{ExitCode: st.ShellCode(), Signal: st.Signal, TimedOut: st.TimedOut, Error: st.Error, DurationMs: ms(dur)}
+}
+
+// countingWriter counts and digests what passes to w.
+type countingWriter struct {
+	w      io.Writer
+	n      atomic.Int64
+	digest audit.OutputDigester
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	c.digest.Write(p)
+	c.n.Add(int64(len(p)))
+	if c.w == nil {
+		return len(p), nil
+	}
+	return c.w.Write(p)
+}
+
+// Exec implements api.Backend: an attached command whose output streams
+// to stdout and stderr. The audit entry and the exec history are written
+// when it ends.
+func (d *Daemon) Exec(ctx context.Context, ref string, req api.ExecRequest, started func(execID string, pid int), stdout, stderr io.Writer) (api.ExitStatus, error) {
+	b, err := d.running(ref)
+	if err != nil {
+		return api.ExitStatus{}, err
+	}
+	id, err := d.beginExec(b, true)
+	if err != nil {
+		return api.ExitStatus{}, err
+	}
+	defer d.endExec(b, true)
+	start := time.Now()
+	areq := agentRequest(b, req)
+	var stdin io.Reader
+	if req.Stdin != nil {
+		stdin = bytes.NewReader(req.Stdin)
+	}
+	out := &countingWriter{w: stdout}
+	errw := &countingWriter{w: stderr}
+	var st agentproto.ExitStatus
+	c := b.sb.Agent()
+	if c == nil {
+		return api.ExitStatus{}, toAPI(b.sb.Explain(fmt.Errorf("sandbox %s stopped", b.sb.ID)))
+	}
+	p, err := c.Start(ctx, areq, stdin, out, errw)
+	if err == nil {
+		if p.Pid() > 0 {
+			started(id, p.Pid())
+		}
+		st, err = p.Wait()
+	}
+	dur := time.Since(start)
+	if se := st.Err(); se != nil && err == se {
+		err = nil // a start failure is a status (126, 127), not an API error
+	} else if err == nil && st.ErrorKind != "" {
+		err = nil
+	}
+	if err != nil && ctx.Err() == nil {
+		err = b.sb.Explain(err)
+	}
+	status := apiStatus(st, dur)
+
+	e := audit.Entry{
+		Time: start.UTC(), Sandbox: b.sb.ID, Caller: api.CallerFrom(ctx).ID, Action: audit.ActionExec,
+		Args: execArgs(areq, false), ExecID: id, DurationMs: ms(dur),
+		BytesIn: int64(len(req.Stdin)), BytesOut: out.n.Load() + errw.n.Load(),
+		Stdout: out.digest.Digest(), Stderr: errw.digest.Digest(),
+	}
+	h := store.Exec{ID: id, Sandbox: b.sb.ID, Cmd: areq.Argv, Cwd: areq.Dir, StartedAt: start.UTC(), EndedAt: time.Now().UTC(),
+		BytesIn: e.BytesIn, BytesOut: e.BytesOut, Caller: e.Caller}
+	result := "ok"
+	if err != nil {
+		ae := toAPI(err)
+		if ctx.Err() != nil {
+			ae = api.Errorf(499, "cancelled", "the caller went away; the command was killed")
+		}
+		e.Error, e.ErrorMessage, h.Error, result = ae.Code, ae.Message, ae.Message, "error"
+	} else {
+		code := status.ExitCode
+		e.ExitCode, h.ExitCode, h.Signal, h.TimedOut, h.Error = &code, &code, st.Signal, st.TimedOut, st.Error
+		if code != 0 {
+			result = "exit"
+		}
+	}
+	d.appendAudit(e)
+	d.finishExec(b, h)
+	d.metrics.exec.Observe(dur.Seconds())
+	d.metrics.execs.WithLabelValues("attached", result).Inc()
+	d.metrics.bytes.WithLabelValues("in", "stdio").Add(float64(e.BytesIn))
+	d.metrics.bytes.WithLabelValues("out", "stdio").Add(float64(e.BytesOut))
+	if err != nil {
+		return status, toAPI(err)
+	}
+	return status, nil
+}
+
+// finishExec stores the exec's history entry and the sandbox's counters.
+func (d *Daemon) finishExec(b *box, h store.Exec) {
+	if err := d.store.PutExec(h); err != nil {
+		d.log.Warn("store exec history", "sandbox", b.sb.ID, "exec", h.ID, "err", err)
+	}
+	d.saveExtra(b)
+}
+
+// StartProcess implements api.Backend: a detached command under the
+// sandbox's lifetime (not the request's).
+func (d *Daemon) StartProcess(ctx context.Context, ref string, req api.ExecRequest) (api.Process, error) {
+	b, err := d.running(ref)
+	if err != nil {
+		return api.Process{}, err
+	}
+	id, err := d.beginExec(b, false)
+	if err != nil {
+		return api.Process{}, err
+	}
+	areq := agentRequest(b, req)
+	c := b.sb.Agent()
+	if c == nil {
+		d.endExec(b, false)
+		return api.Process{}, api.Errorf(http.StatusConflict, api.CodeNotRunning, "sandbox %s is not running", b.sb.ID)
+	}
+	caller := api.CallerFrom(ctx).ID
+	start := time.Now()
+	info, err := b.procs.Start(b.life, id, areq, req.Stdin, req.StdinOpen, process.AgentStart(c))
+	d.appendAudit(audit.Entry{Time: start.UTC(), Sandbox: b.sb.ID, Caller: caller, Action: audit.ActionProcessStart,
+		Args: execArgs(areq, true), ExecID: id, BytesIn: int64(len(req.Stdin)), DurationMs: ms(time.Since(start))})
+	if err != nil {
+		d.endExec(b, false)
+		return api.Process{}, toAPI(b.sb.Explain(err))
+	}
+	d.store.PutExec(store.Exec{ID: id, Sandbox: b.sb.ID, Cmd: areq.Argv, Cwd: areq.Dir, Detached: true, StartedAt: info.StartedAt.UTC(), Caller: caller})
+	d.saveExtra(b)
+	return apiProcess(info), nil
+}
+
+// processExited is the process table's OnExit: audit, history, metrics.
+func (d *Daemon) processExited(b *box, info process.Info) {
+	d.endExec(b, false)
+	e := audit.Entry{Time: info.EndedAt.UTC(), Sandbox: b.sb.ID, Caller: "daemon", Action: audit.ActionProcessExit, ExecID: info.ID,
+		Args: map[string]any{"cmd": info.Argv}, DurationMs: ms(info.EndedAt.Sub(info.StartedAt)), BytesOut: info.OutputBytes}
+	h := store.Exec{ID: info.ID, Sandbox: b.sb.ID, Cmd: info.Argv, Detached: true, StartedAt: info.StartedAt.UTC(), EndedAt: info.EndedAt.UTC(), BytesOut: info.OutputBytes}
+	result := "ok"
+	if info.Exit != nil {
+		code := info.Exit.ShellCode()
+		e.ExitCode, h.ExitCode, h.Signal, h.TimedOut = &code, &code, info.Exit.Signal, info.Exit.TimedOut
+		if code != 0 {
+			result = "exit"
+		}
+	} else {
+		e.Error, e.ErrorMessage, h.Error, result = "lost", info.Error, info.Error, "error"
+	}
+	d.appendAudit(e)
+	if err := d.store.PutExec(h); err != nil && b.sb.State() == "running" {
+		d.log.Warn("store exec history", "sandbox", b.sb.ID, "exec", h.ID, "err", err)
+	}
+	d.metrics.execs.WithLabelValues("detached", result).Inc()
+	d.metrics.bytes.WithLabelValues("out", "stdio").Add(float64(info.OutputBytes))
+}
+
+// apiProcess converts a process table snapshot.
+func apiProcess(info process.Info) api.Process {
+	p := api.Process{ID: info.ID, Pid: info.Pid, Cmd: info.Argv, State: info.State, StdinOpen: info.StdinOpen,
+		OutputBytes: info.OutputBytes, OutputDropped: info.OutputDropped, StartedAt: info.StartedAt.UTC(), EndedAt: timePtr(info.EndedAt.UTC())}
+	if info.EndedAt.IsZero() {
+		p.EndedAt = nil
+	}
+	if info.Exit != nil {
+		st := apiStatus(*info.Exit, info.EndedAt.Sub(info.StartedAt))
+		p.Exit = &st
+	}
+	if p.Cmd == nil {
+		p.Cmd = []string{}
+	}
+	return p
+}
+
+// procs resolves ref's process table; it works for stopped sandboxes too
+// (their processes are listed as lost).
+func (d *Daemon) procs(ref string) (*box, error) {
+	sb, err := d.mgr.Get(ref)
+	if err != nil {
+		return nil, toAPI(err)
+	}
+	b := d.box(sb.ID)
+	if b == nil {
+		return nil, api.Errorf(http.StatusNotFound, api.CodeNotFound, "sandbox %s has no processes", sb.ID)
+	}
+	return b, nil
+}
+
+// ListProcesses implements api.Backend.
+func (d *Daemon) ListProcesses(ctx context.Context, ref string) ([]api.Process, error) {
+	b, err := d.procs(ref)
+	if err != nil {
+		return nil, err
+	}
+	out := []api.Process{}
+	for _, info := range b.procs.List() {
+		out = append(out, apiProcess(info))
+	}
+	return out, nil
+}
+
+// GetProcess implements api.Backend.
+func (d *Daemon) GetProcess(ctx context.Context, ref, pid string) (api.Process, error) {
+	b, err := d.procs(ref)
+	if err != nil {
+		return api.Process{}, err
+	}
+	info, err := b.procs.Get(pid)
+	if err != nil {
+		return api.Process{}, toAPI(err)
+	}
+	return apiProcess(info), nil
+}
+
+// ProcessOutput implements api.Backend.
+func (d *Daemon) ProcessOutput(ctx context.Context, ref, pid string, offset int64, follow bool, emit func(api.ExecEvent) error) error {
+	b, err := d.procs(ref)
+	if err != nil {
+		return err
+	}
+	info, err := b.procs.Output(ctx, pid, offset, follow, func(c process.Chunk) error {
+		return emit(api.ExecEvent{Type: c.Stream, Data: c.Data, Offset: c.Offset})
+	})
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return toAPI(err)
+	}
+	switch {
+	case info.Exit != nil:
+		st := apiStatus(*info.Exit, info.EndedAt.Sub(info.StartedAt))
+		return emit(api.ExecEvent{Type: api.EventExit, Exit: &st})
+	case info.State == process.StateLost:
+		return emit(api.ExecEvent{Type: api.EventError, Error: &api.Error{Code: api.CodeGuestDied, Message: "process lost: " + info.Error}})
+	}
+	return nil
+}
+
+// WriteStdin implements api.Backend.
+func (d *Daemon) WriteStdin(ctx context.Context, ref, pid string, r io.Reader, closeAfter bool) (int64, error) {
+	b, err := d.procs(ref)
+	if err != nil {
+		return 0, err
+	}
+	start := time.Now()
+	n, err := b.procs.WriteStdin(ctx, pid, r, closeAfter)
+	e := audit.Entry{Time: start.UTC(), Sandbox: b.sb.ID, Caller: api.CallerFrom(ctx).ID, Action: audit.ActionProcessStdin, ExecID: pid,
+		Args: map[string]any{"close": closeAfter}, BytesIn: n, DurationMs: ms(time.Since(start))}
+	if err != nil {
+		ae := toAPI(err)
+		e.Error, e.ErrorMessage = ae.Code, ae.Message
+		d.appendAudit(e)
+		return n, ae
+	}
+	d.appendAudit(e)
+	b.touch()
+	d.metrics.bytes.WithLabelValues("in", "stdio").Add(float64(n))
+	return n, nil
+}
+
+// KillProcess implements api.Backend.
+func (d *Daemon) KillProcess(ctx context.Context, ref, pid, signal string) error {
+	b, err := d.procs(ref)
+	if err != nil {
+		return err
+	}
+	sig, err := parseSignal(signal)
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	err = b.procs.Signal(ctx, pid, sig)
+	d.auditAction(ctx, b.sb.ID, audit.ActionProcessKill, map[string]any{"process": pid, "signal": int(sig)}, start, err)
+	if err != nil {
+		return toAPI(err)
+	}
+	return nil
+}
+
+// signals are the names KillProcess accepts (signal(7)), without "SIG".
+var signals = map[string]syscall.Signal{
+	"HUP": syscall.SIGHUP, "INT": syscall.SIGINT, "QUIT": syscall.SIGQUIT, "KILL": syscall.SIGKILL,
+	"USR1": syscall.SIGUSR1, "USR2": syscall.SIGUSR2, "TERM": syscall.SIGTERM, "CONT": syscall.SIGCONT,
+	"STOP": syscall.SIGSTOP, "ALRM": syscall.SIGALRM, "PIPE": syscall.SIGPIPE,
+}
+
+// parseSignal accepts "TERM", "SIGTERM", "term" or "15"; "" is KILL.
+func parseSignal(s string) (syscall.Signal, error) {
+	if s == "" {
+		return syscall.SIGKILL, nil
+	}
+	if n, err := strconv.Atoi(s); err == nil && n > 0 && n < 65 {
+		return syscall.Signal(n), nil
+	}
+	if sig, ok := signals[strings.TrimPrefix(strings.ToUpper(s), "SIG")]; ok {
+		return sig, nil
+	}
+	return 0, api.Errorf(http.StatusBadRequest, api.CodeInvalidArgument, "signal %q: use a name like TERM or KILL, or a number 1-64", s)
+}

@@ -1,0 +1,222 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/http"
+	"os"
+	"path"
+	"strconv"
+	"time"
+
+	"github.com/agentbox/agentbox/vmctl/agent"
+	"github.com/agentbox/agentbox/vmctl/agentproto"
+	"github.com/agentbox/agentbox/vmctl/api"
+	"github.com/agentbox/agentbox/vmctl/audit"
+)
+
+// fileOp runs op on b's agent as one busy, audited action on path.
+func (d *Daemon) fileOp(ctx context.Context, ref, action string, args map[string]any, op func(c *agent.Client) (in, out int64, err error)) error {
+	b, err := d.running(ref)
+	if err != nil {
+		return err
+	}
+	c := b.sb.Agent()
+	if c == nil {
+		return api.Errorf(http.StatusConflict, api.CodeNotRunning, "sandbox %s is not running", b.sb.ID)
+	}
+	b.mu.Lock()
+	b.busy++
+	b.mu.Unlock()
+	d.inflight.Add(1)
+	defer func() {
+		b.touch()
+		b.mu.Lock()
+		b.busy--
+		b.mu.Unlock()
+		d.inflight.Done()
+	}()
+	start := time.Now()
+	in, out, err := op(c)
+	if err != nil && ctx.Err() == nil {
+		err = b.sb.Explain(err)
+	}
+	e := audit.Entry{Time: start.UTC(), Sandbox: b.sb.ID, Caller: api.CallerFrom(ctx).ID, Action: action, Args: args,
+		BytesIn: in, BytesOut: out, DurationMs: ms(time.Since(start))}
+	if err != nil {
+		ae := toAPI(err)
+		e.Error, e.ErrorMessage = ae.Code, ae.Message
+		d.appendAudit(e)
+		return ae
+	}
+	d.appendAudit(e)
+	d.metrics.bytes.WithLabelValues("in", "file").Add(float64(in))
+	d.metrics.bytes.WithLabelValues("out", "file").Add(float64(out))
+	return nil
+}
+
+// countReader counts the bytes read through it.
+type countReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// countWriter counts the bytes written through it.
+type countWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// Upload implements api.Backend: the guest agent writes the file
+// atomically (temporary file, fsync, rename).
+func (d *Daemon) Upload(ctx context.Context, ref, p string, perm fs.FileMode, parents bool, r io.Reader) (api.FileInfo, error) {
+	var info api.FileInfo
+	err := d.fileOp(ctx, ref, audit.ActionUpload, map[string]any{"path": p, "mode": fmt.Sprintf("%04o", perm), "parents": parents}, func(c *agent.Client) (int64, int64, error) {
+		cr := &countReader{r: r}
+		var opts []agent.WriteOption
+		if parents {
+			opts = append(opts, agent.WithParents())
+		}
+		if err := c.WriteFile(ctx, p, cr, perm, opts...); err != nil {
+			return cr.n, 0, err
+		}
+		fi, err := c.Stat(ctx, p)
+		if err != nil {
+			return cr.n, 0, err
+		}
+		info = fileInfo(p, fi)
+		return cr.n, 0, nil
+	})
+	return info, err
+}
+
+// Download implements api.Backend.
+func (d *Daemon) Download(ctx context.Context, ref, p string, open func(api.FileInfo) io.Writer) error {
+	return d.fileOp(ctx, ref, audit.ActionDownload, map[string]any{"path": p}, func(c *agent.Client) (int64, int64, error) {
+		fi, err := c.Stat(ctx, p)
+		if err != nil {
+			return 0, 0, err
+		}
+		if fi.Type != agentproto.TypeFile {
+			return 0, 0, api.Errorf(http.StatusUnprocessableEntity, api.CodeNotAFile, "%s is a %s, not a regular file: download copies single files (use `agentbox exec SANDBOX -- tar -C DIR -c .` for directories)", p, fi.Type)
+		}
+		w := &countWriter{w: open(fileInfo(p, fi))}
+		err = c.ReadFile(ctx, p, w)
+		return 0, w.n, err
+	})
+}
+
+// Stat implements api.Backend.
+func (d *Daemon) Stat(ctx context.Context, ref, p string) (api.FileInfo, error) {
+	var info api.FileInfo
+	err := d.fileOp(ctx, ref, audit.ActionStat, map[string]any{"path": p}, func(c *agent.Client) (int64, int64, error) {
+		fi, err := c.Stat(ctx, p)
+		info = fileInfo(p, fi)
+		return 0, 0, err
+	})
+	return info, err
+}
+
+// List implements api.Backend.
+func (d *Daemon) List(ctx context.Context, ref, p string) ([]api.FileInfo, error) {
+	out := []api.FileInfo{}
+	err := d.fileOp(ctx, ref, audit.ActionList, map[string]any{"path": p}, func(c *agent.Client) (int64, int64, error) {
+		fi, err := c.Stat(ctx, p)
+		if err != nil {
+			return 0, 0, err
+		}
+		if fi.Type != agentproto.TypeDir {
+			return 0, 0, api.Errorf(http.StatusUnprocessableEntity, api.CodeNotADirectory, "%s is a %s, not a directory: use stat", p, fi.Type)
+		}
+		entries, err := c.List(ctx, p)
+		for _, e := range entries {
+			out = append(out, fileInfo(path.Join(p, e.Name), e))
+		}
+		return 0, 0, err
+	})
+	return out, err
+}
+
+// Mkdir implements api.Backend.
+func (d *Daemon) Mkdir(ctx context.Context, ref string, req api.MkdirRequest) error {
+	perm := fs.FileMode(0o755)
+	if req.Mode != "" {
+		m, err := strconv.ParseUint(req.Mode, 8, 32)
+		if err != nil || m > 0o7777 {
+			return api.Errorf(http.StatusBadRequest, api.CodeInvalidArgument, "mode %q: want an octal permission like 0755", req.Mode)
+		}
+		perm = fs.FileMode(m)
+	}
+	return d.fileOp(ctx, ref, audit.ActionMkdir, map[string]any{"path": req.Path, "mode": fmt.Sprintf("%04o", perm), "parents": req.Parents}, func(c *agent.Client) (int64, int64, error) {
+		return 0, 0, c.Mkdir(ctx, req.Path, perm, req.Parents)
+	})
+}
+
+// RemoveFile implements api.Backend.
+func (d *Daemon) RemoveFile(ctx context.Context, ref, p string, recursive bool) error {
+	if p == "/" {
+		return api.Errorf(http.StatusBadRequest, api.CodeInvalidArgument, "refusing to remove / : remove the sandbox instead")
+	}
+	return d.fileOp(ctx, ref, audit.ActionDelete, map[string]any{"path": p, "recursive": recursive}, func(c *agent.Client) (int64, int64, error) {
+		return 0, 0, c.Remove(ctx, p, recursive)
+	})
+}
+
+// fileInfo converts the agent's file info.
+func fileInfo(p string, fi agentproto.FileInfo) api.FileInfo {
+	t := api.FileOther
+	switch fi.Type {
+	case agentproto.TypeFile:
+		t = api.FileRegular
+	case agentproto.TypeDir:
+		t = api.FileDir
+	case agentproto.TypeSymlink:
+		t = api.FileSymlink
+	}
+	mode := uint32(fi.Mode.Perm())
+	for bit, unix := range map[fs.FileMode]uint32{fs.ModeSetuid: 0o4000, fs.ModeSetgid: 0o2000, fs.ModeSticky: 0o1000} {
+		if fi.Mode&bit != 0 {
+			mode |= unix
+		}
+	}
+	return api.FileInfo{Name: path.Base(p), Path: p, Type: t, Size: fi.Size,
+		Mode: fmt.Sprintf("%04o", mode), ModTime: time.Unix(0, fi.ModTimeNs).UTC()}
+}
+
+// Console implements api.Backend: the serial console log, also of
+// stopped and failed sandboxes.
+func (d *Daemon) Console(ctx context.Context, ref string, tail int64, w io.Writer) error {
+	sb, err := d.mgr.Get(ref)
+	if err != nil {
+		return toAPI(err)
+	}
+	f, err := os.Open(sb.ConsoleLog)
+	if err != nil {
+		if os.IsNotExist(err) {
+			return nil // nothing printed yet
+		}
+		return toAPI(err)
+	}
+	defer f.Close()
+	if tail > 0 {
+		if fi, err := f.Stat(); err == nil && fi.Size() > tail {
+			f.Seek(fi.Size()-tail, io.SeekStart)
+		}
+	}
+	_, err = io.Copy(w, f)
+	return err
+}

@@ -1,0 +1,62 @@
+package daemon
+
+import (
+	"context"
+	"time"
+
+	"github.com/agentbox/agentbox/vmctl/audit"
+)
+
+// reaper stops and removes sandboxes whose TTL or idle timeout is reached,
+// checking every Config.ReapInterval until ctx ends.
+func (d *Daemon) reaper(ctx context.Context) {
+	defer close(d.reaperDone)
+	t := time.NewTicker(d.cfg.ReapInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			for _, b := range d.allBoxes() {
+				if why := b.expired(now); why != "" {
+					d.reap(b, why)
+				}
+			}
+		}
+	}
+}
+
+// expired says why b must be reaped at now ("ttl reached", "idle timeout
+// reached"), or "". A sandbox with a command running is never idle.
+func (b *box) expired(now time.Time) string {
+	rec := b.sb.Record()
+	b.mu.Lock()
+	lim, last := b.extra.Limits, b.extra.LastActivity
+	busy := b.busy
+	b.mu.Unlock()
+	if lim.TTLSeconds > 0 && now.Sub(rec.CreatedAt) >= time.Duration(lim.TTLSeconds)*time.Second {
+		return "ttl reached"
+	}
+	if lim.IdleTimeoutSeconds > 0 && busy == 0 && !rec.State.Final() && !last.IsZero() &&
+		now.Sub(last) >= time.Duration(lim.IdleTimeoutSeconds)*time.Second {
+		return "idle timeout reached"
+	}
+	return ""
+}
+
+// reap removes b's sandbox (force) and audits why.
+func (d *Daemon) reap(b *box, why string) {
+	start := time.Now()
+	err := d.mgr.Remove(context.Background(), b.sb, true)
+	e := audit.Entry{Time: start.UTC(), Sandbox: b.sb.ID, Caller: "daemon", Action: audit.ActionReap, Args: map[string]any{"reason": why}, DurationMs: ms(time.Since(start))}
+	if err != nil {
+		e.Error, e.ErrorMessage = toAPI(err).Code, err.Error()
+		d.log.Warn("reap sandbox", "sandbox", b.sb.ID, "reason", why, "err", err)
+	} else {
+		d.log.Info("sandbox reaped", "sandbox", b.sb.ID, "reason", why)
+		d.store.DeleteExecs(b.sb.ID)
+	}
+	d.appendAudit(e)
+	d.metrics.reaped.WithLabelValues(why).Inc()
+}

@@ -1,0 +1,278 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"net/http"
+	"path/filepath"
+	"time"
+
+	"github.com/agentbox/agentbox/vmctl/accel"
+	"github.com/agentbox/agentbox/vmctl/api"
+	"github.com/agentbox/agentbox/vmctl/audit"
+	"github.com/agentbox/agentbox/vmctl/image"
+	"github.com/agentbox/agentbox/vmctl/sandbox"
+)
+
+var _ api.Backend = (*Daemon)(nil)
+
+// Info implements api.Backend.
+func (d *Daemon) Info(ctx context.Context) (api.Info, error) {
+	used := d.mgr.Resources()
+	counts := map[string]int{}
+	for _, sb := range d.mgr.List() {
+		counts[string(sb.State())]++
+	}
+	return api.Info{
+		Version: d.cfg.Version,
+		API:     "v1",
+		Capacity: api.Capacity{
+			MemoryMiB: d.cfg.CapacityMemoryMiB, VCPUs: d.cfg.CapacityVCPUs,
+			UsedMemoryMiB: used.UsedMemoryMiB, UsedVCPUs: used.UsedVCPUs,
+		},
+		Sandboxes: counts,
+	}, nil
+}
+
+// CreateSandbox implements api.Backend: it loads and checks the image,
+// chooses the accelerator, admits the resources against the capacity
+// and boots the sandbox.
+func (d *Daemon) CreateSandbox(ctx context.Context, req api.CreateSandboxRequest) (api.Sandbox, error) {
+	start := time.Now()
+	caller := api.CallerFrom(ctx).ID
+	args := map[string]any{"image": req.Image, "name": req.Name, "vcpus": req.VCPUs, "memory_mib": req.MemoryMiB}
+	sb, err := d.create(ctx, req)
+	e := audit.Entry{Time: start.UTC(), Caller: caller, Action: audit.ActionCreate, Args: args, DurationMs: ms(time.Since(start))}
+	if err != nil {
+		ae := toAPI(err)
+		e.Error, e.ErrorMessage = ae.Code, ae.Message
+		d.appendAudit(e)
+		d.metrics.createFailures.Inc()
+		return api.Sandbox{}, ae
+	}
+	e.Sandbox = sb.ID
+	d.appendAudit(e)
+	d.metrics.boot.Observe(sb.BootTime.Seconds())
+	return d.view(sb), nil
+}
+
+func (d *Daemon) create(ctx context.Context, req api.CreateSandboxRequest) (*sandbox.Sandbox, error) {
+	if err := d.admitting(); err != nil {
+		return nil, err
+	}
+	if !filepath.IsAbs(req.Image) {
+		return nil, api.Errorf(http.StatusBadRequest, api.CodeInvalidArgument, "image %q: give the image directory as an absolute path on the daemon's host", req.Image)
+	}
+	img, err := image.Load(ctx, req.Image, image.LoadOptions{VerifyCacheDir: filepath.Join(d.cfg.StateDir, "image-verify")})
+	if err != nil {
+		return nil, api.Errorf(http.StatusUnprocessableEntity, api.CodeInvalidImage, "%v", err)
+	}
+	mode := accel.ModeAuto
+	if req.Accel != "" {
+		if mode, err = accel.ParseMode(req.Accel); err != nil {
+			return nil, api.Errorf(http.StatusBadRequest, api.CodeInvalidArgument, "%v", err)
+		}
+	}
+	choice, err := d.cfg.Accel(mode)
+	if err != nil {
+		return nil, api.Errorf(http.StatusUnprocessableEntity, api.CodeInvalidArgument, "accelerator: %v", err)
+	}
+	ex := extra{Limits: mergeLimits(req.Limits, d.cfg.Defaults), Creator: api.CallerFrom(ctx).ID}
+	raw, _ := json.Marshal(ex)
+	// The boot is not bound to the request: a client that goes away
+	// mid-boot must not leave a half-made sandbox, so the manager's revert
+	// runs either way (it is under context.WithoutCancel).
+	sb, err := d.mgr.Create(ctx, sandbox.Options{
+		Image: img, Accel: choice, Name: req.Name, Labels: req.Labels, Extra: raw,
+		VCPUs: req.VCPUs, MemoryMiB: req.MemoryMiB,
+		BootTimeout: time.Duration(req.BootTimeoutMs) * time.Millisecond,
+		Admit:       d.admit,
+	})
+	if err != nil {
+		return nil, err
+	}
+	b := d.addBox(sb)
+	b.mu.Lock()
+	b.extra.LastActivity = time.Now().UTC()
+	b.mu.Unlock()
+	d.events.publish(api.Event{Time: time.Now().UTC(), Type: api.EventSandboxCreated, Sandbox: sb.ID, Name: sb.Name, State: string(sandbox.StateRunning)})
+	return sb, nil
+}
+
+// admitting refuses new work once Shutdown began.
+func (d *Daemon) admitting() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closing {
+		return api.Errorf(http.StatusServiceUnavailable, api.CodeUnavailable, "the daemon is shutting down: retry against the restarted daemon")
+	}
+	return nil
+}
+
+// admit is admission control: a create that would commit more memory or
+// vCPUs than the configured capacity is refused with 429 and the numbers.
+func (d *Daemon) admit(r sandbox.Resources) error {
+	memOK := r.UsedMemoryMiB+r.MemoryMiB <= d.cfg.CapacityMemoryMiB
+	cpuOK := r.UsedVCPUs+r.VCPUs <= d.cfg.CapacityVCPUs
+	if memOK && cpuOK {
+		return nil
+	}
+	e := api.Errorf(http.StatusTooManyRequests, api.CodeCapacity,
+		"host capacity exceeded: the sandbox needs %d MiB and %d vCPUs; %d of %d MiB and %d of %d vCPUs are committed: remove sandboxes, ask for less, or raise --capacity-memory/--capacity-vcpus",
+		r.MemoryMiB, r.VCPUs, r.UsedMemoryMiB, d.cfg.CapacityMemoryMiB, r.UsedVCPUs, d.cfg.CapacityVCPUs)
+	e.Details = map[string]any{
+		"requested_memory_mib": r.MemoryMiB, "requested_vcpus": r.VCPUs,
+		"used_memory_mib": r.UsedMemoryMiB, "used_vcpus": r.UsedVCPUs,
+		"capacity_memory_mib": d.cfg.CapacityMemoryMiB, "capacity_vcpus": d.cfg.CapacityVCPUs,
+	}
+	d.metrics.admissionRefused.Inc()
+	return e
+}
+
+// ListSandboxes implements api.Backend.
+func (d *Daemon) ListSandboxes(ctx context.Context, labels map[string]string, state string) ([]api.Sandbox, error) {
+	out := []api.Sandbox{}
+	for _, sb := range d.mgr.List() {
+		if state != "" && string(sb.State()) != state {
+			continue
+		}
+		match := true
+		for k, v := range labels {
+			if got, ok := sb.Labels[k]; !ok || got != v {
+				match = false
+				break
+			}
+		}
+		if match {
+			out = append(out, d.view(sb))
+		}
+	}
+	return out, nil
+}
+
+// GetSandbox implements api.Backend.
+func (d *Daemon) GetSandbox(ctx context.Context, ref string) (api.Sandbox, error) {
+	sb, err := d.mgr.Get(ref)
+	if err != nil {
+		return api.Sandbox{}, toAPI(err)
+	}
+	return d.view(sb), nil
+}
+
+// StopSandbox implements api.Backend.
+func (d *Daemon) StopSandbox(ctx context.Context, ref string) (api.Sandbox, error) {
+	start := time.Now()
+	sb, err := d.mgr.Get(ref)
+	if err != nil {
+		return api.Sandbox{}, toAPI(err)
+	}
+	err = d.mgr.Stop(ctx, sb, "stopped by "+api.CallerFrom(ctx).ID)
+	d.auditAction(ctx, sb.ID, audit.ActionStop, nil, start, err)
+	if err != nil {
+		return api.Sandbox{}, toAPI(err)
+	}
+	return d.view(sb), nil
+}
+
+// DeleteSandbox implements api.Backend.
+func (d *Daemon) DeleteSandbox(ctx context.Context, ref string, force bool) error {
+	start := time.Now()
+	sb, err := d.mgr.Get(ref)
+	if err != nil {
+		return toAPI(err)
+	}
+	err = d.mgr.Remove(ctx, sb, force)
+	d.auditAction(ctx, sb.ID, audit.ActionRemove, map[string]any{"force": force}, start, err)
+	if err != nil {
+		return toAPI(err)
+	}
+	if err := d.store.DeleteExecs(sb.ID); err != nil {
+		d.log.Warn("delete exec history", "sandbox", sb.ID, "err", err)
+	}
+	return nil
+}
+
+// view renders sb for the API.
+func (d *Daemon) view(sb *sandbox.Sandbox) api.Sandbox {
+	r := sb.Record()
+	v := api.Sandbox{
+		ID: r.ID, Name: r.Name, State: string(r.State), Reason: r.Reason,
+		Image:  api.ImageRef{Name: r.ImageName, Digest: r.ImageDigest, Dir: r.ImageDir},
+		Domain: r.Domain, Accel: r.Accel, VCPUs: r.VCPUs, MemoryMiB: r.MemoryMiB,
+		Labels: maps.Clone(r.Labels), CreatedAt: r.CreatedAt, BootMs: r.BootMs,
+		StartedAt: timePtr(r.StartedAt), StoppedAt: timePtr(r.StoppedAt),
+	}
+	if b := d.box(sb.ID); b != nil {
+		b.mu.Lock()
+		v.ExecCount = b.extra.ExecCount
+		v.Limits = b.extra.Limits
+		v.LastActivityAt = timePtr(b.extra.LastActivity)
+		b.mu.Unlock()
+	}
+	if v.Limits.TTLSeconds > 0 {
+		v.ExpiresAt = timePtr(r.CreatedAt.Add(time.Duration(v.Limits.TTLSeconds) * time.Second))
+	}
+	return v
+}
+
+func (d *Daemon) box(id string) *box {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.boxes[id]
+}
+
+// running resolves ref to a running sandbox's box and its agent, or the
+// API error saying why not.
+func (d *Daemon) running(ref string) (*box, error) {
+	if err := d.admitting(); err != nil {
+		return nil, err
+	}
+	sb, err := d.mgr.Get(ref)
+	if err != nil {
+		return nil, toAPI(err)
+	}
+	b := d.box(sb.ID)
+	if b == nil || sb.Agent() == nil {
+		r := sb.Record()
+		msg := fmt.Sprintf("sandbox %s is %s", sb.ID, r.State)
+		if r.Reason != "" {
+			msg += " (" + r.Reason + ")"
+		}
+		return nil, api.Errorf(http.StatusConflict, api.CodeNotRunning, "%s: create a new sandbox", msg)
+	}
+	return b, nil
+}
+
+// touch records activity on b now (the idle timeout counts from it).
+func (b *box) touch() {
+	b.mu.Lock()
+	b.extra.LastActivity = time.Now().UTC()
+	b.mu.Unlock()
+}
+
+func mergeLimits(req, def api.Limits) api.Limits {
+	if req.TTLSeconds == 0 {
+		req.TTLSeconds = def.TTLSeconds
+	}
+	if req.IdleTimeoutSeconds == 0 {
+		req.IdleTimeoutSeconds = def.IdleTimeoutSeconds
+	}
+	if req.ExecTimeoutMs == 0 {
+		req.ExecTimeoutMs = def.ExecTimeoutMs
+	}
+	if req.MaxExecs == 0 {
+		req.MaxExecs = def.MaxExecs
+	}
+	return req
+}
+
+func timePtr(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
+}
+
+func ms(d time.Duration) int64 { return d.Milliseconds() }
