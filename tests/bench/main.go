@@ -10,7 +10,10 @@
 //  4. the same guest's qemu-ga (Debian's qemu-guest-agent on its own
 //     org.qemu.guest_agent.0 channel) driven through libvirt with
 //     guest-exec + guest-exec-status: round trip of `sh -c true` and a
-//     10 MiB output, against agentbox's agent doing the same.
+//     10 MiB output, against agentbox's agent doing the same;
+//  5. the daemon: create → first exec through the REST API;
+//  6. exec round trip through the API against the in-process manager;
+//  7. the daemon's memory with 20 idle sandboxes.
 //
 // Usage: go run ./tests/bench --image DIR --agentbox bin/agentbox
 package main
@@ -49,6 +52,9 @@ func main() {
 	boots := flag.Int("boots", 5, "boot runs per side")
 	execs := flag.Int("execs", 200, "exec round trips")
 	gaRuns := flag.Int("qga-runs", 100, "qemu-ga round trips")
+	daemonOnly := flag.Bool("daemon-only", false, "run only the daemon benchmarks (5-7)")
+	creates := flag.Int("creates", 5, "daemon creates timed to their first exec")
+	idle := flag.Int("idle", 20, "idle sandboxes for the daemon memory figure")
 	flag.Parse()
 	if *imgDir == "" {
 		fail(errors.New("--image DIR is required"))
@@ -61,8 +67,11 @@ func main() {
 	host, _ := os.Hostname()
 	fmt.Printf("# agentbox benchmarks\n\nhost %s, %s, image %s (kernel %s), TCG\n\n", host, time.Now().UTC().Format(time.RFC3339), img.Manifest.Name, img.Manifest.KernelVersion)
 
-	benchBoot(ctx, img, *bin, *uri, *boots)
-	benchGuest(ctx, img, *uri, *execs, *gaRuns)
+	if !*daemonOnly {
+		benchBoot(ctx, img, *bin, *uri, *boots)
+		benchGuest(ctx, img, *uri, *execs, *gaRuns)
+	}
+	benchDaemon(ctx, img, *bin, *uri, *execs, *creates, *idle)
 }
 
 func fail(err error) {

@@ -6,7 +6,6 @@ import (
 
 	"github.com/agentbox/agentbox/vmctl/api"
 	"github.com/agentbox/agentbox/vmctl/audit"
-	"github.com/agentbox/agentbox/vmctl/sandbox"
 )
 
 // appendAudit writes e to the audit log; a failed write is logged and
@@ -76,4 +75,3 @@ func isID(ref string) bool {
 	return true
 }
 
-var _ = sandbox.StateRunning

@@ -1,0 +1,89 @@
+package daemon
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"syscall"
+	"testing"
+
+	"github.com/agentbox/agentbox/vmctl/agentproto"
+	"github.com/agentbox/agentbox/vmctl/api"
+	"github.com/agentbox/agentbox/vmctl/process"
+	"github.com/agentbox/agentbox/vmctl/sandbox"
+)
+
+func TestAdmit(t *testing.T) {
+	d := &Daemon{cfg: Config{CapacityMemoryMiB: 1024, CapacityVCPUs: 2}, metrics: newMetrics(nil, nil)}
+	if err := d.admit(sandbox.Resources{VCPUs: 1, MemoryMiB: 512, UsedVCPUs: 1, UsedMemoryMiB: 512}); err != nil {
+		t.Fatalf("exactly full must be admitted: %v", err)
+	}
+	err := d.admit(sandbox.Resources{VCPUs: 1, MemoryMiB: 513, UsedVCPUs: 0, UsedMemoryMiB: 512})
+	var ae *api.Error
+	if !errors.As(err, &ae) || ae.Status != http.StatusTooManyRequests || ae.Code != api.CodeCapacity {
+		t.Fatalf("over memory: %v", err)
+	}
+	if ae.Details["capacity_memory_mib"] != 1024 || ae.Details["used_memory_mib"] != 512 || ae.Details["requested_memory_mib"] != 513 {
+		t.Fatalf("details %v", ae.Details)
+	}
+	if err := d.admit(sandbox.Resources{VCPUs: 2, MemoryMiB: 1, UsedVCPUs: 1}); err == nil {
+		t.Fatal("over vCPUs admitted")
+	}
+}
+
+func TestParseSignal(t *testing.T) {
+	for in, want := range map[string]syscall.Signal{"": syscall.SIGKILL, "TERM": syscall.SIGTERM, "sigterm": syscall.SIGTERM, "SIGINT": syscall.SIGINT, "9": syscall.SIGKILL, "15": syscall.SIGTERM} {
+		got, err := parseSignal(in)
+		if err != nil || got != want {
+			t.Errorf("parseSignal(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"0", "65", "TERMINATE", "-1", "KILL9"} {
+		if _, err := parseSignal(in); err == nil {
+			t.Errorf("parseSignal(%q) accepted", in)
+		}
+	}
+}
+
+func TestToAPI(t *testing.T) {
+	for _, tc := range []struct {
+		err    error
+		status int
+		code   string
+	}{
+		{fmt.Errorf("x: %w", sandbox.ErrNotFound), 404, api.CodeNotFound},
+		{fmt.Errorf("x: %w", sandbox.ErrNameTaken), 409, api.CodeNameTaken},
+		{fmt.Errorf("x: %w", sandbox.ErrRunning), 409, api.CodeSandboxRunning},
+		{errors.Join(sandbox.ErrNotRunning, sandbox.ErrGuestDied), 503, api.CodeGuestDied},
+		{fmt.Errorf("x: %w", sandbox.ErrNotRunning), 409, api.CodeNotRunning},
+		{fmt.Errorf("x: %w", process.ErrStdinClosed), 409, api.CodeStdinClosed},
+		{&process.DroppedError{ID: "e1", Offset: 1, Dropped: 5}, 410, api.CodeOutputDropped},
+		{&agentproto.Error{Code: agentproto.CodeNotFound, Message: "/x"}, 404, api.CodeNotFound},
+		{&agentproto.Error{Code: agentproto.CodePermission, Message: "/x"}, 403, api.CodePermissionDenied},
+		{&agentproto.Error{Code: agentproto.CodeIO, Message: "disk full"}, 500, api.CodeGuestError},
+		{api.Errorf(429, api.CodeExecLimit, "limit"), 429, api.CodeExecLimit},
+		{errors.New("boom"), 500, api.CodeInternal},
+	} {
+		got := toAPI(tc.err)
+		if got.Status != tc.status || got.Code != tc.code {
+			t.Errorf("toAPI(%v) = %d %s; want %d %s", tc.err, got.Status, got.Code, tc.status, tc.code)
+		}
+	}
+}
+
+func TestMergeLimits(t *testing.T) {
+	got := mergeLimits(api.Limits{TTLSeconds: 5}, api.Limits{TTLSeconds: 60, IdleTimeoutSeconds: 30, ExecTimeoutMs: 1000, MaxExecs: 7})
+	want := api.Limits{TTLSeconds: 5, IdleTimeoutSeconds: 30, ExecTimeoutMs: 1000, MaxExecs: 7}
+	if got != want {
+		t.Fatalf("got %+v want %+v", got, want)
+	}
+}
+
+func TestIsID(t *testing.T) {
+	for in, want := range map[string]bool{"0123456789ab": true, "0123456789aB": false, "work1": false, "0123456789abc": false} {
+		if isID(in) != want {
+			t.Errorf("isID(%q) != %v", in, want)
+		}
+	}
+}
+
