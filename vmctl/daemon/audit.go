@@ -74,4 +74,3 @@ func isID(ref string) bool {
 	}
 	return true
 }
-

@@ -86,4 +86,3 @@ func TestIsID(t *testing.T) {
 		}
 	}
 }
-
