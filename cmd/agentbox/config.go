@@ -18,7 +18,9 @@ const defaultConfigFile = "/etc/agentbox/config.toml"
 // applyConfig reads the TOML config file and sets every flag it names that
 // was not set on the command line or through the environment. Keys are long
 // flag names ("accel", "state-dir", "memory"); lists become repeated flags.
-// An unknown key is an error, so a typo never silently does nothing.
+// One file serves every command: a key that is a flag of another command
+// only ("image" for `ls`) is skipped, but a key that no command knows is an
+// error, so a typo never silently does nothing.
 func applyConfig(c *cli.Context) error {
 	path := c.String("config")
 	explicit := path != ""
@@ -36,7 +38,15 @@ func applyConfig(c *cli.Context) error {
 	if err := toml.Unmarshal(data, &values); err != nil {
 		return fmt.Errorf("config %s: %w", path, err)
 	}
-	known := map[string]bool{}
+	known := map[string]bool{} // flags of this command and the global ones
+	elsewhere := map[string]bool{}
+	for _, cmd := range c.App.Commands {
+		for _, f := range cmd.Flags {
+			for _, n := range f.Names() {
+				elsewhere[n] = true
+			}
+		}
+	}
 	for _, cc := range c.Lineage() {
 		if cc.Command != nil {
 			for _, f := range cc.Command.Flags {
@@ -57,10 +67,10 @@ func applyConfig(c *cli.Context) error {
 	}
 	sort.Strings(keys)
 	for _, key := range keys {
-		if !known[key] || key == "config" {
-			return fmt.Errorf("config %s: unknown key %q: keys are long flag names of `agentbox %s --help`", path, key, c.Command.Name)
+		if (!known[key] && !elsewhere[key]) || key == "config" {
+			return fmt.Errorf("config %s: unknown key %q: keys are long flag names of `agentbox --help` and `agentbox COMMAND --help`", path, key)
 		}
-		if c.IsSet(key) {
+		if !known[key] || c.IsSet(key) {
 			continue
 		}
 		var vals []string

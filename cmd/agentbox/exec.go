@@ -4,25 +4,40 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/agentbox/agentbox/vmctl/agent"
+	"github.com/agentbox/agentbox/vmctl/api"
+	"github.com/agentbox/agentbox/vmctl/client"
 )
+
+const execUsage = "agentbox exec [FLAGS] SANDBOX -- COMMAND [ARG...]"
 
 func execCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "exec",
-		Usage:     "run a command in a running sandbox (e.g. one left by `run --keep`) through its agent socket",
-		ArgsUsage: "--agent-socket PATH -- COMMAND [ARG...]",
-		Description: "Connects to the guest agent of a running sandbox through the unix socket `agentbox run --keep`\n" +
-			"printed, runs COMMAND there like `run` does (same streams and exit statuses), and leaves the\n" +
-			"sandbox running. One client at a time can hold an agent socket.",
+		Usage:     "run a command in a running sandbox",
+		ArgsUsage: "SANDBOX -- COMMAND [ARG...]  |  --agent-socket PATH -- COMMAND [ARG...]",
+		Description: "Runs COMMAND in the sandbox SANDBOX (its ID or name) through the daemon, streams its stdout\n" +
+			"and stderr live and separately, and exits with the command's exit code. Flags go before SANDBOX.\n" +
+			"Stdin is forwarded when it is not a terminal (or with -i); Ctrl-C kills the command.\n\n" +
+			"With -d the command runs detached: its process ID is printed and `agentbox ps`, `output`,\n" +
+			"`stdin` and `kill` reach it later (with -i its stdin stays open for `agentbox stdin`).\n\n" +
+			"With --agent-socket PATH (and no SANDBOX) it talks directly to the guest agent of a sandbox that\n" +
+			"an in-process `agentbox run --keep` left, without a daemon; one client at a time can hold an\n" +
+			"agent socket.\n\n" +
+			"Exit status: the command's own; 128+N if it was killed by signal N (130 after Ctrl-C); 124 on\n" +
+			"--timeout; 125 if agentbox or the daemon failed (no such sandbox, sandbox not running...); 126 if\n" +
+			"the command cannot be run; 127 if it was not found.",
 		Flags: append([]cli.Flag{
-			&cli.StringFlag{Name: "agent-socket", Usage: "the sandbox's agent socket `PATH`"},
-			&cli.DurationFlag{Name: "connect-timeout", Value: 10 * time.Second, Usage: "give up connecting to the agent after `DURATION`"},
+			&cli.BoolFlag{Name: "detach", Aliases: []string{"d"}, Usage: "start the command detached and print its process ID"},
+			&cli.StringFlag{Name: "agent-socket", Usage: "talk to the guest agent at `PATH` directly (a sandbox of `run --keep`), no daemon"},
+			&cli.DurationFlag{Name: "connect-timeout", Value: 10 * time.Second, Usage: "with --agent-socket: give up connecting to the agent after `DURATION`"},
 		}, commandFlags()...),
 		OnUsageError: usageError,
 		Action:       execAction,
@@ -31,6 +46,45 @@ func execCommand() *cli.Command {
 
 // execAction implements `agentbox exec`.
 func execAction(c *cli.Context) error {
+	if c.String("agent-socket") != "" {
+		return agentSocketExec(c)
+	}
+	return clientAction(func(ctx context.Context, c *cli.Context, cl *client.Client) error {
+		args := c.Args().Slice()
+		if len(args) == 0 {
+			return fmt.Errorf("no sandbox given: use `%s` (or --agent-socket PATH for a sandbox of `run --keep`)", execUsage)
+		}
+		ref, rest := args[0], args[1:]
+		if len(rest) > 0 && rest[0] == "--" {
+			rest = rest[1:]
+		} else if len(rest) > 0 && strings.HasPrefix(rest[0], "-") {
+			return fmt.Errorf("%q after SANDBOX: flags go before it: `%s`", rest[0], execUsage)
+		}
+		argv, err := guestArgvFrom(c, rest, execUsage)
+		if err != nil {
+			return err
+		}
+		preq, err := execRequest(c, argv)
+		if err != nil {
+			return err
+		}
+		req := apiExecRequest(preq)
+		if c.Bool("detach") {
+			req.StdinOpen = c.Bool("interactive")
+			p, err := cl.StartProcess(ctx, ref, req)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(c.App.Writer, p.ID)
+			return nil
+		}
+		return daemonExec(ctx, c, cl, ref, req)
+	})(c)
+}
+
+// agentSocketExec is `agentbox exec --agent-socket PATH -- CMD`: no daemon,
+// the guest agent's socket directly.
+func agentSocketExec(c *cli.Context) error {
 	if err := applyConfig(c); err != nil {
 		return err
 	}
@@ -42,10 +96,10 @@ func execAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	sock := c.String("agent-socket")
-	if sock == "" {
-		return errors.New("no sandbox: pass --agent-socket PATH (printed by `agentbox run --keep`)")
+	if c.Bool("detach") {
+		return errors.New("--detach needs the daemon: use `agentbox exec -d SANDBOX -- COMMAND`, not --agent-socket")
 	}
+	sock := c.String("agent-socket")
 	ctx, gotSignal, stop := interrupts(c.Context)
 	defer stop()
 
@@ -56,10 +110,116 @@ func execAction(c *cli.Context) error {
 	if err != nil {
 		return fmt.Errorf("connect to agent socket: %w (is the sandbox still running?)", err)
 	}
-	client, err := agent.Dial(dctx, conn, agent.Options{})
+	ac, err := agent.Dial(dctx, conn, agent.Options{})
 	if err != nil {
 		return fmt.Errorf("guest agent handshake on %s: %w (another client may hold the socket)", sock, err)
 	}
-	defer client.Close()
-	return runGuest(ctx, c, client, req, gotSignal)
+	defer ac.Close()
+	return runGuest(ctx, c, ac, req, gotSignal)
+}
+
+// daemonExec runs req in sandbox ref through the daemon with this
+// process's stdio and maps the outcome to the CLI's exit status. Without
+// stdin to forward it is one streaming exec; with stdin it is a detached
+// process whose stdin is fed from ours while its output is followed. When
+// ctx ends (SIGINT/SIGTERM) the command is killed and the error wraps
+// ctx's; the caller maps it to 128+N.
+func daemonExec(ctx context.Context, c *cli.Context, cl *client.Client, ref string, req api.ExecRequest) error {
+	timeout := time.Duration(req.TimeoutMs) * time.Millisecond
+	stdin := forwardedStdin(c)
+	if stdin == nil {
+		st, err := cl.Exec(ctx, ref, req, c.App.Writer, c.App.ErrWriter)
+		if ctx.Err() != nil {
+			return interrupted(ctx, err)
+		}
+		if err != nil {
+			return err
+		}
+		return exitFor(apiStatusCode(st, timeout))
+	}
+	st, err := execWithStdin(ctx, c, cl, ref, req, stdin)
+	if err != nil {
+		return err
+	}
+	return exitFor(apiStatusCode(st, timeout))
+}
+
+// interrupted is the error for a command whose ctx ended (a signal); the
+// caller turns it into 128+N.
+func interrupted(ctx context.Context, err error) error {
+	if err == nil {
+		err = ctx.Err()
+	}
+	return fmt.Errorf("%w (%w)", errGuestKilled, err)
+}
+
+// errGuestKilled marks a guest command killed because we were interrupted.
+var errGuestKilled = errors.New("guest command killed")
+
+// execWithStdin runs req as a detached process with open stdin, copies
+// stdin into it (closing it at EOF) while following its output, and returns
+// its exit status. If ctx ends (a signal) the process is killed. A failure
+// to deliver stdin kills the process too, so it cannot wait forever.
+func execWithStdin(ctx context.Context, c *cli.Context, cl *client.Client, ref string, req api.ExecRequest, stdin io.Reader) (api.ExitStatus, error) {
+	req.StdinOpen = true
+	// Not cancelled by a signal: a process started as we were interrupted
+	// must be known, to be killed.
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), startTimeout)
+	p, err := cl.StartProcess(sctx, ref, req)
+	cancel()
+	if err != nil {
+		return api.ExitStatus{}, err
+	}
+	kill := func() {
+		kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		if err := cl.KillProcess(kctx, ref, p.ID, "KILL"); err != nil && !isCode(err, api.CodeProcessExited) {
+			fmt.Fprintf(c.App.ErrWriter, "agentbox: kill process %s: %v\n", p.ID, err)
+		}
+	}
+
+	if ctx.Err() != nil {
+		kill()
+		return api.ExitStatus{}, interrupted(ctx, nil)
+	}
+	outCtx, cancelOut := context.WithCancel(ctx)
+	defer cancelOut()
+	stdinErr := make(chan error, 1)
+	go func() {
+		_, err := cl.WriteStdin(outCtx, ref, p.ID, stdin, true)
+		if err == nil || outCtx.Err() != nil || isCode(err, api.CodeProcessExited) || isCode(err, api.CodeStdinClosed) {
+			return
+		}
+		// A process that ended while we wrote (head -1) may break the
+		// upload in other ways; only a live process lacks its stdin.
+		if p, perr := cl.GetProcess(outCtx, ref, p.ID); perr == nil && p.State != api.ProcessRunning {
+			return
+		}
+		stdinErr <- err
+		cancelOut()
+	}()
+	st, err := cl.ProcessOutput(outCtx, ref, p.ID, 0, true, c.App.Writer, c.App.ErrWriter)
+	switch {
+	case ctx.Err() != nil:
+		kill()
+		return api.ExitStatus{}, interrupted(ctx, err)
+	case outCtx.Err() != nil:
+		kill()
+		return api.ExitStatus{}, fmt.Errorf("stdin of process %s: %w; the process was killed", p.ID, <-stdinErr)
+	case err != nil:
+		return api.ExitStatus{}, err
+	case st == nil:
+		return api.ExitStatus{}, fmt.Errorf("process %s was lost before it ended (daemon restart or guest death): see `agentbox ps %s`", p.ID, ref)
+	}
+	return *st, nil
+}
+
+// startTimeout bounds starting a detached process, which is not cancelled
+// by signals.
+const startTimeout = time.Minute
+
+// isCode reports whether err is an API error with the given code.
+func isCode(err error, code string) bool {
+	var ae *api.Error
+	return errors.As(err, &ae) && ae.Code == code
 }

@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agentbox/agentbox/vmctl/agentproto"
+	"github.com/agentbox/agentbox/vmctl/api"
 )
 
 // commandFlags are the flags that shape the guest command, shared by `run`
@@ -48,7 +49,11 @@ func usageError(c *cli.Context, err error, _ bool) error {
 
 // guestArgv returns the command to run from the arguments after "--".
 func guestArgv(c *cli.Context, usage string) ([]string, error) {
-	argv := c.Args().Slice()
+	return guestArgvFrom(c, c.Args().Slice(), usage)
+}
+
+// guestArgvFrom returns the command to run from argv, applying --shell.
+func guestArgvFrom(c *cli.Context, argv []string, usage string) ([]string, error) {
 	if len(argv) == 0 {
 		return nil, fmt.Errorf("no command given: use `%s`", usage)
 	}
@@ -128,11 +133,8 @@ type execer interface {
 // agent enforces the timeout; as a backstop against a hung guest the host
 // gives up 5 s after it and reports a timeout too.
 func runGuest(ctx context.Context, c *cli.Context, g execer, req agentproto.ExecRequest, got func() syscall.Signal) error {
-	var stdin io.Reader
-	if c.Bool("interactive") || !isTerminal(os.Stdin) {
-		stdin = os.Stdin
-		req.Stdin = true
-	}
+	stdin := forwardedStdin(c)
+	req.Stdin = stdin != nil
 	timeout := c.Duration("timeout")
 	execCtx := ctx
 	if timeout > 0 {
@@ -140,7 +142,7 @@ func runGuest(ctx context.Context, c *cli.Context, g execer, req agentproto.Exec
 		execCtx, cancel = context.WithTimeout(ctx, timeout+5*time.Second)
 		defer cancel()
 	}
-	st, err := g.Exec(execCtx, req, stdin, os.Stdout, os.Stderr)
+	st, err := g.Exec(execCtx, req, stdin, c.App.Writer, c.App.ErrWriter)
 	if sig := got(); sig != 0 {
 		return &exitError{code: ExitSignalBase + int(sig), msg: fmt.Sprintf("%s: guest command killed", sig)}
 	}
@@ -156,6 +158,47 @@ func runGuest(ctx context.Context, c *cli.Context, g execer, req agentproto.Exec
 		return &exitError{code: code, msg: msg}
 	}
 	return nil
+}
+
+// forwardedStdin returns the stdin to give the guest command, or nil for
+// none: ours is forwarded unless it is a terminal (then only with -i) or
+// /dev/null (nothing to forward; the command gets its own /dev/null).
+func forwardedStdin(c *cli.Context) io.Reader {
+	r := c.App.Reader
+	f, ok := r.(*os.File)
+	if !ok {
+		return r
+	}
+	if isTerminal(f) && !c.Bool("interactive") {
+		return nil
+	}
+	if isDevNull(f) {
+		return nil
+	}
+	return f
+}
+
+// isDevNull reports whether f is /dev/null.
+func isDevNull(f *os.File) bool {
+	fi, err := f.Stat()
+	if err != nil || fi.Mode()&os.ModeCharDevice == 0 {
+		return false
+	}
+	null, err := os.Stat(os.DevNull)
+	return err == nil && os.SameFile(fi, null)
+}
+
+// apiExecRequest is req as the daemon's API takes it. Stdin is not part of
+// it: callers stream stdin through a detached process.
+func apiExecRequest(req agentproto.ExecRequest) api.ExecRequest {
+	return api.ExecRequest{
+		Cmd:       req.Argv,
+		Env:       req.Env,
+		Cwd:       req.Dir,
+		UID:       req.UID,
+		GID:       req.GID,
+		TimeoutMs: req.TimeoutMs,
+	}
 }
 
 func isTerminal(f *os.File) bool {

@@ -1,12 +1,16 @@
-// Command agentbox runs commands in throw-away virtual machines built from
+// Command agentbox runs commands in virtual machines built from
 // reproducible images: `agentbox run --image DIR -- CMD...` boots a fresh
 // sandbox, runs CMD in it through the guest agent, streams its output and
-// exits with its exit code.
+// exits with its exit code. `agentbox serve` is the daemon that keeps
+// long-lived sandboxes behind a REST API; create, exec, cp, ls, inspect,
+// logs, audit, stop, rm and the other client commands talk to it through
+// vmctl/client.
 package main
 
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 
 	"github.com/urfave/cli/v2"
@@ -21,7 +25,7 @@ func main() {
 	cli.VersionFlag = &cli.BoolFlag{Name: "version", Usage: "print the version and exit"}
 	app := newApp()
 	err := app.Run(os.Args)
-	os.Exit(exitCode(err))
+	os.Exit(exitCode(err, os.Stderr))
 }
 
 // newApp builds the CLI: global flags shared by every subcommand, and one
@@ -33,20 +37,38 @@ func newApp() *cli.App {
 		Version: version,
 		Description: "Every sandbox is a KVM/QEMU virtual machine started through libvirt from an immutable image,\n" +
 			"with its own qcow2 overlay that is deleted when the sandbox ends.\n\n" +
+			"`agentbox serve` keeps long-lived sandboxes behind a REST API on a unix socket (--socket); create,\n" +
+			"exec, cp, ls, inspect, logs, audit, stop, rm, ps, output, stdin, kill and events are its clients\n" +
+			"(--host URL and --token-file reach a daemon over TCP). `agentbox run` uses the daemon when one\n" +
+			"answers, else runs the sandbox in-process.\n\n" +
 			"Flags can also come from a TOML config file (--config, $AGENTBOX_CONFIG, or /etc/agentbox/config.toml)\n" +
 			"whose keys are the long flag names, e.g. `accel = \"tcg\"` or `memory = 512`.\n" +
 			"Precedence: command line, then environment, then config file, then defaults.",
-		Flags: []cli.Flag{
+		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "config", Usage: "TOML config `FILE` (keys are long flag names)", EnvVars: []string{"AGENTBOX_CONFIG"}},
 			&cli.StringFlag{Name: "uri", Value: "qemu:///system", Usage: "libvirt connection `URI`", EnvVars: []string{"AGENTBOX_URI", "LIBVIRT_DEFAULT_URI"}},
 			&cli.StringFlag{Name: "libvirt-socket", Usage: "libvirtd unix socket `PATH` (default: derived from --uri)", EnvVars: []string{"AGENTBOX_LIBVIRT_SOCKET"}},
 			&cli.StringFlag{Name: "state-dir", Value: "/var/lib/agentbox", Usage: "`DIR` for sandbox overlays and console logs", EnvVars: []string{"AGENTBOX_STATE_DIR"}},
 			&cli.StringFlag{Name: "runtime-dir", Value: "/run/agentbox", Usage: "`DIR` for agent sockets (keep the path short)", EnvVars: []string{"AGENTBOX_RUNTIME_DIR"}},
 			&cli.StringFlag{Name: "log-level", Value: "warn", Usage: "log `LEVEL`: debug, info, warn or error", EnvVars: []string{"AGENTBOX_LOG_LEVEL"}},
-		},
+		}, daemonFlags()...),
 		Commands: []*cli.Command{
 			runCommand(),
+			serveCommand(),
+			createCommand(),
 			execCommand(),
+			psCommand(),
+			outputCommand(),
+			stdinCommand(),
+			killCommand(),
+			cpCommand(),
+			lsCommand(),
+			inspectCommand(),
+			logsCommand(),
+			auditCommand(),
+			stopCommand(),
+			rmCommand(),
+			eventsCommand(),
 			accelCommand(),
 		},
 		Before: func(c *cli.Context) error {
@@ -62,20 +84,21 @@ func newApp() *cli.App {
 	}
 }
 
-// exitCode prints err (if any) and maps it to the process exit status:
-// an *exitError carries the guest command's own code; any other error is
+// exitCode prints err (if any) to stderr and maps it to the process exit
+// status: an *exitError carries the guest command's own code; any other
+// error (a daemon's *api.Error included, printed as its message) is
 // agentbox's own failure, 125 as in `docker run`.
-func exitCode(err error) int {
+func exitCode(err error, stderr io.Writer) int {
 	if err == nil {
 		return 0
 	}
 	var ee *exitError
 	if errors.As(err, &ee) {
 		if ee.msg != "" {
-			fmt.Fprintln(os.Stderr, "agentbox:", ee.msg)
+			fmt.Fprintln(stderr, "agentbox:", ee.msg)
 		}
 		return ee.code
 	}
-	fmt.Fprintln(os.Stderr, "agentbox:", err)
+	fmt.Fprintln(stderr, "agentbox:", err)
 	return ExitAgentboxFailed
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/agentbox/agentbox/vmctl/accel"
+	"github.com/agentbox/agentbox/vmctl/client"
 	"github.com/agentbox/agentbox/vmctl/image"
 	"github.com/agentbox/agentbox/vmctl/sandbox"
 )
@@ -25,6 +26,11 @@ func runCommand() *cli.Command {
 			"overlay disk are destroyed afterwards (unless --keep).\n\n" +
 			"COMMAND is run as an argv, without a shell; use --shell or `sh -c '...'` for shell syntax.\n" +
 			"Stdin is forwarded when it is not a terminal (or with -i).\n\n" +
+			"When a daemon answers on --socket (or --host), the sandbox is created, used and removed through\n" +
+			"it (labelled agentbox.run=1, with a TTL as a backstop should this command be killed); with no\n" +
+			"daemon there (no socket, or nothing accepting on it) or with --local, agentbox runs the sandbox\n" +
+			"in-process, talking to libvirt itself. A daemon that answers with an error is reported, not\n" +
+			"bypassed.\n\n" +
 			"Exit status: the command's own; 128+N if it was killed by signal N; 124 on --timeout;\n" +
 			"125 if agentbox itself failed; 126 if the command cannot be run; 127 if it was not found.",
 		Flags: append([]cli.Flag{
@@ -32,6 +38,7 @@ func runCommand() *cli.Command {
 			&cli.IntFlag{Name: "cpus", Usage: "virtual `CPUS`", DefaultText: "the image's"},
 			&cli.IntFlag{Name: "memory", Usage: "guest memory in `MiB`", DefaultText: "the image's"},
 			&cli.BoolFlag{Name: "keep", Usage: "leave the VM running afterwards and print how to reach it"},
+			&cli.BoolFlag{Name: "local", Usage: "run in-process even if a daemon is reachable"},
 			&cli.StringFlag{Name: "accel", Value: "auto", Usage: "accelerator: auto (KVM only where a probe guest runs), kvm or tcg", EnvVars: []string{"AGENTBOX_ACCEL"}},
 			&cli.DurationFlag{Name: "boot-timeout", Value: 120 * time.Second, Usage: "give up if the guest agent has not answered after `DURATION`"},
 			&cli.BoolFlag{Name: "verbose", Aliases: []string{"v"}, Usage: "say which accelerator was chosen and how long the boot took"},
@@ -68,6 +75,25 @@ func runAction(c *cli.Context) error {
 	// under context.WithoutCancel.
 	ctx, gotSignal, stop := interrupts(c.Context)
 	defer stop()
+
+	if !c.Bool("local") && !c.Bool("qemu-ga-channel") {
+		cl, err := dial(c)
+		if err != nil {
+			return err
+		}
+		_, err = cl.Info(ctx)
+		absent := noDaemon(c.String("host"), err)
+		switch {
+		case err == nil:
+			return runViaDaemon(ctx, c, cl, req, gotSignal)
+		case gotSignal() != 0:
+			return &exitError{code: ExitSignalBase + int(gotSignal()), msg: "interrupted"}
+		case errors.Is(err, client.ErrUnreachable) && !absent:
+			return fmt.Errorf("%w, or pass --local to run in-process", unreachable(c))
+		case !absent:
+			return fmt.Errorf("the agentbox daemon at %s: %w (pass --local to run in-process without it)", daemonAddr(c), err)
+		}
+	}
 
 	stateDir, err := filepath.Abs(c.String("state-dir"))
 	if err != nil {

@@ -1,0 +1,123 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/agentbox/agentbox/vmctl/accel"
+	"github.com/agentbox/agentbox/vmctl/api"
+	"github.com/agentbox/agentbox/vmctl/client"
+)
+
+func createCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "create",
+		Usage: "boot a long-lived sandbox through the daemon and print its ID",
+		Description: "Asks the daemon to boot a sandbox from --image and waits until its guest agent answers. Only\n" +
+			"the sandbox ID is printed on stdout, so scripts can do `id=$(agentbox create --image DIR)`.\n" +
+			"The sandbox runs until `agentbox stop`/`rm`, its --ttl or its --idle-timeout.\n\n" +
+			"Exit status: 0 once it runs; 125 if it could not be created (bad image, name taken, the host's\n" +
+			"capacity reached, boot failure: the message says which).",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "image", Usage: "image `DIR` on the daemon's host (holds manifest.toml); sent as an absolute path", EnvVars: []string{"AGENTBOX_IMAGE"}},
+			&cli.StringFlag{Name: "name", Usage: "a unique `NAME` to refer to the sandbox by, besides its ID"},
+			&cli.IntFlag{Name: "cpus", Usage: "virtual `CPUS`", DefaultText: "the image's"},
+			&cli.IntFlag{Name: "memory", Usage: "guest memory in `MiB`", DefaultText: "the image's"},
+			&cli.StringSliceFlag{Name: "label", Aliases: []string{"l"}, Usage: "attach label `KEY=VALUE` (repeatable; `ls --label` filters on them)"},
+			&cli.DurationFlag{Name: "ttl", Usage: "stop and remove the sandbox `DURATION` after creation (whole seconds)", DefaultText: "the daemon's"},
+			&cli.DurationFlag{Name: "idle-timeout", Usage: "stop and remove it after `DURATION` without an exec or file operation", DefaultText: "the daemon's"},
+			&cli.DurationFlag{Name: "exec-timeout", Usage: "default timeout of each command run in it, `DURATION`", DefaultText: "the daemon's"},
+			&cli.IntFlag{Name: "max-execs", Usage: "refuse commands after `N` have run in it", DefaultText: "the daemon's"},
+			&cli.StringFlag{Name: "accel", Value: "auto", Usage: "accelerator: auto (KVM only where a probe guest runs), kvm or tcg", EnvVars: []string{"AGENTBOX_ACCEL"}},
+			&cli.DurationFlag{Name: "boot-timeout", Value: 120 * time.Second, Usage: "give up if the guest agent has not answered after `DURATION`"},
+		},
+		OnUsageError: usageError,
+		Action: clientAction(func(ctx context.Context, c *cli.Context, cl *client.Client) error {
+			if _, err := exactArgs(c, 0, "agentbox create --image DIR [FLAGS]"); err != nil {
+				return err
+			}
+			req, err := createRequest(c)
+			if err != nil {
+				return err
+			}
+			sb, err := cl.CreateSandbox(ctx, req)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(c.App.Writer, sb.ID)
+			return nil
+		}),
+	}
+}
+
+// createRequest builds a create request from the flags create and run
+// share: --image (made absolute: the daemon resolves no relative paths),
+// --cpus, --memory, --accel, --boot-timeout, and the lifetimes and labels
+// of `create` where the command has them.
+func createRequest(c *cli.Context) (api.CreateSandboxRequest, error) {
+	var req api.CreateSandboxRequest
+	if c.String("image") == "" {
+		return req, errors.New("no image: pass --image DIR (or set AGENTBOX_IMAGE); `make test-image` builds one")
+	}
+	img, err := filepath.Abs(c.String("image"))
+	if err != nil {
+		return req, err
+	}
+	if _, err := accel.ParseMode(c.String("accel")); err != nil {
+		return req, err
+	}
+	req = api.CreateSandboxRequest{
+		Image:     img,
+		Name:      c.String("name"),
+		VCPUs:     c.Int("cpus"),
+		MemoryMiB: c.Int("memory"),
+		Accel:     c.String("accel"),
+	}
+	if req.VCPUs < 0 || req.MemoryMiB < 0 {
+		return req, errors.New("--cpus and --memory must be positive")
+	}
+	bt := c.Duration("boot-timeout")
+	if bt < 0 {
+		return req, fmt.Errorf("--boot-timeout %s: must be positive", bt)
+	}
+	req.BootTimeoutMs = bt.Milliseconds()
+	if req.Labels, err = parseLabels(c.StringSlice("label")); err != nil {
+		return req, err
+	}
+	if req.Limits.TTLSeconds, err = wholeSeconds(c, "ttl"); err != nil {
+		return req, err
+	}
+	if req.Limits.IdleTimeoutSeconds, err = wholeSeconds(c, "idle-timeout"); err != nil {
+		return req, err
+	}
+	if t := c.Duration("exec-timeout"); t < 0 {
+		return req, fmt.Errorf("--exec-timeout %s: must be positive", t)
+	} else {
+		req.Limits.ExecTimeoutMs = t.Milliseconds()
+	}
+	if req.Limits.MaxExecs = c.Int("max-execs"); req.Limits.MaxExecs < 0 {
+		return req, fmt.Errorf("--max-execs %d: must be positive", req.Limits.MaxExecs)
+	}
+	return req, nil
+}
+
+// wholeSeconds returns the duration flag name in seconds (0 when unset);
+// it must be positive and a whole number of seconds, since the API counts
+// lifetimes in seconds.
+func wholeSeconds(c *cli.Context, name string) (int64, error) {
+	d := c.Duration(name)
+	switch {
+	case d == 0:
+		return 0, nil
+	case d < 0:
+		return 0, fmt.Errorf("--%s %s: must be positive", name, d)
+	case d%time.Second != 0:
+		return 0, fmt.Errorf("--%s %s: must be whole seconds (e.g. 90s, 30m, 2h)", name, d)
+	}
+	return int64(d / time.Second), nil
+}

@@ -1,0 +1,93 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"text/tabwriter"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/agentbox/agentbox/vmctl/api"
+	"github.com/agentbox/agentbox/vmctl/client"
+)
+
+func lsCommand() *cli.Command {
+	return &cli.Command{
+		Name:    "ls",
+		Aliases: []string{"list"},
+		Usage:   "list the daemon's sandboxes",
+		Description: "Prints one line per sandbox, oldest first: ID, NAME, STATE, IMAGE, CPUS, MEMORY, AGE.\n" +
+			"--label (repeatable) keeps those that have all the given labels, --state those in one state\n" +
+			"(creating, running, stopping, stopped, failed). -q prints only IDs; --json the API's objects.",
+		Flags: []cli.Flag{
+			&cli.StringSliceFlag{Name: "label", Aliases: []string{"l"}, Usage: "only sandboxes with label `KEY=VALUE` (repeatable: all must match)"},
+			&cli.StringFlag{Name: "state", Usage: "only sandboxes in `STATE`"},
+			&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "print only the IDs"},
+			&cli.BoolFlag{Name: "json", Usage: "print a JSON array of the sandboxes"},
+		},
+		OnUsageError: usageError,
+		Action: clientAction(func(ctx context.Context, c *cli.Context, cl *client.Client) error {
+			if _, err := exactArgs(c, 0, "agentbox ls [--label K=V]... [--state S] [-q] [--json]"); err != nil {
+				return err
+			}
+			labels, err := parseLabels(c.StringSlice("label"))
+			if err != nil {
+				return err
+			}
+			sbs, err := cl.ListSandboxes(ctx, labels, c.String("state"))
+			if err != nil {
+				return err
+			}
+			w := c.App.Writer
+			switch {
+			case c.Bool("json"):
+				if sbs == nil {
+					sbs = []api.Sandbox{}
+				}
+				return writeJSON(w, sbs)
+			case c.Bool("quiet"):
+				for _, sb := range sbs {
+					fmt.Fprintln(w, sb.ID)
+				}
+				return nil
+			}
+			return writeSandboxTable(w, sbs, time.Now())
+		}),
+	}
+}
+
+// writeSandboxTable writes the `ls` table; ages count up to now.
+func writeSandboxTable(w interface{ Write([]byte) (int, error) }, sbs []api.Sandbox, now time.Time) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tNAME\tSTATE\tIMAGE\tCPUS\tMEMORY\tAGE")
+	for _, sb := range sbs {
+		name := sb.Name
+		if name == "" {
+			name = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%dMiB\t%s\n", sb.ID, name, sb.State, sb.Image.Name, sb.VCPUs, sb.MemoryMiB, age(now.Sub(sb.CreatedAt)))
+	}
+	return tw.Flush()
+}
+
+// age renders a duration the way `ls` shows ages: 45s, 12m, 3h, 5d.
+func age(d time.Duration) string {
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", max(0, int(d/time.Second)))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm", int(d/time.Minute))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh", int(d/time.Hour))
+	}
+	return fmt.Sprintf("%dd", int(d/(24*time.Hour)))
+}
+
+// writeJSON writes v as indented JSON and a newline.
+func writeJSON(w interface{ Write([]byte) (int, error) }, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}

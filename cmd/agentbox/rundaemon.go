@@ -1,0 +1,104 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"syscall"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/agentbox/agentbox/vmctl/agentproto"
+	"github.com/agentbox/agentbox/vmctl/api"
+	"github.com/agentbox/agentbox/vmctl/client"
+)
+
+// Labels `agentbox run` puts on the sandboxes it creates through the
+// daemon: runLabel marks them all, runIDLabel is unique per invocation so
+// an interrupted create can find its sandbox again.
+const (
+	runLabel   = "agentbox.run"
+	runIDLabel = "agentbox.run-id"
+)
+
+// teardownTimeout bounds the removal of a `run` sandbox after the command.
+const teardownTimeout = 2 * time.Minute
+
+// runViaDaemon is `agentbox run` through the daemon: create a sandbox, run
+// the command in it like `exec` does, remove it (also on errors and
+// signals) unless --keep. Without --keep the sandbox carries a TTL of
+// max(--timeout, 1h) + --boot-timeout, so a killed CLI never leaks it for
+// long.
+func runViaDaemon(ctx context.Context, c *cli.Context, cl *client.Client, req agentproto.ExecRequest, gotSignal func() syscall.Signal) error {
+	creq, err := createRequest(c)
+	if err != nil {
+		return err
+	}
+	nonce := make([]byte, 8)
+	rand.Read(nonce) // never fails (crypto/rand)
+	runID := hex.EncodeToString(nonce)
+	creq.Labels = map[string]string{runLabel: "1", runIDLabel: runID}
+	keep := c.Bool("keep")
+	if !keep {
+		ttl := max(c.Duration("timeout"), time.Hour) + c.Duration("boot-timeout")
+		creq.Limits.TTLSeconds = int64((ttl + time.Second - 1) / time.Second)
+	}
+	sb, err := cl.CreateSandbox(ctx, creq)
+	if err != nil {
+		if sig := gotSignal(); sig != 0 {
+			return &exitError{code: ExitSignalBase + int(sig), msg: "interrupted while booting; " + removeRunSandboxes(ctx, cl, runID)}
+		}
+		return err
+	}
+	if c.Bool("verbose") {
+		fmt.Fprintf(c.App.ErrWriter, "agentbox: sandbox %s booted in %d ms by the daemon at %s (%s, %d vCPU, %d MiB)\n", sb.ID, sb.BootMs, daemonAddr(c), sb.Accel, sb.VCPUs, sb.MemoryMiB)
+	}
+	defer func() {
+		if keep {
+			fmt.Fprintf(c.App.ErrWriter, "agentbox: sandbox %s kept running\n  exec:   agentbox exec %s -- COMMAND [ARG...]\n  remove: agentbox rm -f %s\n", sb.ID, sb.ID, sb.ID)
+			return
+		}
+		tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), teardownTimeout)
+		defer cancel()
+		if err := cl.DeleteSandbox(tctx, sb.ID, true); err != nil {
+			fmt.Fprintf(c.App.ErrWriter, "agentbox: teardown of sandbox %s: %v (remove it with `agentbox rm -f %s`)\n", sb.ID, err, sb.ID)
+		}
+	}()
+	err = daemonExec(ctx, c, cl, sb.ID, apiExecRequest(req))
+	var ee *exitError
+	if sig := gotSignal(); sig != 0 && !errors.As(err, &ee) {
+		return &exitError{code: ExitSignalBase + int(sig), msg: fmt.Sprintf("%s: guest command killed", sig)}
+	}
+	return err
+}
+
+// removeRunSandboxes removes what a create interrupted by a signal may have
+// left (the daemon may finish a boot whose caller went away) and says what
+// became of it.
+func removeRunSandboxes(ctx context.Context, cl *client.Client, runID string) string {
+	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), teardownTimeout)
+	defer cancel()
+	sbs, err := cl.ListSandboxes(tctx, map[string]string{runIDLabel: runID}, "")
+	if err == nil {
+		for _, sb := range sbs {
+			if derr := cl.DeleteSandbox(tctx, sb.ID, true); derr != nil && !isCode(derr, api.CodeNotFound) {
+				err = derr
+			}
+		}
+	}
+	if err != nil {
+		return fmt.Sprintf("a sandbox may remain until its TTL: %v (see `agentbox ls --label %s=%s`)", err, runIDLabel, runID)
+	}
+	return "sandbox removed"
+}
+
+// daemonAddr names the daemon the global flags select, for messages.
+func daemonAddr(c *cli.Context) string {
+	if h := c.String("host"); h != "" {
+		return h
+	}
+	return c.String("socket")
+}
