@@ -30,7 +30,7 @@ func serveCommand() *cli.Command {
 		Name:  "serve",
 		Usage: "run the agentbox daemon: REST API on a unix socket, long-lived sandboxes",
 		Description: "Serves the REST API (/v1, see vmctl/api/openapi.yaml) on the unix socket --socket, and on TCP with\n" +
-			"--listen-tcp (which needs --token-file or --tls-cert/--tls-key). State (store, audit log, overlays,\n" +
+			"--listen-tcp (which needs the global --token-file, whose token TCP clients must send, or --tls-cert/--tls-key). State (store, audit log, overlays,\n" +
 			"console logs) lives in --state-dir. On start the daemon reconciles its records with libvirt: sandboxes\n" +
 			"whose domains still run are adopted, those whose domain vanished are marked failed, and domains of\n" +
 			"this daemon that no record knows are destroyed. On SIGTERM or SIGINT it stops accepting, lets\n" +
@@ -40,7 +40,6 @@ func serveCommand() *cli.Command {
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "socket-group", Usage: "group `NAME|GID` that may use the unix socket (mode 0660)", EnvVars: []string{"AGENTBOX_SOCKET_GROUP"}},
 			&cli.StringFlag{Name: "listen-tcp", Usage: "also serve the API on TCP `ADDR` (host:port); needs --token-file or TLS"},
-			&cli.StringFlag{Name: "token-file", Usage: "`FILE` holding the bearer token TCP clients must send", EnvVars: []string{"AGENTBOX_TOKEN_FILE"}},
 			&cli.StringFlag{Name: "tls-cert", Usage: "TLS certificate `FILE` (PEM) for --listen-tcp"},
 			&cli.StringFlag{Name: "tls-key", Usage: "TLS private key `FILE` (PEM) for --listen-tcp"},
 			&cli.StringFlag{Name: "tls-client-ca", Usage: "require TCP clients to present a certificate signed by this CA `FILE` (PEM)"},
@@ -49,7 +48,7 @@ func serveCommand() *cli.Command {
 			&cli.DurationFlag{Name: "default-ttl", Usage: "remove sandboxes this long after creation unless they ask otherwise (0: never)"},
 			&cli.DurationFlag{Name: "default-idle-timeout", Usage: "remove sandboxes idle this long unless they ask otherwise (0: never)"},
 			&cli.DurationFlag{Name: "default-exec-timeout", Usage: "kill commands after this long unless they ask otherwise (0: never)"},
-			&cli.IntFlag{Name: "max-execs", Usage: "most commands a sandbox may run unless it asks otherwise (0: no limit)"},
+			&cli.IntFlag{Name: "default-max-execs", Usage: "most commands a sandbox may run unless it asks otherwise (0: no limit)"},
 			&cli.BoolFlag{Name: "stop-on-exit", Usage: "stop all sandboxes when the daemon exits (default: leave them for the next daemon)"},
 			&cli.DurationFlag{Name: "shutdown-timeout", Value: 30 * time.Second, Usage: "on SIGTERM, let running commands finish for this long"},
 			&cli.Int64Flag{Name: "audit-max-bytes", Value: 64 << 20, Usage: "rotate the audit log at this many `BYTES`"},
@@ -133,7 +132,7 @@ func serveAction(c *cli.Context) error {
 			TTLSeconds:         int64(c.Duration("default-ttl").Seconds()),
 			IdleTimeoutSeconds: int64(c.Duration("default-idle-timeout").Seconds()),
 			ExecTimeoutMs:      c.Duration("default-exec-timeout").Milliseconds(),
-			MaxExecs:           c.Int("max-execs"),
+			MaxExecs:           c.Int("default-max-execs"),
 		},
 		StopOnShutdown: c.Bool("stop-on-exit"),
 		AuditMaxBytes:  c.Int64("audit-max-bytes"),

@@ -3,6 +3,7 @@ package daemon
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -143,9 +144,11 @@ func (d *Daemon) Exec(ctx context.Context, ref string, req api.ExecRequest, star
 		st, err = p.Wait()
 	}
 	dur := time.Since(start)
-	if se := st.Err(); se != nil && err == se {
-		err = nil // a start failure is a status (126, 127), not an API error
-	} else if err == nil && st.ErrorKind != "" {
+	// A start failure is a status (126, 127), not an API error. Wait
+	// returns it as a fresh *agentproto.ExecError (st.Err() allocates one
+	// per call, so compare by type, not by pointer).
+	var xe *agentproto.ExecError
+	if st.ErrorKind != "" && (err == nil || errors.As(err, &xe)) {
 		err = nil
 	}
 	if err != nil && ctx.Err() == nil {
@@ -181,7 +184,10 @@ func (d *Daemon) Exec(ctx context.Context, ref string, req api.ExecRequest, star
 	d.metrics.execs.WithLabelValues("attached", result).Inc()
 	d.metrics.bytes.WithLabelValues("in", "stdio").Add(float64(e.BytesIn))
 	d.metrics.bytes.WithLabelValues("out", "stdio").Add(float64(e.BytesOut))
-	if err != nil {
+	switch {
+	case err != nil && ctx.Err() != nil:
+		return status, ctx.Err() // the caller is gone; nobody reads an error
+	case err != nil:
 		return status, toAPI(err)
 	}
 	return status, nil
@@ -189,7 +195,7 @@ func (d *Daemon) Exec(ctx context.Context, ref string, req api.ExecRequest, star
 
 // finishExec stores the exec's history entry and the sandbox's counters.
 func (d *Daemon) finishExec(b *box, h store.Exec) {
-	if err := d.store.PutExec(h); err != nil {
+	if err := d.store.PutExec(h); err != nil && !errors.Is(err, store.ErrNotFound) {
 		d.log.Warn("store exec history", "sandbox", b.sb.ID, "exec", h.ID, "err", err)
 	}
 	d.saveExtra(b)
@@ -243,7 +249,7 @@ func (d *Daemon) processExited(b *box, info process.Info) {
 		e.Error, e.ErrorMessage, h.Error, result = "lost", info.Error, info.Error, "error"
 	}
 	d.appendAudit(e)
-	if err := d.store.PutExec(h); err != nil && b.sb.State() == "running" {
+	if err := d.store.PutExec(h); err != nil && !errors.Is(err, store.ErrNotFound) {
 		d.log.Warn("store exec history", "sandbox", b.sb.ID, "exec", h.ID, "err", err)
 	}
 	d.metrics.execs.WithLabelValues("detached", result).Inc()
