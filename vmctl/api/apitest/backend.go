@@ -1,0 +1,335 @@
+// Package apitest provides a fake api.Backend for tests of the API server,
+// the Go client and the CLI: every method answers from a function field
+// when one is set, else with a fixed valid answer, and records its call.
+package apitest
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"io/fs"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/agentbox/agentbox/vmctl/api"
+	"github.com/agentbox/agentbox/vmctl/audit"
+)
+
+// Epoch is the time of the fixtures.
+var Epoch = time.Date(2025, 1, 2, 3, 4, 5, 600, time.UTC)
+
+// SandboxID is the ID of the fixture sandbox.
+const SandboxID = "0123456789ab"
+
+// Sandbox returns a valid running sandbox fixture with the given ID.
+func Sandbox(id string) api.Sandbox {
+	started := Epoch.Add(2 * time.Second)
+	return api.Sandbox{
+		ID: id, Name: "work1", State: api.StateRunning,
+		Image:  api.ImageRef{Name: "debian", Digest: "sha256:" + fmt.Sprintf("%064x", 1), Dir: "/images/debian"},
+		Domain: "agentbox-" + id, Accel: "tcg", VCPUs: 2, MemoryMiB: 512,
+		Labels:    map[string]string{"team": "a"},
+		CreatedAt: Epoch, StartedAt: &started, LastActivityAt: &started,
+		BootMs: 1500, ExecCount: 3, Limits: api.Limits{TTLSeconds: 3600},
+	}
+}
+
+// Process returns a valid running detached-process fixture.
+func Process(id string) api.Process {
+	return api.Process{ID: id, Pid: 42, Cmd: []string{"sleep", "10"}, State: api.ProcessRunning, StdinOpen: true, StartedAt: Epoch}
+}
+
+// File returns a valid FileInfo fixture for a regular file at p.
+func File(p string, size int64) api.FileInfo {
+	name := p
+	for i := len(p) - 1; i >= 0; i-- {
+		if p[i] == '/' {
+			name = p[i+1:]
+			break
+		}
+	}
+	return api.FileInfo{Name: name, Path: p, Type: api.FileRegular, Size: size, Mode: "0644", ModTime: Epoch}
+}
+
+// Backend is a fake api.Backend. Set the *Fn fields before use; Calls
+// records "Method ref" for every call (the server must not call it for
+// invalid requests).
+type Backend struct {
+	InfoFn          func(ctx context.Context) (api.Info, error)
+	CreateSandboxFn func(ctx context.Context, req api.CreateSandboxRequest) (api.Sandbox, error)
+	ListSandboxesFn func(ctx context.Context, labels map[string]string, state string) ([]api.Sandbox, error)
+	GetSandboxFn    func(ctx context.Context, ref string) (api.Sandbox, error)
+	StopSandboxFn   func(ctx context.Context, ref string) (api.Sandbox, error)
+	DeleteSandboxFn func(ctx context.Context, ref string, force bool) error
+	ExecFn          func(ctx context.Context, ref string, req api.ExecRequest, started func(string, int), stdout, stderr io.Writer) (api.ExitStatus, error)
+	StartProcessFn  func(ctx context.Context, ref string, req api.ExecRequest) (api.Process, error)
+	ListProcessesFn func(ctx context.Context, ref string) ([]api.Process, error)
+	GetProcessFn    func(ctx context.Context, ref, pid string) (api.Process, error)
+	ProcessOutputFn func(ctx context.Context, ref, pid string, offset int64, follow bool, emit func(api.ExecEvent) error) error
+	WriteStdinFn    func(ctx context.Context, ref, pid string, r io.Reader, closeAfter bool) (int64, error)
+	KillProcessFn   func(ctx context.Context, ref, pid, signal string) error
+	UploadFn        func(ctx context.Context, ref, path string, perm fs.FileMode, parents bool, r io.Reader) (api.FileInfo, error)
+	DownloadFn      func(ctx context.Context, ref, path string, open func(api.FileInfo) io.Writer) error
+	StatFn          func(ctx context.Context, ref, path string) (api.FileInfo, error)
+	ListFn          func(ctx context.Context, ref, path string) ([]api.FileInfo, error)
+	MkdirFn         func(ctx context.Context, ref string, req api.MkdirRequest) error
+	RemoveFileFn    func(ctx context.Context, ref, path string, recursive bool) error
+	ConsoleFn       func(ctx context.Context, ref string, tail int64, w io.Writer) error
+	AuditFn         func(ctx context.Context, ref string, emit func(audit.Entry) error) error
+	EventsFn        func(ctx context.Context, emit func(api.Event) error) error
+
+	mu    sync.Mutex
+	calls []string
+}
+
+var _ api.Backend = (*Backend)(nil)
+
+func (b *Backend) record(method, ref string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.calls = append(b.calls, method+" "+ref)
+}
+
+// Calls returns the calls so far, "Method ref" each ("Info " for Info).
+func (b *Backend) Calls() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return slices.Clone(b.calls)
+}
+
+// Reset forgets the recorded calls.
+func (b *Backend) Reset() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.calls = nil
+}
+
+// Info implements api.Backend.
+func (b *Backend) Info(ctx context.Context) (api.Info, error) {
+	b.record("Info", "")
+	if b.InfoFn != nil {
+		return b.InfoFn(ctx)
+	}
+	return api.Info{Version: "test", API: "v1",
+		Capacity:  api.Capacity{MemoryMiB: 8192, VCPUs: 8, UsedMemoryMiB: 512, UsedVCPUs: 2},
+		Sandboxes: map[string]int{api.StateRunning: 1}}, nil
+}
+
+// CreateSandbox implements api.Backend.
+func (b *Backend) CreateSandbox(ctx context.Context, req api.CreateSandboxRequest) (api.Sandbox, error) {
+	b.record("CreateSandbox", req.Name)
+	if b.CreateSandboxFn != nil {
+		return b.CreateSandboxFn(ctx, req)
+	}
+	return Sandbox(SandboxID), nil
+}
+
+// ListSandboxes implements api.Backend.
+func (b *Backend) ListSandboxes(ctx context.Context, labels map[string]string, state string) ([]api.Sandbox, error) {
+	b.record("ListSandboxes", "")
+	if b.ListSandboxesFn != nil {
+		return b.ListSandboxesFn(ctx, labels, state)
+	}
+	return []api.Sandbox{Sandbox(SandboxID)}, nil
+}
+
+// GetSandbox implements api.Backend.
+func (b *Backend) GetSandbox(ctx context.Context, ref string) (api.Sandbox, error) {
+	b.record("GetSandbox", ref)
+	if b.GetSandboxFn != nil {
+		return b.GetSandboxFn(ctx, ref)
+	}
+	return Sandbox(SandboxID), nil
+}
+
+// StopSandbox implements api.Backend.
+func (b *Backend) StopSandbox(ctx context.Context, ref string) (api.Sandbox, error) {
+	b.record("StopSandbox", ref)
+	if b.StopSandboxFn != nil {
+		return b.StopSandboxFn(ctx, ref)
+	}
+	sb := Sandbox(SandboxID)
+	stopped := Epoch.Add(time.Minute)
+	sb.State, sb.StoppedAt = api.StateStopped, &stopped
+	return sb, nil
+}
+
+// DeleteSandbox implements api.Backend.
+func (b *Backend) DeleteSandbox(ctx context.Context, ref string, force bool) error {
+	b.record("DeleteSandbox", ref)
+	if b.DeleteSandboxFn != nil {
+		return b.DeleteSandboxFn(ctx, ref, force)
+	}
+	return nil
+}
+
+// Exec implements api.Backend; by default it starts, writes "out\n" and
+// "err\n" and exits 0.
+func (b *Backend) Exec(ctx context.Context, ref string, req api.ExecRequest, started func(string, int), stdout, stderr io.Writer) (api.ExitStatus, error) {
+	b.record("Exec", ref)
+	if b.ExecFn != nil {
+		return b.ExecFn(ctx, ref, req, started, stdout, stderr)
+	}
+	started("e1", 7)
+	io.WriteString(stdout, "out\n")
+	io.WriteString(stderr, "err\n")
+	return api.ExitStatus{ExitCode: 0, DurationMs: 5}, nil
+}
+
+// StartProcess implements api.Backend.
+func (b *Backend) StartProcess(ctx context.Context, ref string, req api.ExecRequest) (api.Process, error) {
+	b.record("StartProcess", ref)
+	if b.StartProcessFn != nil {
+		return b.StartProcessFn(ctx, ref, req)
+	}
+	p := Process("p1")
+	p.Cmd = req.Cmd
+	return p, nil
+}
+
+// ListProcesses implements api.Backend.
+func (b *Backend) ListProcesses(ctx context.Context, ref string) ([]api.Process, error) {
+	b.record("ListProcesses", ref)
+	if b.ListProcessesFn != nil {
+		return b.ListProcessesFn(ctx, ref)
+	}
+	return []api.Process{Process("p1")}, nil
+}
+
+// GetProcess implements api.Backend.
+func (b *Backend) GetProcess(ctx context.Context, ref, pid string) (api.Process, error) {
+	b.record("GetProcess", ref)
+	if b.GetProcessFn != nil {
+		return b.GetProcessFn(ctx, ref, pid)
+	}
+	return Process(pid), nil
+}
+
+// ProcessOutput implements api.Backend; by default it sends "hello" on
+// stdout at offset and an exit event.
+func (b *Backend) ProcessOutput(ctx context.Context, ref, pid string, offset int64, follow bool, emit func(api.ExecEvent) error) error {
+	b.record("ProcessOutput", ref)
+	if b.ProcessOutputFn != nil {
+		return b.ProcessOutputFn(ctx, ref, pid, offset, follow, emit)
+	}
+	if err := emit(api.ExecEvent{Type: api.EventStdout, Data: []byte("hello"), Offset: offset}); err != nil {
+		return err
+	}
+	return emit(api.ExecEvent{Type: api.EventExit, Exit: &api.ExitStatus{ExitCode: 0, DurationMs: 9}})
+}
+
+// WriteStdin implements api.Backend; by default it counts r's bytes.
+func (b *Backend) WriteStdin(ctx context.Context, ref, pid string, r io.Reader, closeAfter bool) (int64, error) {
+	b.record("WriteStdin", ref)
+	if b.WriteStdinFn != nil {
+		return b.WriteStdinFn(ctx, ref, pid, r, closeAfter)
+	}
+	return io.Copy(io.Discard, r)
+}
+
+// KillProcess implements api.Backend.
+func (b *Backend) KillProcess(ctx context.Context, ref, pid, signal string) error {
+	b.record("KillProcess", ref)
+	if b.KillProcessFn != nil {
+		return b.KillProcessFn(ctx, ref, pid, signal)
+	}
+	return nil
+}
+
+// Upload implements api.Backend; by default it counts r's bytes.
+func (b *Backend) Upload(ctx context.Context, ref, path string, perm fs.FileMode, parents bool, r io.Reader) (api.FileInfo, error) {
+	b.record("Upload", ref)
+	if b.UploadFn != nil {
+		return b.UploadFn(ctx, ref, path, perm, parents, r)
+	}
+	n, err := io.Copy(io.Discard, r)
+	if err != nil {
+		return api.FileInfo{}, err
+	}
+	fi := File(path, n)
+	fi.Mode = api.FormatMode(perm)
+	return fi, nil
+}
+
+// Download implements api.Backend; by default the file holds "content".
+func (b *Backend) Download(ctx context.Context, ref, path string, open func(api.FileInfo) io.Writer) error {
+	b.record("Download", ref)
+	if b.DownloadFn != nil {
+		return b.DownloadFn(ctx, ref, path, open)
+	}
+	_, err := io.WriteString(open(File(path, 7)), "content")
+	return err
+}
+
+// Stat implements api.Backend.
+func (b *Backend) Stat(ctx context.Context, ref, path string) (api.FileInfo, error) {
+	b.record("Stat", ref)
+	if b.StatFn != nil {
+		return b.StatFn(ctx, ref, path)
+	}
+	return File(path, 7), nil
+}
+
+// List implements api.Backend.
+func (b *Backend) List(ctx context.Context, ref, path string) ([]api.FileInfo, error) {
+	b.record("List", ref)
+	if b.ListFn != nil {
+		return b.ListFn(ctx, ref, path)
+	}
+	return []api.FileInfo{File(path+"/a", 1), File(path+"/b", 2)}, nil
+}
+
+// Mkdir implements api.Backend.
+func (b *Backend) Mkdir(ctx context.Context, ref string, req api.MkdirRequest) error {
+	b.record("Mkdir", ref)
+	if b.MkdirFn != nil {
+		return b.MkdirFn(ctx, ref, req)
+	}
+	return nil
+}
+
+// RemoveFile implements api.Backend.
+func (b *Backend) RemoveFile(ctx context.Context, ref, path string, recursive bool) error {
+	b.record("RemoveFile", ref)
+	if b.RemoveFileFn != nil {
+		return b.RemoveFileFn(ctx, ref, path, recursive)
+	}
+	return nil
+}
+
+// Console implements api.Backend; by default the log is "booted\n".
+func (b *Backend) Console(ctx context.Context, ref string, tail int64, w io.Writer) error {
+	b.record("Console", ref)
+	if b.ConsoleFn != nil {
+		return b.ConsoleFn(ctx, ref, tail, w)
+	}
+	_, err := io.WriteString(w, "booted\n")
+	return err
+}
+
+// Audit implements api.Backend; by default it sends one exec entry.
+func (b *Backend) Audit(ctx context.Context, ref string, emit func(audit.Entry) error) error {
+	b.record("Audit", ref)
+	if b.AuditFn != nil {
+		return b.AuditFn(ctx, ref, emit)
+	}
+	code := 0
+	return emit(audit.Entry{Time: Epoch, Sandbox: SandboxID, Caller: "uid:0", Action: audit.ActionExec,
+		Args: map[string]any{"cmd": []any{"true"}}, ExecID: "e1", ExitCode: &code, DurationMs: 3,
+		Stdout: &audit.OutputDigest{Bytes: 0, SHA256: fmt.Sprintf("%064x", 0)}})
+}
+
+// Events implements api.Backend; by default it sends one event, then
+// waits for ctx.
+func (b *Backend) Events(ctx context.Context, emit func(api.Event) error) error {
+	b.record("Events", "")
+	if b.EventsFn != nil {
+		return b.EventsFn(ctx, emit)
+	}
+	if err := emit(api.Event{Time: Epoch, Type: api.EventSandboxState, Sandbox: SandboxID, Name: "work1", State: api.StateRunning}); err != nil {
+		return err
+	}
+	<-ctx.Done()
+	return ctx.Err()
+}

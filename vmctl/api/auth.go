@@ -1,0 +1,117 @@
+package api
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"crypto/tls"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// Caller identifies who sent a request, for the audit log and logs.
+type Caller struct {
+	// ID is "uid:N" for a unix socket peer (from SO_PEERCRED), "tls:CN"
+	// for a TCP client with a verified certificate, "token" for a TCP
+	// client with the bearer token, "tcp:ADDR" for a TCP client over TLS
+	// with neither, "unix:unknown" when the peer's credentials could not
+	// be read; the daemon's own actions use "daemon".
+	ID string
+}
+
+type callerKey struct{}
+
+// WithCaller returns ctx carrying c.
+func WithCaller(ctx context.Context, c Caller) context.Context {
+	return context.WithValue(ctx, callerKey{}, c)
+}
+
+// CallerFrom returns the Caller in ctx, or Caller{ID: "unknown"} when ctx
+// has none (a request served through Handler without WithCaller).
+func CallerFrom(ctx context.Context) Caller {
+	if c, ok := ctx.Value(callerKey{}).(Caller); ok {
+		return c
+	}
+	return Caller{ID: "unknown"}
+}
+
+// unixConnContext is http.Server.ConnContext for unix socket listeners: the
+// peer's uid becomes the Caller of every request on the connection.
+func unixConnContext(ctx context.Context, c net.Conn) context.Context {
+	return WithCaller(ctx, Caller{ID: peerCaller(c)})
+}
+
+// peerCaller returns "uid:N" for the peer of a unix connection.
+func peerCaller(c net.Conn) string {
+	uc, ok := c.(*net.UnixConn)
+	if !ok {
+		return "unix:unknown"
+	}
+	raw, err := uc.SyscallConn()
+	if err != nil {
+		return "unix:unknown"
+	}
+	var cred *unix.Ucred
+	var credErr error
+	if err := raw.Control(func(fd uintptr) {
+		cred, credErr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+	}); err != nil || credErr != nil {
+		return "unix:unknown"
+	}
+	return fmt.Sprintf("uid:%d", cred.Uid)
+}
+
+// tcpAuth wraps h for a TCP listener: with a token configured every
+// request needs "Authorization: Bearer TOKEN" (401 unauthorized
+// otherwise); the Caller is "tls:CN" for a verified client certificate,
+// else "token", else "tcp:ADDR".
+func (s *Server) tcpAuth(h http.Handler) http.Handler {
+	var want [32]byte
+	if s.token != "" {
+		want = sha256.Sum256([]byte(s.token))
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		caller := "tcp:" + r.RemoteAddr
+		if s.token != "" {
+			got, ok := bearer(r.Header.Get("Authorization"))
+			// Hashing first makes the compare constant-time in the
+			// token's length too.
+			sum := sha256.Sum256([]byte(got))
+			if !ok || subtle.ConstantTimeCompare(sum[:], want[:]) != 1 {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="agentbox"`)
+				msg := "missing bearer token: send \"Authorization: Bearer TOKEN\" with the token of the daemon's --token-file"
+				if ok {
+					msg = "wrong bearer token: send the token of the daemon's --token-file"
+				}
+				s.serveError(w, r, "unauthenticated", Errorf(http.StatusUnauthorized, CodeUnauthorized, "%s", msg))
+				return
+			}
+			caller = "token"
+		}
+		if cn, ok := clientCN(r.TLS); ok {
+			caller = "tls:" + cn
+		}
+		h.ServeHTTP(w, r.WithContext(WithCaller(r.Context(), Caller{ID: caller})))
+	})
+}
+
+// bearer extracts the token of an "Authorization: Bearer TOKEN" header.
+func bearer(h string) (string, bool) {
+	scheme, tok, ok := strings.Cut(h, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	return strings.TrimSpace(tok), true
+}
+
+// clientCN returns the common name of a verified TLS client certificate.
+func clientCN(cs *tls.ConnectionState) (string, bool) {
+	if cs == nil || len(cs.VerifiedChains) == 0 || len(cs.VerifiedChains[0]) == 0 {
+		return "", false
+	}
+	return cs.VerifiedChains[0][0].Subject.CommonName, true
+}

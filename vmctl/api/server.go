@@ -1,0 +1,386 @@
+package api
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Config configures a Server.
+type Config struct {
+	// Backend does the work (the daemon). Required.
+	Backend Backend
+	// Logger receives request and error logs; nil discards them.
+	Logger *slog.Logger
+	// Metrics serves GET /metrics (the daemon's Prometheus handler); nil
+	// answers that route 404 not_found.
+	Metrics http.Handler
+	// Registerer, if set, receives the server's own metrics:
+	// agentbox_api_errors_total{code} and
+	// agentbox_api_request_duration_seconds{route,method,status}.
+	Registerer prometheus.Registerer
+	// Token is the bearer token TCP clients must send ("Authorization:
+	// Bearer TOKEN"); surrounding white space (a token file's newline) is
+	// ignored; at least MinTokenBytes long. The unix socket needs none.
+	Token string
+	// TLS, if set, makes TCP listeners serve HTTPS with it. A client
+	// certificate it verifies names the caller ("tls:CN").
+	TLS *tls.Config
+	// IdleTimeout closes keep-alive connections idle this long; 0 means
+	// 2 minutes.
+	IdleTimeout time.Duration
+}
+
+// MinTokenBytes is the shortest bearer token NewServer accepts.
+const MinTokenBytes = 16
+
+// ReadHeaderTimeout bounds how long a client may take to send a request's
+// headers. Bodies and responses have no timeout: they are streams (exec
+// output, uploads, events) that last as long as their work.
+const ReadHeaderTimeout = 10 * time.Second
+
+// CheckTCP returns an error unless cfg may serve a TCP listener on addr:
+// it needs a Token or TLS, since anyone who reaches the port could
+// otherwise run commands in the sandboxes. Serve runs the same check; the
+// daemon calls it before binding to fail early.
+func CheckTCP(cfg Config, addr string) error {
+	if strings.TrimSpace(cfg.Token) == "" && cfg.TLS == nil {
+		return fmt.Errorf("refusing to listen on TCP %s without --token-file or --tls-cert/--tls-key: anyone who can reach the port could run commands in your sandboxes", addr)
+	}
+	return nil
+}
+
+// Server serves the REST API (see the package documentation) on any
+// number of listeners. It is safe for concurrent use.
+type Server struct {
+	backend Backend
+	log     *slog.Logger
+	metrics http.Handler
+	m       *serverMetrics
+	token   string
+	tls     *tls.Config
+	idle    time.Duration
+	mux     *http.ServeMux
+	handler http.Handler
+
+	// drain ends when Shutdown starts: endless streams (events, followed
+	// process output) end with it so they do not hold the shutdown up.
+	drain     context.Context
+	stopDrain context.CancelFunc
+
+	mu      sync.Mutex
+	servers []*http.Server
+	closed  bool
+}
+
+// NewServer checks cfg and returns a Server. Errors: no Backend, a Token
+// shorter than MinTokenBytes, a TLS config without certificate, metrics
+// that cannot be registered (e.g. registered twice).
+func NewServer(cfg Config) (*Server, error) {
+	if cfg.Backend == nil {
+		return nil, errors.New("api: Config.Backend is nil")
+	}
+	token := strings.TrimSpace(cfg.Token)
+	if token != "" && len(token) < MinTokenBytes {
+		return nil, fmt.Errorf("the bearer token is %d bytes long: use at least %d random bytes, e.g. the output of `openssl rand -hex 32`", len(token), MinTokenBytes)
+	}
+	if strings.ContainsAny(token, " \t\r\n") {
+		return nil, errors.New("the bearer token contains white space: use one word, e.g. the output of `openssl rand -hex 32`")
+	}
+	if cfg.TLS != nil && len(cfg.TLS.Certificates) == 0 && cfg.TLS.GetCertificate == nil && cfg.TLS.GetConfigForClient == nil {
+		return nil, errors.New("the TLS config has no certificate: give --tls-cert and --tls-key")
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	idle := cfg.IdleTimeout
+	if idle == 0 {
+		idle = 2 * time.Minute
+	}
+	s := &Server{
+		backend: cfg.Backend,
+		log:     log,
+		metrics: cfg.Metrics,
+		token:   token,
+		idle:    idle,
+		mux:     http.NewServeMux(),
+	}
+	if cfg.TLS != nil {
+		s.tls = cfg.TLS.Clone()
+	}
+	if cfg.Registerer != nil {
+		m, err := newServerMetrics(cfg.Registerer)
+		if err != nil {
+			return nil, err
+		}
+		s.m = m
+	}
+	s.drain, s.stopDrain = context.WithCancel(context.Background())
+	for _, rt := range routes {
+		s.mux.Handle(rt.method+" "+rt.path, s.routeHandler(rt))
+	}
+	s.handler = http.HandlerFunc(s.serveHTTP)
+	return s, nil
+}
+
+// Handler returns the API's handler as the unix socket serves it: no
+// bearer token is checked and the Caller is whatever the request's context
+// carries (WithCaller), else "unknown". Listeners should go through Serve,
+// which adds peer credentials and, on TCP, authentication.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// Serve accepts connections on l until Shutdown and returns nil after a
+// Shutdown, else the accept error. A unix listener (l.Addr().Network() is
+// "unix") serves without a token and names callers by their uid (peer
+// credentials); any other listener is treated as TCP: it is refused
+// (CheckTCP) without a Token or TLS, wrapped in TLS when Config.TLS is
+// set, and every request must carry the Token when one is set. Serve may be
+// called for several listeners at once; it closes l when it returns.
+func (s *Server) Serve(l net.Listener) error {
+	srv := &http.Server{
+		ReadHeaderTimeout: ReadHeaderTimeout,
+		IdleTimeout:       s.idle,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
+	if l.Addr().Network() == "unix" {
+		srv.Handler = s.handler
+		srv.ConnContext = unixConnContext
+	} else {
+		if err := CheckTCP(Config{Token: s.token, TLS: s.tls}, l.Addr().String()); err != nil {
+			l.Close()
+			return err
+		}
+		if s.tls != nil {
+			if s.token == "" && s.tls.ClientAuth != tls.RequireAndVerifyClientCert {
+				s.log.Warn("TCP listener with TLS but without a bearer token or required client certificates: anyone who can reach it can run commands in the sandboxes", "addr", l.Addr().String())
+			}
+			l = tls.NewListener(l, s.tls)
+		}
+		srv.Handler = s.tcpAuth(s.handler)
+	}
+	srv.RegisterOnShutdown(s.stopDrain)
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		l.Close()
+		return errors.New("api: the server is shut down")
+	}
+	s.servers = append(s.servers, srv)
+	s.mu.Unlock()
+	s.log.Info("API listening", "network", l.Addr().Network(), "addr", l.Addr().String())
+	err := srv.Serve(l)
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return err
+}
+
+// Shutdown stops the listeners, ends event streams and followed process
+// output, and waits for the other requests in flight (execs, uploads) to
+// finish until ctx ends; then it closes their connections (their backend
+// contexts are cancelled) and returns ctx's error. Serve calls return nil.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	s.closed = true
+	servers := s.servers
+	s.mu.Unlock()
+	defer s.stopDrain()
+	errs := make([]error, len(servers))
+	var wg sync.WaitGroup
+	for i, srv := range servers {
+		wg.Go(func() {
+			if err := srv.Shutdown(ctx); err != nil {
+				errs[i] = err
+				srv.Close()
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// serveHTTP is the API's handler: it refuses unclean URL paths, answers
+// unknown routes and methods with JSON errors, and routes the rest.
+func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	rw := &respWriter{ResponseWriter: w}
+	route := "unmatched"
+	defer func() {
+		s.observe(route, r.Method, rw, time.Since(start))
+	}()
+	if !cleanURLPath(r.URL.Path) {
+		s.serveError(rw, r, route, invalid("URL path %s has an empty, \".\" or \"..\" element: sandbox references and paths in URLs must not contain them", quoteShort(r.URL.Path)))
+		return
+	}
+	if r.Method == http.MethodHead {
+		// ServeMux lets HEAD into GET routes; streams make that pointless.
+		if _, p := s.mux.Handler(withMethod(r, http.MethodGet)); p != "" {
+			rw.Header().Set("Allow", "GET")
+		}
+		s.serveError(rw, r, route, Errorf(http.StatusMethodNotAllowed, CodeMethodNotAllowed, "HEAD is not supported: use GET"))
+		return
+	}
+	h, pattern := s.mux.Handler(r)
+	if pattern == "" {
+		// ServeMux's own 404 or 405 (with Allow): keep status and Allow,
+		// answer in JSON.
+		c := &captureWriter{h: make(http.Header)}
+		h.ServeHTTP(c, r)
+		if c.status == http.StatusMethodNotAllowed {
+			allow := c.h.Get("Allow")
+			rw.Header().Set("Allow", allow)
+			s.serveError(rw, r, route, Errorf(http.StatusMethodNotAllowed, CodeMethodNotAllowed, "%s is not allowed on %s: use %s", r.Method, r.URL.Path, allow))
+			return
+		}
+		s.serveError(rw, r, route, Errorf(http.StatusNotFound, CodeNotFound, "no API route %s %s: see GET /v1/openapi.yaml for the routes", r.Method, quoteShort(r.URL.Path)))
+		return
+	}
+	_, route, _ = strings.Cut(pattern, " ")
+	s.mux.ServeHTTP(rw, r)
+}
+
+// withMethod returns a shallow copy of r with another method.
+func withMethod(r *http.Request, method string) *http.Request {
+	r2 := *r
+	r2.Method = method
+	return &r2
+}
+
+// cleanURLPath reports whether p is absolute without "." or ".." elements
+// or empty elements ("//"), a trailing "/" aside.
+func cleanURLPath(p string) bool {
+	if !strings.HasPrefix(p, "/") {
+		return false
+	}
+	els := strings.Split(p[1:], "/")
+	for i, el := range els {
+		if el == "." || el == ".." || (el == "" && i != len(els)-1) {
+			return false
+		}
+	}
+	return true
+}
+
+// routeHandler runs one route: query check, handler, error answer.
+func (s *Server) routeHandler(rt route) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		q, err := checkQuery(r, rt.query)
+		if err == nil {
+			err = rt.handle(s, w, r, q)
+		}
+		if err == nil {
+			return
+		}
+		if rw, ok := w.(*respWriter); ok && rw.wrote {
+			// The answer has begun: the error cannot become a status.
+			s.streamFailed(r, rt.path, err)
+			if r.Context().Err() == nil {
+				// Break the connection so the client sees a cut stream, not
+				// a clean end.
+				panic(http.ErrAbortHandler)
+			}
+			return
+		}
+		s.serveError(w, r, rt.path, err)
+	})
+}
+
+// serveError answers err as an ErrorResponse with its status, counts it and
+// logs it (server errors at Error level).
+func (s *Server) serveError(w http.ResponseWriter, r *http.Request, route string, err error) {
+	e := s.apiError(r, route, err)
+	body, _ := json.Marshal(ErrorResponse{Error: *e})
+	h := w.Header()
+	h.Set("Content-Type", ContentTypeJSON)
+	h.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(e.Status)
+	w.Write(append(body, '\n'))
+}
+
+// apiError normalises err to an *Error, counts it and logs it.
+func (s *Server) apiError(r *http.Request, route string, err error) *Error {
+	e := AsError(err)
+	if e.Status < 400 || e.Status > 599 {
+		e = &Error{Status: http.StatusInternalServerError, Code: e.Code, Message: e.Message, Details: e.Details}
+	}
+	if e.Code == "" {
+		e.Code = CodeOf(e.Status)
+	}
+	s.countError(e.Code)
+	attrs := []any{"route", route, "method", r.Method, "caller", CallerFrom(r.Context()).ID, "status", e.Status, "code", e.Code, "err", err}
+	if e.Status >= 500 {
+		s.log.Error("API request failed", attrs...)
+	} else {
+		s.log.Debug("API request refused", attrs...)
+	}
+	return e
+}
+
+// streamFailed logs and counts an error after the answer began.
+func (s *Server) streamFailed(r *http.Request, route string, err error) {
+	if r.Context().Err() != nil {
+		s.log.Debug("API stream ended: the client went away", "route", route, "caller", CallerFrom(r.Context()).ID, "err", err)
+		return
+	}
+	e := AsError(err)
+	s.countError(e.Code)
+	s.log.Error("API stream failed after its answer began", "route", route, "method", r.Method, "caller", CallerFrom(r.Context()).ID, "code", e.Code, "err", err)
+}
+
+// respWriter records whether and with what status the answer began.
+type respWriter struct {
+	http.ResponseWriter
+	status int
+	wrote  bool
+}
+
+func (w *respWriter) WriteHeader(code int) {
+	if !w.wrote && code >= 200 {
+		w.status = code
+		w.wrote = true
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *respWriter) Write(p []byte) (int, error) {
+	if !w.wrote {
+		w.WriteHeader(http.StatusOK)
+	}
+	return w.ResponseWriter.Write(p)
+}
+
+// FlushError flushes buffered output to the client (http.ResponseController).
+func (w *respWriter) FlushError() error {
+	if !w.wrote {
+		w.WriteHeader(http.StatusOK)
+	}
+	return http.NewResponseController(w.ResponseWriter).Flush()
+}
+
+// Flush implements http.Flusher.
+func (w *respWriter) Flush() { w.FlushError() }
+
+// Unwrap gives http.ResponseController the underlying writer.
+func (w *respWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// captureWriter records a handler's status and headers, dropping its body.
+type captureWriter struct {
+	h      http.Header
+	status int
+}
+
+func (c *captureWriter) Header() http.Header         { return c.h }
+func (c *captureWriter) Write(p []byte) (int, error) { return len(p), nil }
+func (c *captureWriter) WriteHeader(code int)        { c.status = code }

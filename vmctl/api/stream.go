@@ -1,0 +1,133 @@
+package api
+
+import (
+	"encoding/json"
+	"net/http"
+	"sync"
+)
+
+// maxChunk is the most output bytes one stdout/stderr event carries; a
+// bigger write becomes several events, so no line gets huge.
+const maxChunk = 64 << 10
+
+// ndjsonStream writes one JSON value per line and flushes after each. The
+// 200 and its headers go out with the first value, so an error before it
+// can still be answered with its own status. Safe for concurrent use
+// (stdout and stderr may be written from different goroutines).
+type ndjsonStream struct {
+	w   http.ResponseWriter
+	mu  sync.Mutex
+	enc *json.Encoder
+	// begun says the 200 went out; err is the first write error, after
+	// which every send fails with it.
+	begun bool
+	err   error
+	// offset counts the output bytes sent (attached exec).
+	offset int64
+}
+
+func newNDJSONStream(w http.ResponseWriter) *ndjsonStream {
+	return &ndjsonStream{w: w, enc: json.NewEncoder(w)}
+}
+
+// begin sends the 200 and the headers, if not yet; call with mu held.
+func (st *ndjsonStream) begin() {
+	if st.begun {
+		return
+	}
+	st.begun = true
+	h := st.w.Header()
+	h.Set("Content-Type", ContentTypeNDJSON)
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Cache-Control", "no-store")
+	st.w.WriteHeader(http.StatusOK)
+}
+
+// start sends the headers and flushes them, for streams that may wait long
+// for their first value.
+func (st *ndjsonStream) start() error {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.begin()
+	return st.flush()
+}
+
+// send writes v as one line and flushes it.
+func (st *ndjsonStream) send(v any) error {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.sendLocked(v)
+}
+
+func (st *ndjsonStream) sendLocked(v any) error {
+	if st.err != nil {
+		return st.err
+	}
+	st.begin()
+	if err := st.enc.Encode(v); err != nil {
+		st.err = err
+		return err
+	}
+	return st.flush()
+}
+
+func (st *ndjsonStream) flush() error {
+	if err := http.NewResponseController(st.w).Flush(); err != nil {
+		st.err = err
+		return err
+	}
+	return nil
+}
+
+// started reports whether the 200 went out.
+func (st *ndjsonStream) started() bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.begun
+}
+
+// output is an io.Writer that turns writes into typ ("stdout"/"stderr")
+// events of at most maxChunk bytes, with their offset in the combined
+// output.
+type output struct {
+	st  *ndjsonStream
+	typ string
+}
+
+func (o output) Write(p []byte) (int, error) {
+	o.st.mu.Lock()
+	defer o.st.mu.Unlock()
+	n := 0
+	for len(p) > 0 {
+		c := min(len(p), maxChunk)
+		if err := o.st.sendLocked(ExecEvent{Type: o.typ, Data: p[:c], Offset: o.st.offset}); err != nil {
+			return n, err
+		}
+		o.st.offset += int64(c)
+		n += c
+		p = p[c:]
+	}
+	return n, nil
+}
+
+// lazyBody is an io.Writer for raw answers (console, download): the 200
+// and the headers set by header go out with the first write.
+type lazyBody struct {
+	w      http.ResponseWriter
+	header func(http.Header)
+	begun  bool
+}
+
+func (b *lazyBody) Write(p []byte) (int, error) {
+	b.begin()
+	return b.w.Write(p)
+}
+
+func (b *lazyBody) begin() {
+	if b.begun {
+		return
+	}
+	b.begun = true
+	b.header(b.w.Header())
+	b.w.WriteHeader(http.StatusOK)
+}

@@ -1,0 +1,308 @@
+package api
+
+import (
+	"fmt"
+	"io/fs"
+	"net/http"
+	"path"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Syntax of the strings the API accepts. The server checks every request
+// against them before it calls the Backend, so a Backend never sees a
+// reference, name, label, pid or path outside them.
+const (
+	// NamePattern is the syntax of sandbox names, and of sandbox
+	// references in URLs ({id}: a 12-hex-digit ID is also a valid name
+	// syntactically, which is why a name may not look like an ID).
+	NamePattern = `^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}$`
+	// IDPattern is the syntax of sandbox IDs: 12 lowercase hex digits.
+	IDPattern = `^[0-9a-f]{12}$`
+	// LabelKeyPattern is the syntax of label keys.
+	LabelKeyPattern = `^[a-zA-Z0-9][a-zA-Z0-9_./-]{0,62}$`
+	// ProcessIDPattern is the syntax of detached process ids ({pid}).
+	ProcessIDPattern = `^[a-z0-9]{1,32}$`
+	// SignalPattern is the syntax of KillRequest.Signal: a name such as
+	// "TERM", "SIGKILL", "RTMIN+3" or a number.
+	SignalPattern = `^[A-Za-z0-9+-]{0,32}$`
+)
+
+// Limits of request values, checked by the server.
+const (
+	// MaxLabels is the most labels a sandbox may carry.
+	MaxLabels = 64
+	// MaxLabelValueBytes is the longest label value, in bytes.
+	MaxLabelValueBytes = 256
+	// MaxPathBytes is the longest guest path, in bytes.
+	MaxPathBytes = 4096
+	// MaxJSONBodyBytes is the largest JSON request body, in bytes (1 MiB);
+	// bigger ones are answered 413 payload_too_large. Raw bodies (file
+	// uploads, stdin) have no limit.
+	MaxJSONBodyBytes = 1 << 20
+)
+
+var (
+	nameRE     = regexp.MustCompile(NamePattern)
+	idRE       = regexp.MustCompile(IDPattern)
+	labelKeyRE = regexp.MustCompile(LabelKeyPattern)
+	pidRE      = regexp.MustCompile(ProcessIDPattern)
+	signalRE   = regexp.MustCompile(SignalPattern)
+)
+
+// ValidRef reports whether ref is a syntactically valid sandbox reference:
+// an ID (IDPattern) or a name (NamePattern).
+func ValidRef(ref string) bool { return nameRE.MatchString(ref) }
+
+// ValidID reports whether id is a sandbox ID (IDPattern).
+func ValidID(id string) bool { return idRE.MatchString(id) }
+
+// ValidName reports whether name may name a sandbox: it matches
+// NamePattern and does not look like an ID (which would make references
+// ambiguous).
+func ValidName(name string) bool { return nameRE.MatchString(name) && !idRE.MatchString(name) }
+
+// ValidLabelKey reports whether key matches LabelKeyPattern.
+func ValidLabelKey(key string) bool { return labelKeyRE.MatchString(key) }
+
+// invalid returns a 400 invalid_argument error.
+func invalid(format string, args ...any) *Error {
+	return Errorf(http.StatusBadRequest, CodeInvalidArgument, format, args...)
+}
+
+// badRequest returns a 400 bad_request error.
+func badRequest(format string, args ...any) *Error {
+	return Errorf(http.StatusBadRequest, CodeBadRequest, format, args...)
+}
+
+// checkRef checks a sandbox reference from the URL.
+func checkRef(ref string) error {
+	if !ValidRef(ref) {
+		return invalid("sandbox reference %s is neither an ID (12 lowercase hex digits) nor a name (letters, digits, '_', '.', '-'; at most 63, starting with a letter or digit)", quoteShort(ref))
+	}
+	return nil
+}
+
+// checkPid checks a detached process id from the URL.
+func checkPid(pid string) error {
+	if !pidRE.MatchString(pid) {
+		return invalid("process id %s is malformed: use the id POST .../processes returned (1 to 32 lowercase letters and digits)", quoteShort(pid))
+	}
+	return nil
+}
+
+// CleanGuestPath checks a guest path from a request and returns it
+// cleaned: it must be absolute, at most MaxPathBytes long, without NUL and
+// without ".." elements; "//", "/./" and a trailing "/" are cleaned away.
+// Errors are 400 invalid_argument naming what, the field (e.g. "path").
+func CleanGuestPath(what, p string) (string, error) {
+	switch {
+	case p == "":
+		return "", invalid("%s is missing: give an absolute guest path such as /work/data.csv", what)
+	case len(p) > MaxPathBytes:
+		return "", invalid("%s is %d bytes long; the limit is %d", what, len(p), MaxPathBytes)
+	case strings.IndexByte(p, 0) >= 0:
+		return "", invalid("%s %s contains a NUL byte", what, quoteShort(p))
+	case !strings.HasPrefix(p, "/"):
+		return "", invalid("%s %s is relative: give an absolute guest path (starting with /)", what, quoteShort(p))
+	}
+	for _, el := range strings.Split(p, "/") {
+		if el == ".." {
+			return "", invalid("%s %s contains a \"..\" element: give the absolute path without ..", what, quoteShort(p))
+		}
+	}
+	return path.Clean(p), nil
+}
+
+// ParseMode parses an octal permission string ("644", "0644", "01777",
+// at most 07777) into an fs.FileMode with Go's setuid, setgid and sticky
+// bits. Errors are 400 invalid_argument.
+func ParseMode(s string) (fs.FileMode, error) {
+	if s == "" || len(s) > 5 {
+		return 0, invalid("mode %s is not an octal permission such as 0644 (0 to 07777)", quoteShort(s))
+	}
+	v, err := strconv.ParseUint(s, 8, 32)
+	if err != nil || v > 0o7777 {
+		return 0, invalid("mode %s is not an octal permission such as 0644 (0 to 07777)", quoteShort(s))
+	}
+	m := fs.FileMode(v & 0o777)
+	if v&0o4000 != 0 {
+		m |= fs.ModeSetuid
+	}
+	if v&0o2000 != 0 {
+		m |= fs.ModeSetgid
+	}
+	if v&0o1000 != 0 {
+		m |= fs.ModeSticky
+	}
+	return m, nil
+}
+
+// FormatMode formats the permission bits of m (with Go's setuid, setgid
+// and sticky bits; unix-style 0o7000 bits, unused by fs.FileMode, count
+// too) as an octal string of at least four digits, e.g. "0644", "1777":
+// the format of FileInfo.Mode and of the mode query parameter.
+func FormatMode(m fs.FileMode) string {
+	v := uint32(m.Perm()) | uint32(m&0o7000)
+	if m&fs.ModeSetuid != 0 {
+		v |= 0o4000
+	}
+	if m&fs.ModeSetgid != 0 {
+		v |= 0o2000
+	}
+	if m&fs.ModeSticky != 0 {
+		v |= 0o1000
+	}
+	return fmt.Sprintf("%04o", v)
+}
+
+// validateCreate checks a create request.
+func validateCreate(req *CreateSandboxRequest) error {
+	if strings.TrimSpace(req.Image) == "" {
+		return invalid("image is missing: give the image directory on the daemon's host (it holds manifest.toml)")
+	}
+	if strings.IndexByte(req.Image, 0) >= 0 {
+		return invalid("image contains a NUL byte")
+	}
+	if req.Name != "" {
+		if !nameRE.MatchString(req.Name) {
+			return invalid("name %s is invalid: use 1 to 63 letters, digits, '_', '.', '-', starting with a letter or digit", quoteShort(req.Name))
+		}
+		if idRE.MatchString(req.Name) {
+			return invalid("name %q looks like a sandbox ID (12 hex digits): choose a name that does not, so references stay unambiguous", req.Name)
+		}
+	}
+	if err := checkNonNegative(map[string]int64{
+		"vcpus": int64(req.VCPUs), "memory_mib": int64(req.MemoryMiB), "boot_timeout_ms": req.BootTimeoutMs,
+		"limits.ttl_seconds": req.Limits.TTLSeconds, "limits.idle_timeout_seconds": req.Limits.IdleTimeoutSeconds,
+		"limits.exec_timeout_ms": req.Limits.ExecTimeoutMs, "limits.max_execs": int64(req.Limits.MaxExecs),
+	}); err != nil {
+		return err
+	}
+	switch req.Accel {
+	case "", "auto", "kvm", "tcg":
+	default:
+		return invalid("accel %s is not one of auto, kvm, tcg", quoteShort(req.Accel))
+	}
+	return checkLabels(req.Labels)
+}
+
+// checkNonNegative reports the first (by name) negative field.
+func checkNonNegative(fields map[string]int64) error {
+	var bad []string
+	for name, v := range fields {
+		if v < 0 {
+			bad = append(bad, fmt.Sprintf("%s is %d", name, v))
+		}
+	}
+	if len(bad) == 0 {
+		return nil
+	}
+	slices.Sort(bad)
+	return invalid("%s: it must not be negative (0 means the default)", strings.Join(bad, ", "))
+}
+
+// checkLabels checks label keys and values (also used for list filters).
+func checkLabels(labels map[string]string) error {
+	if len(labels) > MaxLabels {
+		return invalid("%d labels given; the limit is %d", len(labels), MaxLabels)
+	}
+	keys := make([]string, 0, len(labels))
+	for k := range labels {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		if !labelKeyRE.MatchString(k) {
+			return invalid("label key %s is invalid: use 1 to 63 letters, digits, '_', '.', '/', '-', starting with a letter or digit", quoteShort(k))
+		}
+		if v := labels[k]; len(v) > MaxLabelValueBytes {
+			return invalid("label %q has a %d-byte value; the limit is %d bytes", k, len(v), MaxLabelValueBytes)
+		} else if strings.IndexByte(v, 0) >= 0 {
+			return invalid("label %q has a NUL byte in its value", k)
+		}
+	}
+	return nil
+}
+
+// validateExec checks an exec request; attached says it is for
+// POST .../exec (stdin_open is for detached processes only).
+func validateExec(req *ExecRequest, attached bool) error {
+	if len(req.Cmd) == 0 || req.Cmd[0] == "" {
+		return invalid("cmd is empty: give the argv to run, e.g. [\"python3\", \"-c\", \"print(1)\"]")
+	}
+	for i, a := range req.Cmd {
+		if strings.IndexByte(a, 0) >= 0 {
+			return invalid("cmd[%d] contains a NUL byte", i)
+		}
+	}
+	for i, e := range req.Env {
+		k, _, ok := strings.Cut(e, "=")
+		if !ok || k == "" {
+			return invalid("env[%d] %s is not KEY=VALUE", i, quoteShort(e))
+		}
+		if strings.IndexByte(e, 0) >= 0 {
+			return invalid("env[%d] contains a NUL byte", i)
+		}
+	}
+	if req.Cwd != "" {
+		if strings.IndexByte(req.Cwd, 0) >= 0 {
+			return invalid("cwd contains a NUL byte")
+		}
+		if !strings.HasPrefix(req.Cwd, "/") {
+			return invalid("cwd %s is relative: give an absolute guest directory", quoteShort(req.Cwd))
+		}
+		if len(req.Cwd) > MaxPathBytes {
+			return invalid("cwd is %d bytes long; the limit is %d", len(req.Cwd), MaxPathBytes)
+		}
+	}
+	if req.TimeoutMs < 0 {
+		return invalid("timeout_ms is %d: it must not be negative (0 means the sandbox's default)", req.TimeoutMs)
+	}
+	if attached && req.StdinOpen {
+		return invalid("stdin_open is for detached processes: start the command with POST /v1/sandboxes/{id}/processes and write to its stdin endpoint")
+	}
+	return nil
+}
+
+// validateKill checks a kill request.
+func validateKill(req *KillRequest) error {
+	if !signalRE.MatchString(req.Signal) {
+		return invalid("signal %s is not a signal name (TERM, SIGKILL, ...) or number", quoteShort(req.Signal))
+	}
+	return nil
+}
+
+// validateMkdir checks a mkdir request and cleans its path.
+func validateMkdir(req *MkdirRequest) error {
+	p, err := CleanGuestPath("path", req.Path)
+	if err != nil {
+		return err
+	}
+	req.Path = p
+	if req.Mode != "" {
+		if _, err := ParseMode(req.Mode); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// validState reports whether s is a sandbox state (for list filters).
+func validState(s string) bool {
+	switch s {
+	case StateCreating, StateRunning, StateStopping, StateStopped, StateFailed:
+		return true
+	}
+	return false
+}
+
+// quoteShort quotes s for an error message, cut to 80 bytes.
+func quoteShort(s string) string {
+	if len(s) > 80 {
+		return strconv.Quote(s[:80]) + fmt.Sprintf("... (%d bytes)", len(s))
+	}
+	return strconv.Quote(s)
+}

@@ -1,0 +1,113 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/http"
+	"net/url"
+	"path"
+	"time"
+
+	"github.com/agentbox/agentbox/vmctl/api"
+)
+
+// Upload streams r to the guest file path (absolute) of sandbox ref, which
+// replaces it atomically, with permission perm (0 means 0644; setuid,
+// setgid and sticky bits count) and, if parents, missing parent
+// directories. The body is streamed (chunked unless r is a *bytes.Reader,
+// *bytes.Buffer or *strings.Reader); nothing is held in memory whole.
+func (c *Client) Upload(ctx context.Context, ref, guestPath string, r io.Reader, perm fs.FileMode, parents bool) (api.FileInfo, error) {
+	q := url.Values{"path": {guestPath}}
+	if perm != 0 {
+		q.Set("mode", api.FormatMode(perm))
+	}
+	if parents {
+		q.Set("parents", "true")
+	}
+	if r == nil {
+		r = http.NoBody
+	}
+	u := c.endpoint(q, "v1", "sandboxes", ref, "files")
+	resp, err := c.do(ctx, http.MethodPut, u, api.ContentTypeOctetStream, r)
+	if err != nil {
+		return api.FileInfo{}, err
+	}
+	defer resp.Body.Close()
+	var fi api.FileInfo
+	if err := json.NewDecoder(resp.Body).Decode(&fi); err != nil {
+		return api.FileInfo{}, fmt.Errorf("decoding the upload answer: %w", err)
+	}
+	return fi, nil
+}
+
+// Download streams the regular file guestPath of sandbox ref to w and
+// returns its info (size, mode, modification time from the answer's
+// headers). Errors: 404, 422 not_a_file; a write error of w; a download
+// cut short (the file changed or the daemon failed mid-way).
+func (c *Client) Download(ctx context.Context, ref, guestPath string, w io.Writer) (api.FileInfo, error) {
+	u := c.endpoint(url.Values{"path": {guestPath}}, "v1", "sandboxes", ref, "files")
+	resp, err := c.do(ctx, http.MethodGet, u, "", nil)
+	if err != nil {
+		return api.FileInfo{}, err
+	}
+	defer resp.Body.Close()
+	if err := checkType(resp, api.ContentTypeOctetStream); err != nil {
+		return api.FileInfo{}, err
+	}
+	clean := path.Clean(guestPath)
+	fi := api.FileInfo{
+		Name: path.Base(clean),
+		Path: clean,
+		Type: api.FileRegular,
+		Size: resp.ContentLength,
+		Mode: resp.Header.Get(api.HeaderMode),
+	}
+	if t, err := time.Parse(time.RFC3339Nano, resp.Header.Get(api.HeaderModTime)); err == nil {
+		fi.ModTime = t
+	}
+	n, err := io.Copy(w, resp.Body)
+	if err != nil {
+		if ctx.Err() != nil {
+			return fi, ctx.Err()
+		}
+		return fi, fmt.Errorf("downloading %s: cut after %d of %d bytes: %w", guestPath, n, resp.ContentLength, err)
+	}
+	if resp.ContentLength >= 0 && n != resp.ContentLength {
+		return fi, fmt.Errorf("downloading %s: got %d of %d bytes", guestPath, n, resp.ContentLength)
+	}
+	fi.Size = n
+	return fi, nil
+}
+
+// Stat describes guestPath in sandbox ref. Errors: 404.
+func (c *Client) Stat(ctx context.Context, ref, guestPath string) (api.FileInfo, error) {
+	var fi api.FileInfo
+	err := c.call(ctx, http.MethodGet, c.endpoint(url.Values{"path": {guestPath}}, "v1", "sandboxes", ref, "files", "stat"), nil, &fi)
+	return fi, err
+}
+
+// List lists the directory guestPath of sandbox ref, sorted by name.
+// Errors: 404, 422 not_a_directory.
+func (c *Client) List(ctx context.Context, ref, guestPath string) ([]api.FileInfo, error) {
+	var list api.FileList
+	err := c.call(ctx, http.MethodGet, c.endpoint(url.Values{"path": {guestPath}}, "v1", "sandboxes", ref, "files", "list"), nil, &list)
+	return list.Files, err
+}
+
+// Mkdir creates the directory req.Path in sandbox ref.
+func (c *Client) Mkdir(ctx context.Context, ref string, req api.MkdirRequest) error {
+	return c.call(ctx, http.MethodPost, c.endpoint(nil, "v1", "sandboxes", ref, "files", "mkdir"), req, nil)
+}
+
+// RemoveFile removes guestPath from sandbox ref, a directory's content too
+// when recursive.
+func (c *Client) RemoveFile(ctx context.Context, ref, guestPath string, recursive bool) error {
+	q := url.Values{"path": {guestPath}}
+	if recursive {
+		q.Set("recursive", "true")
+	}
+	return c.call(ctx, http.MethodDelete, c.endpoint(q, "v1", "sandboxes", ref, "files"), nil, nil)
+}
