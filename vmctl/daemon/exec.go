@@ -193,12 +193,20 @@ func (d *Daemon) Exec(ctx context.Context, ref string, req api.ExecRequest, star
 	return status, nil
 }
 
-// finishExec stores the exec's history entry and the sandbox's counters.
+// finishExec stores the exec's history entry and the sandbox's counters
+// in the background: two bbolt commits (each an fsync) would otherwise
+// delay the exit status the caller waits for. Shutdown waits for them.
 func (d *Daemon) finishExec(b *box, h store.Exec) {
-	if err := d.store.PutExec(h); err != nil && !errors.Is(err, store.ErrNotFound) {
-		d.log.Warn("store exec history", "sandbox", b.sb.ID, "exec", h.ID, "err", err)
-	}
-	d.saveExtra(b)
+	d.inflight.Add(1)
+	go func() {
+		defer d.inflight.Done()
+		if err := d.store.PutExec(h); err != nil && !errors.Is(err, store.ErrNotFound) {
+			d.log.Warn("store exec history", "sandbox", b.sb.ID, "exec", h.ID, "err", err)
+		}
+		if !b.sb.State().Final() {
+			d.saveExtra(b)
+		}
+	}()
 }
 
 // StartProcess implements api.Backend: a detached command under the

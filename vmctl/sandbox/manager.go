@@ -445,6 +445,11 @@ func (m *Manager) Remove(ctx context.Context, sb *Sandbox, force bool) error {
 		return fmt.Errorf("%w: sandbox %s is %s: stop it first or remove it with force (agentbox rm -f)", ErrRunning, sb.ID, sb.State())
 	}
 	var errs []error
+	if sb.State() == StateRunning {
+		// Own the stop, so the watch does not report the destroy as a
+		// failure.
+		sb.setState(StateStopping, "removing")
+	}
 	sb.release()
 	if err := m.cfg.Driver.DestroyDomain(ctx, sb.Domain); err != nil {
 		errs = append(errs, fmt.Errorf("destroy domain %s: %w", sb.Domain, err))
@@ -461,6 +466,9 @@ func (m *Manager) Remove(ctx context.Context, sb *Sandbox, force bool) error {
 	if err := os.RemoveAll(sb.Dir); err != nil {
 		errs = append(errs, fmt.Errorf("remove sandbox dir: %w", err))
 	}
+	sb.pmu.Lock()
+	sb.removed = true
+	sb.pmu.Unlock()
 	if err := m.unstore(sb.ID); err != nil {
 		errs = append(errs, fmt.Errorf("delete sandbox record: %w", err))
 	}

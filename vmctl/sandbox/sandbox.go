@@ -62,6 +62,11 @@ type Sandbox struct {
 	mu    sync.Mutex
 	rec   Record
 	agent *agent.Client
+
+	// pmu serializes writes of the record to the Store, so the last write
+	// is the newest record and none lands after Remove deleted it.
+	pmu     sync.Mutex
+	removed bool
 }
 
 // State returns the sandbox's current lifecycle state.
@@ -140,10 +145,19 @@ func (sb *Sandbox) setState(to State, reason string) error {
 	case to.Final():
 		sb.rec.StoppedAt = now
 	}
-	rec := sb.rec
 	sb.mu.Unlock()
-	sb.mgr.persist(rec)
+	sb.persist()
 	return nil
+}
+
+// persist writes the current record to the store and tells the
+// manager's observer, unless the sandbox was removed.
+func (sb *Sandbox) persist() {
+	sb.pmu.Lock()
+	defer sb.pmu.Unlock()
+	if !sb.removed {
+		sb.mgr.persist(sb.Record())
+	}
 }
 
 // SetExtra replaces the opaque data kept with the sandbox's record (see
@@ -151,9 +165,8 @@ func (sb *Sandbox) setState(to State, reason string) error {
 func (sb *Sandbox) SetExtra(extra []byte) {
 	sb.mu.Lock()
 	sb.rec.Extra = append([]byte(nil), extra...)
-	rec := sb.rec
 	sb.mu.Unlock()
-	sb.mgr.persist(rec)
+	sb.persist()
 }
 
 // StopErr describes why the domain stopped, wrapping ErrGuestDied and
