@@ -43,15 +43,10 @@ func (s *Server) countError(code string) {
 	}
 }
 
-// observe records a request's duration. A request whose handler wrote
-// nothing counts as 200, what net/http sends then.
-func (s *Server) observe(route, method string, w *respWriter, d time.Duration) {
+// observe records a request's duration.
+func (s *Server) observe(route, method string, status int, d time.Duration) {
 	if s.m == nil {
 		return
-	}
-	status := w.status
-	if !w.wrote {
-		status = 200
 	}
 	s.m.duration.WithLabelValues(route, method, strconv.Itoa(status)).Observe(d.Seconds())
 }

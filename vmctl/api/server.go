@@ -141,7 +141,8 @@ func NewServer(cfg Config) (*Server, error) {
 func (s *Server) Handler() http.Handler { return s.handler }
 
 // Serve accepts connections on l until Shutdown and returns nil after a
-// Shutdown, else the accept error. A unix listener (l.Addr().Network() is
+// Shutdown (also when called after it: then it closes l at once), else the
+// accept error. A unix listener (l.Addr().Network() is
 // "unix") serves without a token and names callers by their uid (peer
 // credentials); any other listener is treated as TCP: it is refused
 // (CheckTCP) without a Token or TLS, wrapped in TLS when Config.TLS is
@@ -173,9 +174,11 @@ func (s *Server) Serve(l net.Listener) error {
 	srv.RegisterOnShutdown(s.stopDrain)
 	s.mu.Lock()
 	if s.closed {
+		// Shutdown won the race with this Serve (e.g. started in a
+		// goroutine): serve nothing, as if Shutdown had come later.
 		s.mu.Unlock()
 		l.Close()
-		return errors.New("api: the server is shut down")
+		return nil
 	}
 	s.servers = append(s.servers, srv)
 	s.mu.Unlock()
@@ -218,7 +221,14 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	rw := &respWriter{ResponseWriter: w}
 	route := "unmatched"
 	defer func() {
-		s.observe(route, r.Method, rw, time.Since(start))
+		d := time.Since(start)
+		status := rw.status
+		if !rw.wrote {
+			status = http.StatusOK // what net/http sends for a handler that wrote nothing
+		}
+		s.observe(route, r.Method, status, d)
+		s.log.Debug("API request", "method", r.Method, "route", route, "status", status,
+			"duration_ms", d.Milliseconds(), "caller", CallerFrom(r.Context()).ID)
 	}()
 	if !cleanURLPath(r.URL.Path) {
 		s.serveError(rw, r, route, invalid("URL path %s has an empty, \".\" or \"..\" element: sandbox references and paths in URLs must not contain them", quoteShort(r.URL.Path)))

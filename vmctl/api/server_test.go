@@ -275,6 +275,31 @@ func TestStreamFailureCutsTheConnection(t *testing.T) {
 	}
 }
 
+// TestDownloadErrorBeforeTheFirstByte: a Download that opens the file
+// but fails before writing is an ordinary error answer, without the
+// file's headers.
+func TestDownloadErrorBeforeTheFirstByte(t *testing.T) {
+	b := &apitest.Backend{DownloadFn: func(ctx context.Context, ref, path string, open func(api.FileInfo) io.Writer) error {
+		open(apitest.File(path, 100))
+		return api.Errorf(503, api.CodeGuestDied, "guest died")
+	}}
+	rec := httptest.NewRecorder()
+	newServer(t, api.Config{Backend: b}).Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/v1/sandboxes/w/files?path=/a", nil))
+	if rec.Code != 503 || rec.Header().Get("Content-Type") != "application/json" || rec.Header().Get("Content-Length") != "" || rec.Header().Get(api.HeaderMode) != "" {
+		t.Errorf("%d %v %s", rec.Code, rec.Header(), rec.Body)
+	}
+	// An empty file is an empty 200 with its headers.
+	b.DownloadFn = func(ctx context.Context, ref, path string, open func(api.FileInfo) io.Writer) error {
+		open(apitest.File(path, 0))
+		return nil
+	}
+	rec = httptest.NewRecorder()
+	newServer(t, api.Config{Backend: b}).Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/v1/sandboxes/w/files?path=/a", nil))
+	if rec.Code != 200 || rec.Header().Get("Content-Length") != "0" || rec.Header().Get(api.HeaderMode) != "0644" || rec.Body.Len() != 0 {
+		t.Errorf("empty file: %d %v %q", rec.Code, rec.Header(), rec.Body)
+	}
+}
+
 func counterValue(t *testing.T, reg *prometheus.Registry, name, label, value string) float64 {
 	t.Helper()
 	mfs, err := reg.Gather()
@@ -684,8 +709,16 @@ func TestShutdown(t *testing.T) {
 	if err := waitFor(t, served, "Serve to return"); err != nil {
 		t.Errorf("Serve: %v", err)
 	}
-	if err := srv.Serve(l); err == nil {
-		t.Error("Serve after Shutdown succeeded")
+	// Serve after Shutdown (a goroutine that lost the race) serves nothing.
+	l2, err := api.ListenUnix(sock, 0, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Serve(l2); err != nil {
+		t.Errorf("Serve after Shutdown = %v, want nil", err)
+	}
+	if _, err := os.Stat(sock); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("Serve after Shutdown left its listener open: %v", err)
 	}
 }
 
