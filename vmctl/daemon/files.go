@@ -2,13 +2,11 @@ package daemon
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"io/fs"
 	"net/http"
 	"os"
 	"path"
-	"strconv"
 	"time"
 
 	"github.com/agentbox/agentbox/vmctl/agent"
@@ -85,7 +83,7 @@ func (c *countWriter) Write(p []byte) (int, error) {
 // atomically (temporary file, fsync, rename).
 func (d *Daemon) Upload(ctx context.Context, ref, p string, perm fs.FileMode, parents bool, r io.Reader) (api.FileInfo, error) {
 	var info api.FileInfo
-	err := d.fileOp(ctx, ref, audit.ActionUpload, map[string]any{"path": p, "mode": fmt.Sprintf("%04o", perm), "parents": parents}, func(c *agent.Client) (int64, int64, error) {
+	err := d.fileOp(ctx, ref, audit.ActionUpload, map[string]any{"path": p, "mode": api.FormatMode(perm), "parents": parents}, func(c *agent.Client) (int64, int64, error) {
 		cr := &countReader{r: r}
 		var opts []agent.WriteOption
 		if parents {
@@ -155,13 +153,13 @@ func (d *Daemon) List(ctx context.Context, ref, p string) ([]api.FileInfo, error
 func (d *Daemon) Mkdir(ctx context.Context, ref string, req api.MkdirRequest) error {
 	perm := fs.FileMode(0o755)
 	if req.Mode != "" {
-		m, err := strconv.ParseUint(req.Mode, 8, 32)
-		if err != nil || m > 0o7777 {
-			return api.Errorf(http.StatusBadRequest, api.CodeInvalidArgument, "mode %q: want an octal permission like 0755", req.Mode)
+		m, err := api.ParseMode(req.Mode)
+		if err != nil {
+			return err
 		}
-		perm = fs.FileMode(m)
+		perm = m
 	}
-	return d.fileOp(ctx, ref, audit.ActionMkdir, map[string]any{"path": req.Path, "mode": fmt.Sprintf("%04o", perm), "parents": req.Parents}, func(c *agent.Client) (int64, int64, error) {
+	return d.fileOp(ctx, ref, audit.ActionMkdir, map[string]any{"path": req.Path, "mode": api.FormatMode(perm), "parents": req.Parents}, func(c *agent.Client) (int64, int64, error) {
 		return 0, 0, c.Mkdir(ctx, req.Path, perm, req.Parents)
 	})
 }
@@ -187,14 +185,8 @@ func fileInfo(p string, fi agentproto.FileInfo) api.FileInfo {
 	case agentproto.TypeSymlink:
 		t = api.FileSymlink
 	}
-	mode := uint32(fi.Mode.Perm())
-	for bit, unix := range map[fs.FileMode]uint32{fs.ModeSetuid: 0o4000, fs.ModeSetgid: 0o2000, fs.ModeSticky: 0o1000} {
-		if fi.Mode&bit != 0 {
-			mode |= unix
-		}
-	}
 	return api.FileInfo{Name: path.Base(p), Path: p, Type: t, Size: fi.Size,
-		Mode: fmt.Sprintf("%04o", mode), ModTime: time.Unix(0, fi.ModTimeNs).UTC()}
+		Mode: api.FormatMode(fi.Mode), ModTime: time.Unix(0, fi.ModTimeNs).UTC()}
 }
 
 // Console implements api.Backend: the serial console log, also of
