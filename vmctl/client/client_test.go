@@ -377,7 +377,6 @@ type stream struct {
 	made   int64
 	gateAt int64
 	gate   <-chan struct{}
-	sum    []byte
 	h      interface {
 		io.Writer
 		Sum([]byte) []byte

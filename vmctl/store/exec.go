@@ -8,6 +8,7 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
 )
 
 // Exec is one command of a sandbox's exec history: an attached exec or a
@@ -175,7 +176,7 @@ func (s *Store) DeleteExecs(sandboxID string) error {
 
 func deleteExecs(tx *bolt.Tx, sandboxID string) error {
 	err := tx.Bucket(bucketExecs).DeleteBucket([]byte(sandboxID))
-	if errors.Is(err, bolt.ErrBucketNotFound) {
+	if errors.Is(err, berrors.ErrBucketNotFound) {
 		return nil
 	}
 	return err

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
 
 	"github.com/agentbox/agentbox/vmctl/sandbox"
 )
@@ -81,7 +82,7 @@ func Open(path string, opts Options) (*Store, error) {
 	}
 	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: timeout})
 	if err != nil {
-		if errors.Is(err, bolt.ErrTimeout) {
+		if errors.Is(err, berrors.ErrTimeout) {
 			return nil, fmt.Errorf("%w: state store %s is locked by another agentbox serve: stop it or use another --state-dir", ErrLocked, path)
 		}
 		return nil, fmt.Errorf("open state store %s: %w (if it is not an agentbox state file, use another --state-dir)", path, err)
