@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/rand"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -137,6 +138,14 @@ func TestCLICreateExec(t *testing.T) {
 	if last := d.backend.execs[len(d.backend.execs)-1]; !last.StdinOpen {
 		t.Errorf("exec with stdin: request %+v has no stdin_open", last)
 	}
+
+	// History: the newest two of the execs above, as a table.
+	n := len(d.backend.execs)
+	d.cli(t, nil, "history", "-n", "2", "w1").check(t, 0, fmt.Sprintf(
+		"ID       STARTED              DURATION  EXIT  CALLER  CMD\n"+
+			"e%06d  2026-11-29 12:00:%02d  250ms     0     uid:0   ls\n"+
+			"e%06d  2026-11-29 12:00:%02d  250ms     0     uid:0   cat\n", n-1, n-1, n, n), "")
+	d.cli(t, nil, "history", "nope").check(t, 125, "", "agentbox: no sandbox \"nope\": see `agentbox ls`\n")
 }
 
 func TestCLIDetached(t *testing.T) {

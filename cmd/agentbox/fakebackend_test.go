@@ -518,3 +518,23 @@ func (b *fakeBackend) Events(ctx context.Context, emit func(api.Event) error) er
 }
 
 func intPtr(i int) *int { return &i }
+
+// ExecHistory lists every exec request seen, as finished with code 0.
+func (b *fakeBackend) ExecHistory(ctx context.Context, ref string, limit int) ([]api.ExecRecord, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if _, err := b.lookup(ref); err != nil {
+		return nil, err
+	}
+	out := []api.ExecRecord{}
+	start := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	for i, req := range b.execs {
+		code, end := 0, start.Add(time.Duration(i+1)*time.Second+250*time.Millisecond)
+		out = append(out, api.ExecRecord{ID: fmt.Sprintf("e%06d", i+1), Cmd: req.Cmd, Caller: "uid:0",
+			StartedAt: start.Add(time.Duration(i+1) * time.Second), EndedAt: &end, ExitCode: &code})
+	}
+	if limit > 0 && len(out) > limit {
+		out = out[len(out)-limit:]
+	}
+	return out, nil
+}

@@ -58,6 +58,7 @@ func newApp() *cli.App {
 			createCommand(),
 			execCommand(),
 			psCommand(),
+			historyCommand(),
 			outputCommand(),
 			stdinCommand(),
 			killCommand(),

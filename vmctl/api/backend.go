@@ -76,6 +76,10 @@ type Backend interface {
 	// RemoveFile removes path (recursively if asked).
 	RemoveFile(ctx context.Context, ref, path string, recursive bool) error
 
+	// ExecHistory returns the sandbox's exec history, oldest first: the
+	// newest limit entries when limit > 0. Errors: 404.
+	ExecHistory(ctx context.Context, ref string, limit int) ([]ExecRecord, error)
+
 	// Console copies the sandbox's serial console log (the last tail bytes
 	// when tail > 0) to w.
 	Console(ctx context.Context, ref string, tail int64, w io.Writer) error

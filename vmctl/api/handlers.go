@@ -549,3 +549,27 @@ func (b *rawBody) Read(p []byte) (int, error) {
 	}
 	return n, err
 }
+
+func (s *Server) execHistory(w http.ResponseWriter, r *http.Request, q url.Values) error {
+	id, err := ref(r)
+	if err != nil {
+		return err
+	}
+	limit, err := queryInt(q, "limit")
+	if err != nil {
+		return err
+	}
+	list, err := s.backend.ExecHistory(r.Context(), id, int(min(limit, 1<<30)))
+	if err != nil {
+		return err
+	}
+	if list == nil {
+		list = []ExecRecord{}
+	}
+	for i := range list {
+		if list[i].Cmd == nil {
+			list[i].Cmd = []string{}
+		}
+	}
+	return writeJSON(w, http.StatusOK, ExecList{Execs: list})
+}

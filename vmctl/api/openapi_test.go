@@ -115,6 +115,8 @@ var schemaTypes = map[string]reflect.Type{
 	"ExecRequest":          reflect.TypeFor[api.ExecRequest](),
 	"ExecEvent":            reflect.TypeFor[api.ExecEvent](),
 	"ExitStatus":           reflect.TypeFor[api.ExitStatus](),
+	"ExecRecord":           reflect.TypeFor[api.ExecRecord](),
+	"ExecList":             reflect.TypeFor[api.ExecList](),
 	"Process":              reflect.TypeFor[api.Process](),
 	"ProcessList":          reflect.TypeFor[api.ProcessList](),
 	"KillRequest":          reflect.TypeFor[api.KillRequest](),
@@ -343,6 +345,8 @@ func successCases() []apiCase {
 		{name: "start process", method: "POST", target: sb + "/processes", ct: "json", body: `{"cmd":["sleep","10"],"stdin_open":true}`, status: 201, called: true,
 			check: header("Location", sb+"/processes/p1")},
 		{name: "list processes", method: "GET", target: sb + "/processes", status: 200, called: true},
+		{name: "exec history", method: "GET", target: sb + "/execs?limit=5", status: 200, called: true},
+		{name: "exec history bad limit", method: "GET", target: sb + "/execs?limit=-1", status: 400, code: api.CodeBadRequest, offDoc: true},
 		{name: "get process", method: "GET", target: sb + "/processes/p1", status: 200, called: true},
 		{name: "process output", method: "GET", target: sb + "/processes/p1/output?offset=10&follow=true", status: 200, called: true, check: lines(2)},
 		{name: "process output running", method: "GET", target: sb + "/processes/p1/output", status: 200, called: true, setup: func(b *apitest.Backend) {

@@ -53,6 +53,7 @@ var routes = []route{
 	{"POST", "/v1/sandboxes/{id}/stop", nil, (*Server).stopSandbox},
 	{"GET", "/v1/sandboxes/{id}/console", []string{"tail"}, (*Server).console},
 	{"GET", "/v1/sandboxes/{id}/audit", nil, (*Server).auditSandbox},
+	{"GET", "/v1/sandboxes/{id}/execs", []string{"limit"}, (*Server).execHistory},
 
 	{"POST", "/v1/sandboxes/{id}/exec", nil, (*Server).exec},
 	{"POST", "/v1/sandboxes/{id}/processes", nil, (*Server).startProcess},

@@ -293,3 +293,34 @@ type Capacity struct {
 	UsedMemoryMiB int `json:"used_memory_mib"`
 	UsedVCPUs     int `json:"used_vcpus"`
 }
+
+// ExecRecord is one command in a sandbox's exec history (GET
+// /v1/sandboxes/{id}/execs), kept in the daemon's store until the sandbox
+// is removed.
+type ExecRecord struct {
+	// ID is the exec id ("e000001", …), also the detached process id.
+	ID string `json:"id"`
+	// Cmd is the argv; Cwd the working directory ("" means "/").
+	Cmd []string `json:"cmd"`
+	Cwd string   `json:"cwd,omitempty"`
+	// Detached is set for processes started with POST .../processes.
+	Detached bool `json:"detached,omitempty"`
+	// Caller is who ran it (see the audit log's caller).
+	Caller string `json:"caller,omitempty"`
+	// StartedAt and EndedAt bound the run; EndedAt is absent while it runs
+	// (or when the daemon lost it).
+	StartedAt time.Time  `json:"started_at"`
+	EndedAt   *time.Time `json:"ended_at,omitempty"`
+	// ExitCode is the shell-style exit code; absent while running or when
+	// the command was lost.
+	ExitCode *int `json:"exit_code,omitempty"`
+	// Signal is the number of the signal that killed it, 0 if none.
+	Signal int `json:"signal,omitempty"`
+	// TimedOut is set when its timeout killed it.
+	TimedOut bool `json:"timed_out,omitempty"`
+	// Error says why it could not start or was lost.
+	Error string `json:"error,omitempty"`
+	// BytesIn is the stdin it got; BytesOut its stdout plus stderr.
+	BytesIn  int64 `json:"bytes_in,omitempty"`
+	BytesOut int64 `json:"bytes_out,omitempty"`
+}

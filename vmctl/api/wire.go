@@ -14,6 +14,12 @@ type ProcessList struct {
 	Processes []Process `json:"processes"`
 }
 
+// ExecList is the body of GET /v1/sandboxes/{id}/execs.
+type ExecList struct {
+	// Execs are oldest first; never null.
+	Execs []ExecRecord `json:"execs"`
+}
+
 // FileList is the body of GET /v1/sandboxes/{id}/files/list.
 type FileList struct {
 	// Files are sorted by name; never null.

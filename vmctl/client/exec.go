@@ -169,3 +169,15 @@ func (c *Client) WriteStdin(ctx context.Context, ref, pid string, r io.Reader, c
 func (c *Client) KillProcess(ctx context.Context, ref, pid, signal string) error {
 	return c.call(ctx, http.MethodPost, c.endpoint(nil, "v1", "sandboxes", ref, "processes", pid, "kill"), api.KillRequest{Signal: signal}, nil)
 }
+
+// ExecHistory returns sandbox ref's exec history from the daemon's store,
+// oldest first; the newest limit entries when limit > 0. Errors: 404.
+func (c *Client) ExecHistory(ctx context.Context, ref string, limit int) ([]api.ExecRecord, error) {
+	var q url.Values
+	if limit > 0 {
+		q = url.Values{"limit": {strconv.Itoa(limit)}}
+	}
+	var list api.ExecList
+	err := c.call(ctx, http.MethodGet, c.endpoint(q, "v1", "sandboxes", ref, "execs"), nil, &list)
+	return list.Execs, err
+}

@@ -407,3 +407,25 @@ func parseSignal(s string) (syscall.Signal, error) {
 	}
 	return 0, api.Errorf(http.StatusBadRequest, api.CodeInvalidArgument, "signal %q: use a name like TERM or KILL, or a number 1-64", s)
 }
+
+// ExecHistory implements api.Backend: the sandbox's exec history from the
+// store (attached and detached commands, newest limit when limit > 0).
+func (d *Daemon) ExecHistory(ctx context.Context, ref string, limit int) ([]api.ExecRecord, error) {
+	sb, err := d.mgr.Get(ref)
+	if err != nil {
+		return nil, toAPI(err)
+	}
+	execs, err := d.store.Execs(sb.ID, limit)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return nil, toAPI(err)
+	}
+	out := make([]api.ExecRecord, 0, len(execs))
+	for _, e := range execs {
+		out = append(out, api.ExecRecord{
+			ID: e.ID, Cmd: e.Cmd, Cwd: e.Cwd, Detached: e.Detached, Caller: e.Caller,
+			StartedAt: e.StartedAt, EndedAt: timePtr(e.EndedAt), ExitCode: e.ExitCode,
+			Signal: e.Signal, TimedOut: e.TimedOut, Error: e.Error, BytesIn: e.BytesIn, BytesOut: e.BytesOut,
+		})
+	}
+	return out, nil
+}

@@ -65,6 +65,7 @@ type Backend struct {
 	ExecFn          func(ctx context.Context, ref string, req api.ExecRequest, started func(string, int), stdout, stderr io.Writer) (api.ExitStatus, error)
 	StartProcessFn  func(ctx context.Context, ref string, req api.ExecRequest) (api.Process, error)
 	ListProcessesFn func(ctx context.Context, ref string) ([]api.Process, error)
+	ExecHistoryFn   func(ctx context.Context, ref string, limit int) ([]api.ExecRecord, error)
 	GetProcessFn    func(ctx context.Context, ref, pid string) (api.Process, error)
 	ProcessOutputFn func(ctx context.Context, ref, pid string, offset int64, follow bool, emit func(api.ExecEvent) error) error
 	WriteStdinFn    func(ctx context.Context, ref, pid string, r io.Reader, closeAfter bool) (int64, error)
@@ -332,4 +333,16 @@ func (b *Backend) Events(ctx context.Context, emit func(api.Event) error) error 
 	}
 	<-ctx.Done()
 	return ctx.Err()
+}
+
+// ExecHistory implements api.Backend.
+func (b *Backend) ExecHistory(ctx context.Context, ref string, limit int) ([]api.ExecRecord, error) {
+	b.record("ExecHistory", ref)
+	if b.ExecHistoryFn != nil {
+		return b.ExecHistoryFn(ctx, ref, limit)
+	}
+	code := 0
+	end := time.Date(2026, 1, 2, 3, 4, 6, 0, time.UTC)
+	return []api.ExecRecord{{ID: "e000001", Cmd: []string{"true"}, Caller: "uid:0",
+		StartedAt: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), EndedAt: &end, ExitCode: &code}}, nil
 }
