@@ -156,5 +156,5 @@ func TestWholeSecondsAndCreateRequest(t *testing.T) {
 			t.Errorf("create %s: exit %d, stderr %q", args, r.code, r.stderr)
 		}
 	}
-	d.cli(t, nil, "create").check(t, 125, "", "agentbox: no image: pass --image DIR (or set AGENTBOX_IMAGE); `make test-image` builds one\n")
+	d.cli(t, nil, "create").check(t, 125, "", "agentbox: no image: pass --image DIR (or set AGENTBOX_IMAGE), or a profile of the flake: `agentbox create [FLAGS] PROFILE` (see `agentbox profile ls`); `make test-image` builds an image\n")
 }

@@ -16,14 +16,18 @@ import (
 
 func createCommand() *cli.Command {
 	return &cli.Command{
-		Name:  "create",
-		Usage: "boot a long-lived sandbox through the daemon and print its ID",
-		Description: "Asks the daemon to boot a sandbox from --image and waits until its guest agent answers. Only\n" +
+		Name:      "create",
+		Usage:     "boot a long-lived sandbox through the daemon and print its ID",
+		ArgsUsage: "[PROFILE]",
+		Description: "Asks the daemon to boot a sandbox from --image DIR and waits until its guest agent answers.\n" +
+			"Instead of --image, PROFILE names an image of the flake (--flake): it is built here with nix\n" +
+			"(--locked refuses one that differs from the lock file) and its store path is sent, so it must\n" +
+			"exist on the daemon's host too (the same host, or one with the same store path). Only\n" +
 			"the sandbox ID is printed on stdout, so scripts can do `id=$(agentbox create --image DIR)`.\n" +
 			"The sandbox runs until `agentbox stop`/`rm`, its --ttl or its --idle-timeout.\n\n" +
 			"Exit status: 0 once it runs; 125 if it could not be created (bad image, name taken, the host's\n" +
 			"capacity reached, boot failure: the message says which).",
-		Flags: []cli.Flag{
+		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "image", Usage: "image `DIR` on the daemon's host (holds manifest.toml); sent as an absolute path", EnvVars: []string{"AGENTBOX_IMAGE"}},
 			&cli.StringFlag{Name: "name", Usage: "a unique `NAME` to refer to the sandbox by, besides its ID"},
 			&cli.IntFlag{Name: "cpus", Usage: "virtual `CPUS`", DefaultText: "the image's"},
@@ -35,13 +39,25 @@ func createCommand() *cli.Command {
 			&cli.IntFlag{Name: "max-execs", Usage: "refuse commands after `N` have run in it", DefaultText: "the daemon's"},
 			&cli.StringFlag{Name: "accel", Value: "auto", Usage: "accelerator: auto (KVM only where a probe guest runs), kvm or tcg", EnvVars: []string{"AGENTBOX_ACCEL"}},
 			&cli.DurationFlag{Name: "boot-timeout", Value: 120 * time.Second, Usage: "give up if the guest agent has not answered after `DURATION`"},
-		},
+			&cli.BoolFlag{Name: "locked", Usage: "refuse a PROFILE whose image differs from the lock file (written by agentbox profile lock)"},
+		}, profileFlags()...),
 		OnUsageError: usageError,
 		Action: clientAction(func(ctx context.Context, c *cli.Context, cl *client.Client) error {
-			if _, err := exactArgs(c, 0, "agentbox create --image DIR [FLAGS]"); err != nil {
+			name, rest, err := imageArgs(c, false, "agentbox create [FLAGS] PROFILE")
+			if err != nil {
 				return err
 			}
-			req, err := createRequest(c)
+			// Nothing may follow: no arguments with --image, the PROFILE alone otherwise.
+			if _, err := exactArgs(c, c.Args().Len()-len(rest), "agentbox create [FLAGS] --image DIR  |  agentbox create [FLAGS] PROFILE"); err != nil {
+				return err
+			}
+			imageDir := c.String("image")
+			if name != "" {
+				if imageDir, err = resolveProfile(ctx, c, name, false); err != nil {
+					return err
+				}
+			}
+			req, err := createRequest(c, imageDir)
 			if err != nil {
 				return err
 			}
@@ -55,16 +71,17 @@ func createCommand() *cli.Command {
 	}
 }
 
-// createRequest builds a create request from the flags create and run
-// share: --image (made absolute: the daemon resolves no relative paths),
-// --cpus, --memory, --accel, --boot-timeout, and the lifetimes and labels
-// of `create` where the command has them.
-func createRequest(c *cli.Context) (api.CreateSandboxRequest, error) {
+// createRequest builds a create request from the image directory imageDir
+// (--image DIR or a resolved profile; made absolute: the daemon resolves no
+// relative paths) and the flags create and run share: --cpus, --memory,
+// --accel, --boot-timeout, and the lifetimes and labels of `create` where
+// the command has them.
+func createRequest(c *cli.Context, imageDir string) (api.CreateSandboxRequest, error) {
 	var req api.CreateSandboxRequest
-	if c.String("image") == "" {
-		return req, errors.New("no image: pass --image DIR (or set AGENTBOX_IMAGE); `make test-image` builds one")
+	if imageDir == "" {
+		return req, errors.New("no image: pass --image DIR (or set AGENTBOX_IMAGE), or a PROFILE; `make test-image` builds one")
 	}
-	img, err := filepath.Abs(c.String("image"))
+	img, err := filepath.Abs(imageDir)
 	if err != nil {
 		return req, err
 	}

@@ -41,6 +41,8 @@ func newApp() *cli.App {
 			"exec, cp, ls, inspect, logs, audit, stop, rm, ps, output, stdin, kill and events are its clients\n" +
 			"(--host URL and --token-file reach a daemon over TCP). `agentbox run` uses the daemon when one\n" +
 			"answers, else runs the sandbox in-process.\n\n" +
+			"Images come from --image DIR, or from a profile of a Nix flake (--flake, $AGENTBOX_FLAKE, default \".\"):\n" +
+			"`agentbox run PROFILE -- CMD` builds it with nix; `agentbox profile ls|lock|verify` manage the lock file.\n\n" +
 			"Flags can also come from a TOML config file (--config, $AGENTBOX_CONFIG, or /etc/agentbox/config.toml)\n" +
 			"whose keys are the long flag names, e.g. `accel = \"tcg\"` or `memory = 512`.\n" +
 			"Precedence: command line, then environment, then config file, then defaults.",
@@ -51,7 +53,7 @@ func newApp() *cli.App {
 			&cli.StringFlag{Name: "state-dir", Value: "/var/lib/agentbox", Usage: "`DIR` for sandbox overlays and console logs", EnvVars: []string{"AGENTBOX_STATE_DIR"}},
 			&cli.StringFlag{Name: "runtime-dir", Value: "/run/agentbox", Usage: "`DIR` for agent sockets (keep the path short)", EnvVars: []string{"AGENTBOX_RUNTIME_DIR"}},
 			&cli.StringFlag{Name: "log-level", Value: "warn", Usage: "log `LEVEL`: debug, info, warn or error", EnvVars: []string{"AGENTBOX_LOG_LEVEL"}},
-		}, daemonFlags()...),
+		}, append(daemonFlags(), profileFlags()...)...),
 		Commands: []*cli.Command{
 			runCommand(),
 			serveCommand(),
@@ -71,6 +73,7 @@ func newApp() *cli.App {
 			rmCommand(),
 			eventsCommand(),
 			accelCommand(),
+			profileCommand(),
 		},
 		Before: func(c *cli.Context) error {
 			_, err := newLogger(c.String("log-level"))

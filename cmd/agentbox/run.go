@@ -20,8 +20,10 @@ func runCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "run",
 		Usage:     "boot a fresh sandbox, run one command in it, destroy it",
-		ArgsUsage: "-- COMMAND [ARG...]",
-		Description: "Boots a new VM from --image, runs COMMAND inside it through the guest agent, streams its\n" +
+		ArgsUsage: "[PROFILE] -- COMMAND [ARG...]",
+		Description: "Boots a new VM from --image DIR or from PROFILE, an image of the flake (--flake; built with\n" +
+			"nix, see `agentbox profile --help`; --locked refuses an image that differs from the lock file),\n" +
+			"runs COMMAND inside it through the guest agent, streams its\n" +
 			"stdout and stderr live and separately, and exits with the command's exit code. The VM and its\n" +
 			"overlay disk are destroyed afterwards (unless --keep).\n\n" +
 			"COMMAND is run as an argv, without a shell; use --shell or `sh -c '...'` for shell syntax.\n" +
@@ -43,7 +45,8 @@ func runCommand() *cli.Command {
 			&cli.DurationFlag{Name: "boot-timeout", Value: 120 * time.Second, Usage: "give up if the guest agent has not answered after `DURATION`"},
 			&cli.BoolFlag{Name: "verbose", Aliases: []string{"v"}, Usage: "say which accelerator was chosen and how long the boot took"},
 			&cli.BoolFlag{Name: "qemu-ga-channel", Hidden: true, Usage: "add qemu-ga's channel (benchmarks)"},
-		}, commandFlags()...),
+			&cli.BoolFlag{Name: "locked", Usage: "refuse a PROFILE whose image differs from the lock file (written by agentbox profile lock)"},
+		}, append(commandFlags(), profileFlags()...)...),
 		OnUsageError: usageError,
 		Action:       runAction,
 	}
@@ -54,16 +57,21 @@ func runAction(c *cli.Context) error {
 	if err := applyConfig(c); err != nil {
 		return err
 	}
-	argv, err := guestArgv(c, "agentbox run --image DIR -- COMMAND [ARG...]")
+	profileName, rest, err := imageArgs(c, true, "agentbox run [FLAGS] PROFILE -- COMMAND [ARG...]")
+	if err != nil {
+		return err
+	}
+	usage := "agentbox run --image DIR -- COMMAND [ARG...]"
+	if profileName != "" {
+		usage = "agentbox run " + profileName + " -- COMMAND [ARG...]"
+	}
+	argv, err := guestArgvFrom(c, rest, usage)
 	if err != nil {
 		return err
 	}
 	req, err := execRequest(c, argv)
 	if err != nil {
 		return err
-	}
-	if c.String("image") == "" {
-		return errors.New("no image: pass --image DIR (or set AGENTBOX_IMAGE); `make test-image` builds one")
 	}
 	mode, err := accel.ParseMode(c.String("accel"))
 	if err != nil {
@@ -76,6 +84,16 @@ func runAction(c *cli.Context) error {
 	ctx, gotSignal, stop := interrupts(c.Context)
 	defer stop()
 
+	imageDir := c.String("image")
+	if profileName != "" {
+		if imageDir, err = resolveProfile(ctx, c, profileName, c.Bool("verbose")); err != nil {
+			if sig := gotSignal(); sig != 0 {
+				return &exitError{code: ExitSignalBase + int(sig), msg: "interrupted while building profile " + profileName}
+			}
+			return err
+		}
+	}
+
 	if !c.Bool("local") && !c.Bool("qemu-ga-channel") {
 		cl, err := dial(c)
 		if err != nil {
@@ -85,7 +103,7 @@ func runAction(c *cli.Context) error {
 		absent := noDaemon(c.String("host"), err)
 		switch {
 		case err == nil:
-			return runViaDaemon(ctx, c, cl, req, gotSignal)
+			return runViaDaemon(ctx, c, cl, imageDir, req, gotSignal)
 		case gotSignal() != 0:
 			return &exitError{code: ExitSignalBase + int(gotSignal()), msg: "interrupted"}
 		case errors.Is(err, client.ErrUnreachable) && !absent:
@@ -99,7 +117,7 @@ func runAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	img, err := image.Load(ctx, c.String("image"), image.LoadOptions{VerifyCacheDir: filepath.Join(stateDir, "image-verify")})
+	img, err := image.Load(ctx, imageDir, image.LoadOptions{VerifyCacheDir: filepath.Join(stateDir, "image-verify")})
 	if err != nil {
 		return err
 	}

@@ -27,13 +27,13 @@ const (
 // teardownTimeout bounds the removal of a `run` sandbox after the command.
 const teardownTimeout = 2 * time.Minute
 
-// runViaDaemon is `agentbox run` through the daemon: create a sandbox, run
-// the command in it like `exec` does, remove it (also on errors and
-// signals) unless --keep. Without --keep the sandbox carries a TTL of
-// max(--timeout, 1h) + --boot-timeout, so a killed CLI never leaks it for
-// long.
-func runViaDaemon(ctx context.Context, c *cli.Context, cl *client.Client, req agentproto.ExecRequest, gotSignal func() syscall.Signal) error {
-	creq, err := createRequest(c)
+// runViaDaemon is `agentbox run` through the daemon: create a sandbox from
+// the image directory imageDir, run the command in it like `exec` does,
+// remove it (also on errors and signals) unless --keep. Without --keep the
+// sandbox carries a TTL of max(--timeout, 1h) + --boot-timeout, so a killed
+// CLI never leaks it for long.
+func runViaDaemon(ctx context.Context, c *cli.Context, cl *client.Client, imageDir string, req agentproto.ExecRequest, gotSignal func() syscall.Signal) error {
+	creq, err := createRequest(c, imageDir)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,269 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"slices"
+	"text/tabwriter"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/agentbox/agentbox/vmctl/profile"
+)
+
+// profileFlags select the flake, lock file and system of profile
+// commands. They exist globally (`agentbox --flake REF profile ls`) and on
+// every command that resolves profiles (`agentbox run --flake REF ...`);
+// profileOption reads the innermost one set.
+func profileFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "flake", Value: profile.DefaultFlake, Usage: "the flake `REF` whose profiles (legacyPackages.SYSTEM.images.NAME) are built, as nix takes it", EnvVars: []string{"AGENTBOX_FLAKE"}},
+		&cli.StringFlag{Name: "lock", Usage: "the lock `FILE`", DefaultText: "agentbox.lock in the flake's directory for a local flake, else in the current directory"},
+		&cli.StringFlag{Name: "system", Usage: "the Nix `SYSTEM` to build images for", DefaultText: "this machine's: x86_64-linux or aarch64-linux"},
+	}
+}
+
+// profileOption returns the value of profile flag name from the innermost
+// command that has it set to a non-empty value (command line, environment
+// or config file), else its default.
+func profileOption(c *cli.Context, name string) string {
+	for _, cc := range c.Lineage() {
+		if cc.IsSet(name) && cc.String(name) != "" {
+			return cc.String(name)
+		}
+	}
+	return c.String(name)
+}
+
+// newResolver returns the profile resolver the flags select; nix's progress
+// goes to progress (nil: only into error messages).
+func newResolver(c *cli.Context, progress io.Writer) (*profile.Resolver, error) {
+	nixArgs, err := profile.NixArgsFromEnv()
+	if err != nil {
+		return nil, err
+	}
+	return profile.New(profile.Options{
+		Flake:    profileOption(c, "flake"),
+		System:   profileOption(c, "system"),
+		LockFile: profileOption(c, "lock"),
+		NixArgs:  nixArgs,
+		Progress: progress,
+	})
+}
+
+// resolveProfile builds profile name for `run` and `create` and returns its
+// image directory; with --locked it refuses an image that differs from the
+// lock. nix's progress is shown on a terminal or with verbose (otherwise
+// stderr stays the guest command's own), and a failure quotes its last
+// lines either way.
+func resolveProfile(ctx context.Context, c *cli.Context, name string, verbose bool) (string, error) {
+	var progress io.Writer
+	if verbose || isTerminal(os.Stderr) {
+		progress = c.App.ErrWriter
+	}
+	r, err := newResolver(c, progress)
+	if err != nil {
+		return "", err
+	}
+	if c.Bool("locked") {
+		return r.ResolveLocked(ctx, name)
+	}
+	return r.Resolve(ctx, name)
+}
+
+// imageArgs splits the arguments of `run` and `create` into a profile and
+// the rest. With --image DIR (or $AGENTBOX_IMAGE) all arguments are the
+// rest, as before profiles existed. Otherwise the first argument is the
+// profile and, when withCommand, it must be followed by "--" and the
+// command. --locked needs a profile. profileUsage shows the profile form of
+// the command line in errors.
+func imageArgs(c *cli.Context, withCommand bool, profileUsage string) (name string, rest []string, err error) {
+	args := c.Args().Slice()
+	if c.String("image") != "" {
+		if c.Bool("locked") {
+			return "", nil, fmt.Errorf("--locked checks a PROFILE against the lock file, not --image DIR: use `%s`", profileUsage)
+		}
+		return "", args, nil
+	}
+	noImage := fmt.Errorf("no image: pass --image DIR (or set AGENTBOX_IMAGE), or a profile of the flake: `%s` (see `agentbox profile ls`); `make test-image` builds an image", profileUsage)
+	switch {
+	case len(args) == 0:
+		return "", nil, noImage
+	case !withCommand:
+		return args[0], args[1:], nil
+	case len(args) >= 2 && args[1] == "--":
+		return args[0], args[2:], nil
+	}
+	return "", nil, noImage
+}
+
+func profileCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "profile",
+		Usage: "list, lock and verify the flake's profiles (images built by Nix)",
+		Description: "A profile is an image the flake builds: legacyPackages.SYSTEM.images.NAME, a derivation whose\n" +
+			"output is an image directory (docs/image-format.md). `agentbox run PROFILE -- CMD` builds it\n" +
+			"with nix and boots it. The lock file (agentbox.lock) records the sha256 of every file of each\n" +
+			"profile's image and the flake's nixpkgs revision; `run --locked` refuses an image that differs.\n\n" +
+			"--flake REF (default $AGENTBOX_FLAKE, else \".\"), --lock FILE and --system SYSTEM choose the flake,\n" +
+			"the lock file and the system. $AGENTBOX_NIX_ARGS adds arguments to every nix command (split like\n" +
+			"a shell line, e.g. \"--option substituters ''\").",
+		Subcommands: []*cli.Command{
+			{
+				Name:         "ls",
+				Aliases:      []string{"list"},
+				Usage:        "list the flake's profiles and their locked image hashes",
+				Description:  "Prints NAME, LOCKED (yes or no, for this system) and IMAGE-SHA256: the first 12 hex digits\nof the locked manifest.toml's sha256, which identifies the whole image.",
+				Flags:        profileFlags(),
+				OnUsageError: usageError,
+				Action:       profileAction(profileLs),
+			},
+			{
+				Name:      "lock",
+				Usage:     "build profiles and record their images in the lock file",
+				ArgsUsage: "[PROFILE...]",
+				Description: "Builds each PROFILE (all of the flake's by default), checks its image, and writes the sha256\n" +
+					"of every file, the store path and the flake's nixpkgs revision to the lock file (atomically,\n" +
+					"once all builds succeeded). Entries of other profiles and systems are kept; locking all\n" +
+					"profiles drops this system's entries of profiles the flake no longer has.",
+				Flags:        profileFlags(),
+				OnUsageError: usageError,
+				Action:       profileAction(profileLock),
+			},
+			{
+				Name:      "verify",
+				Usage:     "rebuild profiles and compare them with the lock file byte for byte",
+				ArgsUsage: "[PROFILE...]",
+				Description: "For each PROFILE (all locked ones by default): builds its image, compares every file's sha256\n" +
+					"with the lock, then rebuilds it (`nix build --rebuild`), which fails unless the new build is\n" +
+					"byte for byte the same. Exit status 0 when all match, 125 otherwise (each failure names the\n" +
+					"file and both hashes).",
+				Flags:        profileFlags(),
+				OnUsageError: usageError,
+				Action:       profileAction(profileVerify),
+			},
+		},
+	}
+}
+
+// profileAction wraps a profile subcommand: config file, a resolver whose
+// nix progress goes to stderr, and a ctx that SIGINT/SIGTERM cancel (exit
+// 128+N).
+func profileAction(fn func(ctx context.Context, c *cli.Context, r *profile.Resolver) error) cli.ActionFunc {
+	return func(c *cli.Context) error {
+		if err := applyConfig(c); err != nil {
+			return err
+		}
+		r, err := newResolver(c, c.App.ErrWriter)
+		if err != nil {
+			return err
+		}
+		ctx, gotSignal, stop := interrupts(c.Context)
+		defer stop()
+		err = fn(ctx, c, r)
+		if sig := gotSignal(); sig != 0 {
+			return &exitError{code: ExitSignalBase + int(sig), msg: "interrupted"}
+		}
+		return err
+	}
+}
+
+// readLockOrEmpty reads the resolver's lock file; a missing one is empty.
+func readLockOrEmpty(r *profile.Resolver) (*profile.LockFile, error) {
+	lf, err := r.ReadLock()
+	if errors.Is(err, fs.ErrNotExist) {
+		return &profile.LockFile{}, nil
+	}
+	return lf, err
+}
+
+// shortDigest is the first 12 hex digits of an image digest.
+func shortDigest(d string) string { return d[:min(12, len(d))] }
+
+func profileLs(ctx context.Context, c *cli.Context, r *profile.Resolver) error {
+	if _, err := exactArgs(c, 0, "agentbox profile ls [--flake REF] [--lock FILE]"); err != nil {
+		return err
+	}
+	names, err := r.List(ctx)
+	if err != nil {
+		return err
+	}
+	lf, err := readLockOrEmpty(r)
+	if err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(c.App.Writer, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tLOCKED\tIMAGE-SHA256")
+	for _, n := range names {
+		locked, digest := "no", "-"
+		if li, ok := lf.Get(n, r.System()); ok {
+			locked, digest = "yes", shortDigest(li.Digest())
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", n, locked, digest)
+	}
+	return tw.Flush()
+}
+
+func profileLock(ctx context.Context, c *cli.Context, r *profile.Resolver) error {
+	names := c.Args().Slice()
+	if err := noFlagsAfter(names, "agentbox profile lock [FLAGS] [PROFILE...]"); err != nil {
+		return err
+	}
+	lf, err := r.Lock(ctx, names)
+	if err != nil {
+		return err
+	}
+	if len(names) == 0 {
+		names, err = r.List(ctx)
+		if err != nil {
+			return err
+		}
+	}
+	for _, n := range names {
+		li, _ := lf.Get(n, r.System())
+		fmt.Fprintf(c.App.Writer, "locked %s %s %s\n", n, shortDigest(li.Digest()), li.StorePath)
+	}
+	fmt.Fprintf(c.App.Writer, "wrote %s\n", r.LockFile())
+	return nil
+}
+
+func profileVerify(ctx context.Context, c *cli.Context, r *profile.Resolver) error {
+	names := c.Args().Slice()
+	if err := noFlagsAfter(names, "agentbox profile verify [FLAGS] [PROFILE...]"); err != nil {
+		return err
+	}
+	if len(names) == 0 {
+		lf, err := r.ReadLock()
+		if errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("%s does not exist: run `agentbox profile lock` first (or pass --lock FILE)", r.LockFile())
+		}
+		if err != nil {
+			return err
+		}
+		for n := range lf.Profiles {
+			if _, ok := lf.Get(n, r.System()); ok {
+				names = append(names, n)
+			}
+		}
+		if len(names) == 0 {
+			return fmt.Errorf("%s locks no profile for %s: run `agentbox profile lock`", r.LockFile(), r.System())
+		}
+		slices.Sort(names)
+	}
+	var errs []error
+	for _, n := range names {
+		if _, err := r.Verify(ctx, n); err != nil {
+			if ctx.Err() != nil {
+				return err
+			}
+			errs = append(errs, err)
+			continue
+		}
+		fmt.Fprintf(c.App.Writer, "verified %s: the image matches %s and rebuilds byte for byte\n", n, r.LockFile())
+	}
+	return errors.Join(errs...)
+}
