@@ -181,6 +181,18 @@ func readLockOrEmpty(r *profile.Resolver) (*profile.LockFile, error) {
 	return lf, err
 }
 
+// lockedNames returns the profiles lf locks for system, sorted.
+func lockedNames(lf *profile.LockFile, system string) []string {
+	var names []string
+	for n := range lf.Profiles {
+		if _, ok := lf.Get(n, system); ok {
+			names = append(names, n)
+		}
+	}
+	slices.Sort(names)
+	return names
+}
+
 // shortDigest is the first 12 hex digits of an image digest.
 func shortDigest(d string) string { return d[:min(12, len(d))] }
 
@@ -217,11 +229,8 @@ func profileLock(ctx context.Context, c *cli.Context, r *profile.Resolver) error
 	if err != nil {
 		return err
 	}
-	if len(names) == 0 {
-		names, err = r.List(ctx)
-		if err != nil {
-			return err
-		}
+	if len(names) == 0 { // all: the lock now has this system's entry of each
+		names = lockedNames(lf, r.System())
 	}
 	for _, n := range names {
 		li, _ := lf.Get(n, r.System())
@@ -244,15 +253,9 @@ func profileVerify(ctx context.Context, c *cli.Context, r *profile.Resolver) err
 		if err != nil {
 			return err
 		}
-		for n := range lf.Profiles {
-			if _, ok := lf.Get(n, r.System()); ok {
-				names = append(names, n)
-			}
-		}
-		if len(names) == 0 {
+		if names = lockedNames(lf, r.System()); len(names) == 0 {
 			return fmt.Errorf("%s locks no profile for %s: run `agentbox profile lock`", r.LockFile(), r.System())
 		}
-		slices.Sort(names)
 	}
 	var errs []error
 	for _, n := range names {
