@@ -7,7 +7,7 @@ LDFLAGS  := -X main.version=$(VERSION)
 # Fuzz time per target in `make test`; `make fuzz FUZZTIME=5m` for longer runs.
 FUZZTIME ?= 10s
 
-.PHONY: all build host-setup test-image demo test unit fuzz bench clean
+.PHONY: all build host-setup test-image demo test unit fuzz bench clean nix-check
 
 all: build
 
@@ -31,10 +31,18 @@ demo: host-setup build
 	echo "+ agentbox run -v --image $$img -- python3 -c \"\$$(cat tests/demo/debian_summary.py)\" < /usr/share/distro-info/debian.csv" >&2 && \
 	time bin/agentbox run -v --image "$$img" -- python3 -c "$$(cat tests/demo/debian_summary.py)" < /usr/share/distro-info/debian.csv
 
-# Everything: vet, unit tests with -race, short fuzz runs, and the tests that
-# boot real guests under TCG. Skips for missing host features are failures;
-# -count=1 because guest tests depend on the host, which Go's cache ignores.
+# The Nix side without nixpkgs (tests/nix/check.sh): every .nix parses,
+# flake.lock pins nixpkgs, the Go vendorHash matches, and the image builder
+# is byte-for-byte reproducible. Needs nix-bin (host-setup installs it).
+nix-check:
+	@tests/nix/check.sh
+
+# Everything: the Nix checks, vet, unit tests with -race, short fuzz runs, and
+# the tests that boot real guests under TCG. Skips for missing host features
+# are failures; -count=1 because guest tests depend on the host, which Go's
+# cache ignores.
 test: host-setup
+	@$(MAKE) --no-print-directory nix-check
 	@img=$$(tests/image/build.sh | tail -n1) && \
 	$(GO) vet ./... && \
 	$(MAKE) --no-print-directory fuzz && \

@@ -1,0 +1,72 @@
+# checks.x86_64-linux.vm: a NixOS host with services.agentbox.enable boots
+# the base profile's image through the daemon and runs commands in it with the
+# CLI, as a member of the agentbox group. The test driver runs the host as a
+# QEMU/KVM VM, so this derivation requires the builder features "kvm" and
+# "nixos-test" (runNixOSTest sets requiredSystemFeatures); the sandbox inside
+# the host VM runs under nested KVM where the host allows it, else under TCG
+# (agentbox's --accel auto), which is why the timeouts are generous.
+#
+# Run: nix build -L .#checks.x86_64-linux.vm   (or: nix flake check)
+{ self, pkgs }:
+
+let
+  system = pkgs.stdenv.hostPlatform.system;
+  image = self.legacyPackages.${system}.images.base;
+in
+pkgs.testers.runNixOSTest {
+  name = "agentbox-vm";
+
+  nodes.host =
+    { ... }:
+    {
+      imports = [ self.nixosModules.host ];
+      services.agentbox.enable = true;
+      virtualisation = {
+        memorySize = 4096;
+        cores = 2;
+        diskSize = 4096;
+        # The image (its closure is itself: the qcow2 holds the system).
+        additionalPaths = [ image ];
+      };
+      users.users.alice = {
+        isNormalUser = true;
+        extraGroups = [ "agentbox" ];
+      };
+      users.users.bob.isNormalUser = true;
+    };
+
+  testScript = ''
+    import shlex
+
+    # `agentbox ARGS` as USER, with stdin at EOF (run forwards a piped stdin).
+    def as_user(user, args):
+        return f"su -s /bin/sh {user} -c {shlex.quote('agentbox ' + args)} </dev/null"
+
+    image = "${image}"
+    run = f"run --image {image} --boot-timeout 1500s"
+
+    host.start()
+    host.wait_for_unit("libvirtd.service")
+    host.wait_for_unit("agentbox.service")
+    host.succeed("test -S /run/agentbox/agentbox.sock")
+    assert host.succeed("systemctl show -P User agentbox.service").strip() == "agentbox"
+
+    with subtest("a command runs in a sandbox through the daemon; nproc is the vCPU count"):
+        out = host.succeed(as_user("alice", f"{run} --cpus 2 -- sh -c 'echo hello; nproc'"), timeout=1800)
+        assert out == "hello\n2\n", repr(out)
+
+    with subtest("--user 1000 runs as the profile's non-root user"):
+        out = host.succeed(as_user("alice", f"{run} --user 1000 -- sh -c 'id -un; test -d /home/agent && echo home'"), timeout=1800)
+        assert out.split() == ["agent", "home"], repr(out)
+
+    with subtest("the command's exit code comes back"):
+        status, out = host.execute(as_user("alice", f"{run} -- sh -c 'exit 7'"), timeout=1800)
+        assert status == 7, f"exit status {status}, output {out!r}"
+
+    with subtest("the daemon removed the sandboxes"):
+        assert host.succeed(as_user("alice", "ls -q")).strip() == "", "sandboxes left behind"
+
+    with subtest("users outside the agentbox group cannot use the API"):
+        host.fail(as_user("bob", "ls"))
+  '';
+}

@@ -1,0 +1,141 @@
+# The agentbox daemon as a systemd service next to libvirtd.
+#
+# It runs as the system user `agentbox` (group `services.agentbox.group`,
+# member of libvirtd for libvirt's socket and of kvm for the KVM probe) with
+# one capability, CAP_DAC_OVERRIDE: QEMU (root under NixOS's default
+# virtualisation.libvirtd.qemu.runAsRoot) creates each sandbox's agent socket
+# as root with mode 0775 and virtlogd its console log as root with mode 0600,
+# and the daemon must connect to the one and read the other. Everything else
+# is read-only or hidden from it (ProtectSystem=strict and the rest below).
+{
+  config,
+  lib,
+  pkgs,
+  ...
+}:
+
+let
+  cfg = config.services.agentbox;
+  s = cfg.settings;
+  toml = pkgs.formats.toml { };
+  configFile = toml.generate "agentbox-config.toml" s;
+  qemuImg = pkgs.qemu-utils or pkgs.qemu;
+  # Paths the daemon writes besides its StateDirectory/RuntimeDirectory
+  # (equal to them with the defaults); "-": no error while they do not exist.
+  writable = lib.unique (
+    map (p: "-${p}") [
+      s.state-dir
+      s.runtime-dir
+      (dirOf s.socket)
+    ]
+  );
+in
+lib.mkIf cfg.enable {
+  services.agentbox.settings = {
+    socket = lib.mkDefault "/run/agentbox/agentbox.sock";
+    state-dir = lib.mkDefault "/var/lib/agentbox";
+    runtime-dir = lib.mkDefault "/run/agentbox";
+    socket-group = lib.mkDefault cfg.group;
+  };
+
+  virtualisation.libvirtd.enable = true;
+
+  users.groups.${cfg.group} = { };
+  users.users.agentbox = {
+    isSystemUser = true;
+    group = cfg.group;
+    extraGroups = [
+      "libvirtd"
+      "kvm"
+    ];
+    description = "agentbox daemon";
+  };
+
+  environment.systemPackages = [ cfg.package ];
+  # The client commands on this host find the socket (and everything else)
+  # in the same file the daemon reads.
+  environment.etc."agentbox/config.toml".source = configFile;
+
+  systemd.services.agentbox = {
+    description = "agentbox daemon: sandbox VMs behind a REST API";
+    wantedBy = lib.mkIf (!cfg.socketActivation) [ "multi-user.target" ];
+    requires = [ "libvirtd.service" ] ++ lib.optional cfg.socketActivation "agentbox.socket";
+    after = [
+      "libvirtd.service"
+      "network.target"
+    ]
+    ++ lib.optional cfg.socketActivation "agentbox.socket";
+    # qemu-img creates the overlays.
+    path = [ qemuImg ];
+    serviceConfig = {
+      Type = "notify";
+      NotifyAccess = "main";
+      ExecStart = "${cfg.package}/bin/agentbox --config ${configFile} serve";
+      WatchdogSec = toString cfg.watchdogSec;
+      Restart = "on-failure";
+      RestartSec = "2s";
+      # serve waits --shutdown-timeout (30s) for running commands on SIGTERM;
+      # sandboxes keep running and the next daemon adopts them.
+      TimeoutStopSec = "60s";
+
+      User = "agentbox";
+      Group = cfg.group;
+      SupplementaryGroups = [
+        "libvirtd"
+        "kvm"
+      ];
+      AmbientCapabilities = [ "CAP_DAC_OVERRIDE" ];
+      CapabilityBoundingSet = [ "CAP_DAC_OVERRIDE" ];
+      NoNewPrivileges = true;
+
+      StateDirectory = "agentbox";
+      StateDirectoryMode = "0700";
+      RuntimeDirectory = "agentbox";
+      # Group members reach the socket inside; QEMU puts the agent sockets of
+      # running sandboxes here, which must outlive a restart of the daemon.
+      RuntimeDirectoryMode = "0750";
+      RuntimeDirectoryPreserve = "yes";
+      ReadWritePaths = writable;
+      UMask = "0077";
+      LimitNOFILE = 65536;
+
+      ProtectSystem = "strict";
+      # Read-only, not hidden: `agentbox create --image ./result` sends a path
+      # under a home directory.
+      ProtectHome = "read-only";
+      PrivateTmp = true;
+      DevicePolicy = "closed";
+      DeviceAllow = [ "/dev/kvm rw" ];
+      ProtectKernelTunables = true;
+      ProtectKernelModules = true;
+      ProtectKernelLogs = true;
+      ProtectControlGroups = true;
+      ProtectClock = true;
+      ProtectHostname = true;
+      RestrictNamespaces = true;
+      RestrictRealtime = true;
+      RestrictSUIDSGID = true;
+      LockPersonality = true;
+      MemoryDenyWriteExecute = true;
+      RestrictAddressFamilies = [
+        "AF_UNIX"
+        "AF_INET"
+        "AF_INET6"
+        "AF_NETLINK"
+      ];
+      SystemCallArchitectures = "native";
+      SystemCallFilter = [ "@system-service" ];
+      SystemCallErrorNumber = "EPERM";
+    };
+  };
+
+  systemd.sockets.agentbox = lib.mkIf cfg.socketActivation {
+    description = "agentbox API socket";
+    wantedBy = [ "sockets.target" ];
+    listenStreams = [ s.socket ];
+    socketConfig = {
+      SocketMode = "0660";
+      SocketGroup = cfg.group;
+    };
+  };
+}
