@@ -1,0 +1,774 @@
+package e2e
+
+// What the daemon tests share: a `agentbox serve` subprocess with its own
+// socket, state and runtime dirs (restartable on the same dirs), a raw
+// HTTP client over its unix socket that spells the wire format itself
+// (no vmctl/client), and the cleanup that leaves no sandbox behind.
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/BurntSushi/toml"
+
+	"github.com/agentbox/agentbox/tests/testenv"
+)
+
+// Wire types: the JSON the API documents (vmctl/api/openapi.yaml), spelled
+// here independently of the Go types so a renamed field fails the tests.
+type (
+	wireSandbox struct {
+		ID        string            `json:"id"`
+		Name      string            `json:"name"`
+		State     string            `json:"state"`
+		Reason    string            `json:"reason"`
+		Domain    string            `json:"domain"`
+		Accel     string            `json:"accel"`
+		VCPUs     int               `json:"vcpus"`
+		MemoryMiB int               `json:"memory_mib"`
+		Labels    map[string]string `json:"labels"`
+		ExecCount int               `json:"exec_count"`
+		Image     struct {
+			Name string `json:"name"`
+			Dir  string `json:"dir"`
+		} `json:"image"`
+		Limits struct {
+			TTLSeconds         int64 `json:"ttl_seconds"`
+			IdleTimeoutSeconds int64 `json:"idle_timeout_seconds"`
+		} `json:"limits"`
+	}
+	wireList struct {
+		Sandboxes []wireSandbox `json:"sandboxes"`
+	}
+	wireErr struct {
+		Code    string         `json:"code"`
+		Message string         `json:"message"`
+		Details map[string]any `json:"details"`
+	}
+	wireErrorBody struct {
+		Error wireErr `json:"error"`
+	}
+	wireExit struct {
+		ExitCode   int    `json:"exit_code"`
+		Signal     int    `json:"signal"`
+		TimedOut   bool   `json:"timed_out"`
+		Error      string `json:"error"`
+		DurationMs int64  `json:"duration_ms"`
+	}
+	wireEvent struct {
+		Type   string    `json:"type"`
+		ExecID string    `json:"exec_id"`
+		Pid    int       `json:"pid"`
+		Data   []byte    `json:"data"`
+		Offset int64     `json:"offset"`
+		Exit   *wireExit `json:"exit"`
+		Error  *wireErr  `json:"error"`
+	}
+	wireProcess struct {
+		ID          string     `json:"id"`
+		Pid         int        `json:"pid"`
+		Cmd         []string   `json:"cmd"`
+		State       string     `json:"state"`
+		Exit        *wireExit  `json:"exit"`
+		StdinOpen   bool       `json:"stdin_open"`
+		OutputBytes int64      `json:"output_bytes"`
+		EndedAt     *time.Time `json:"ended_at"`
+	}
+	wireFile struct {
+		Name string `json:"name"`
+		Path string `json:"path"`
+		Type string `json:"type"`
+		Size int64  `json:"size"`
+		Mode string `json:"mode"`
+	}
+	wireAudit struct {
+		Time     time.Time      `json:"time"`
+		Sandbox  string         `json:"sandbox"`
+		Caller   string         `json:"caller"`
+		Action   string         `json:"action"`
+		Args     map[string]any `json:"args"`
+		ExecID   string         `json:"exec_id"`
+		ExitCode *int           `json:"exit_code"`
+		BytesIn  int64          `json:"bytes_in"`
+		BytesOut int64          `json:"bytes_out"`
+		Error    string         `json:"error"`
+	}
+)
+
+// requestTimeout bounds every API request of the tests (a create boots a
+// guest under TCG; a 50 MiB transfer takes a while): a hung daemon fails
+// the test instead of the whole run.
+const requestTimeout = 2 * time.Minute
+
+// daemon is one `agentbox serve` under test. Its cleanup (registered by
+// startDaemon) removes every sandbox through the API — restarting the
+// daemon first if the test left it dead — stops it with SIGTERM, and
+// asserts that no domain, qemu process, overlay or socket is left.
+type daemon struct {
+	t       *testing.T
+	state   string   // --state-dir
+	runtime string   // --runtime-dir
+	sockDir string   // holds the API socket only
+	socket  string   // --socket
+	globals []string // global flags (before "serve") of every start
+	flags   []string // serve flags of every start
+	http    *http.Client
+	log     *syncBuffer // stderr of every start, in order
+
+	mu   sync.Mutex
+	proc *exec.Cmd
+	done chan struct{} // closed when proc has exited; then code is set
+	code int
+	ids  map[string]bool // sandbox IDs the test saw
+}
+
+// startDaemon starts `agentbox serve` with serveFlags on fresh dirs and
+// waits until it answers.
+func startDaemon(t *testing.T, serveFlags ...string) *daemon {
+	t.Helper()
+	testenv.Image(t) // fail early without a test image
+	d := newDaemon(t, serveFlags...)
+	if err := d.start(); err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// newDaemon prepares a daemon and its cleanup without starting it.
+func newDaemon(t *testing.T, serveFlags ...string) *daemon {
+	t.Helper()
+	d := &daemon{
+		t:       t,
+		state:   t.TempDir(),
+		runtime: testenv.ShortTempDir(t),
+		sockDir: testenv.ShortTempDir(t),
+		flags:   serveFlags,
+		log:     &syncBuffer{},
+		ids:     map[string]bool{},
+	}
+	d.socket = filepath.Join(d.sockDir, "api.sock")
+	d.http = &http.Client{Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var dl net.Dialer
+			return dl.DialContext(ctx, "unix", d.socket)
+		},
+		DisableCompression: true,
+	}}
+	t.Cleanup(d.cleanup)
+	return d
+}
+
+// serveArgs is the command line of `agentbox serve` for this daemon.
+func (d *daemon) serveArgs() []string {
+	args := []string{"--uri", testenv.URI(), "--state-dir", d.state, "--runtime-dir", d.runtime,
+		"--socket", d.socket, "--log-level", "info"}
+	args = append(args, d.globals...)
+	args = append(args, "serve")
+	return append(args, d.flags...)
+}
+
+// start runs the daemon and waits (at most 2 minutes: reconciliation may
+// wait for adopted guests) until GET /v1/info answers 200.
+func (d *daemon) start() error {
+	cmd := exec.Command(agentboxBin, d.serveArgs()...)
+	cmd.Env = append(os.Environ(), "AGENTBOX_CONFIG=")
+	fmt.Fprintf(d.log, "=== agentbox %s\n", strings.Join(cmd.Args[1:], " "))
+	cmd.Stdout, cmd.Stderr = d.log, d.log
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	done := make(chan struct{})
+	d.mu.Lock()
+	d.proc, d.done = cmd, done
+	d.mu.Unlock()
+	go func() {
+		cmd.Wait()
+		d.mu.Lock()
+		d.code = cmd.ProcessState.ExitCode()
+		d.mu.Unlock()
+		close(done)
+	}()
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		select {
+		case <-done:
+			return fmt.Errorf("agentbox serve exited with %d before answering; log:\n%s", d.exitCode(), d.log.tail(8000))
+		default:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		st, _, _, err := d.roundTrip(ctx, "GET", "/v1/info", nil, "")
+		cancel()
+		if err == nil && st == http.StatusOK {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			d.kill9()
+			return fmt.Errorf("agentbox serve did not answer GET /v1/info within 2 minutes (last: %d %v); log:\n%s", st, err, d.log.tail(8000))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// started reports whether start was called.
+func (d *daemon) started() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.done != nil
+}
+
+// running reports whether the daemon process runs.
+func (d *daemon) running() bool {
+	d.mu.Lock()
+	done := d.done
+	d.mu.Unlock()
+	if done == nil {
+		return false
+	}
+	select {
+	case <-done:
+		return false
+	default:
+		return true
+	}
+}
+
+func (d *daemon) exitCode() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.code
+}
+
+// kill9 kills the daemon with SIGKILL and waits for it.
+func (d *daemon) kill9() {
+	d.mu.Lock()
+	proc, done := d.proc, d.done
+	d.mu.Unlock()
+	proc.Process.Signal(syscall.SIGKILL)
+	<-done
+}
+
+// terminate sends SIGTERM and returns the exit code; a daemon still
+// running after 2 minutes is killed and reported.
+func (d *daemon) terminate() int {
+	d.mu.Lock()
+	proc, done := d.proc, d.done
+	d.mu.Unlock()
+	proc.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-done:
+	case <-time.After(2 * time.Minute):
+		d.t.Errorf("agentbox serve still runs 2 minutes after SIGTERM: killing it")
+		d.kill9()
+	}
+	return d.exitCode()
+}
+
+// track records sandbox IDs of this test for the leak checks.
+func (d *daemon) track(ids ...string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, id := range ids {
+		d.ids[id] = true
+	}
+}
+
+func (d *daemon) trackedIDs() []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var ids []string
+	for id := range d.ids {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// cleanup removes every sandbox through the daemon (restarting it on the
+// same dirs if the test left it dead: it adopts what still runs), stops
+// it, and asserts that nothing of it is left.
+func (d *daemon) cleanup() {
+	t := d.t
+	if d.started() && !d.running() {
+		if err := d.start(); err != nil {
+			t.Errorf("restarting the daemon to clean up: %v", err)
+		}
+	}
+	if d.running() {
+		ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
+		st, body, _, err := d.roundTrip(ctx, "GET", "/v1/sandboxes", nil, "")
+		cancel()
+		var list wireList
+		if err != nil || st != http.StatusOK || json.Unmarshal(body, &list) != nil {
+			t.Errorf("cleanup: listing sandboxes: %d %v %s", st, err, body)
+		}
+		for _, sb := range list.Sandboxes {
+			d.track(sb.ID)
+			ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
+			st, body, _, err := d.roundTrip(ctx, "DELETE", "/v1/sandboxes/"+sb.ID+"?force=true", nil, "")
+			cancel()
+			if err != nil || st != http.StatusNoContent {
+				t.Errorf("cleanup: DELETE sandbox %s (%s): %d %v %s", sb.ID, sb.State, st, err, body)
+			}
+		}
+		if code := d.terminate(); code != 0 {
+			t.Errorf("cleanup: agentbox serve exited with %d after SIGTERM, want 0", code)
+		}
+	}
+	testenv.AssertNoDomains(t, d.trackedIDs(), d.state, d.runtime)
+	testenv.AssertNoLeaks(t, d.state, d.runtime)
+	if left, _ := os.ReadDir(d.sockDir); len(left) > 0 {
+		t.Errorf("the API socket is left after the daemon exited: %v", left[0].Name())
+	}
+	if t.Failed() {
+		t.Logf("daemon log (tail):\n%s", d.log.tail(30000))
+	}
+}
+
+// roundTrip sends one request to the daemon's unix socket and returns the
+// status, the whole body and the headers. path may carry a raw query and
+// percent-escapes; it is sent as given.
+func (d *daemon) roundTrip(ctx context.Context, method, path string, body []byte, contentType string) (int, []byte, http.Header, error) {
+	var r io.Reader
+	if body != nil {
+		r = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, "http://agentbox"+path, r)
+	if err != nil {
+		return 0, nil, nil, err
+	}
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	resp, err := d.http.Do(req)
+	if err != nil {
+		return 0, nil, nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, b, resp.Header, err
+}
+
+// octets is a raw request body (Content-Type application/octet-stream).
+type octets []byte
+
+// call sends a request (body: nil, a string or []byte sent as JSON, or
+// octets) and fails the test unless the status is want; the body is
+// returned.
+func (d *daemon) call(method, path string, body any, want int) ([]byte, http.Header) {
+	d.t.Helper()
+	var b []byte
+	ctype := ""
+	switch v := body.(type) {
+	case nil:
+	case string:
+		b, ctype = []byte(v), "application/json"
+	case []byte:
+		b, ctype = v, "application/json"
+	case octets:
+		b, ctype = v, "application/octet-stream"
+	default:
+		d.t.Fatalf("call: body of type %T", body)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
+	defer cancel()
+	st, resp, hdr, err := d.roundTrip(ctx, method, path, b, ctype)
+	if err != nil {
+		d.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	if st != want {
+		d.t.Fatalf("%s %s: status %d, want %d; body %.2000s", method, path, st, want, resp)
+	}
+	return resp, hdr
+}
+
+// callJSON is call that decodes the answer (Content-Type application/json)
+// into out.
+func (d *daemon) callJSON(method, path string, body any, want int, out any) http.Header {
+	d.t.Helper()
+	resp, hdr := d.call(method, path, body, want)
+	if ct := hdr.Get("Content-Type"); ct != "application/json" {
+		d.t.Fatalf("%s %s: Content-Type %q, want application/json", method, path, ct)
+	}
+	if err := json.Unmarshal(resp, out); err != nil {
+		d.t.Fatalf("%s %s: decoding %q: %v", method, path, resp, err)
+	}
+	return hdr
+}
+
+// apiError sends a request that must fail with status and code, and
+// returns the error; the body must be the documented
+// {"error":{"code","message"}} with a message.
+func (d *daemon) apiError(method, path, contentType string, body []byte, status int, code string) wireErr {
+	d.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
+	defer cancel()
+	st, resp, hdr, err := d.roundTrip(ctx, method, path, body, contentType)
+	if err != nil {
+		d.t.Fatalf("%s %.200s: %v", method, path, err)
+	}
+	var e wireErrorBody
+	if jerr := json.Unmarshal(resp, &e); jerr != nil || hdr.Get("Content-Type") != "application/json" {
+		d.t.Errorf("%s %.200s: status %d, body %.500q (%s) is not a JSON error: %v", method, path, st, resp, hdr.Get("Content-Type"), jerr)
+		return e.Error
+	}
+	if st != status || e.Error.Code != code || e.Error.Message == "" {
+		d.t.Errorf("%s %.200s: %d %s %q, want %d %s with a message", method, path, st, e.Error.Code, e.Error.Message, status, code)
+	}
+	return e.Error
+}
+
+// create creates a sandbox (req is the JSON body) and tracks its ID.
+func (d *daemon) create(req string) wireSandbox {
+	d.t.Helper()
+	var sb wireSandbox
+	hdr := d.callJSON("POST", "/v1/sandboxes", req, http.StatusCreated, &sb)
+	d.track(sb.ID)
+	if !regexp.MustCompile(`^[0-9a-f]{12}$`).MatchString(sb.ID) || sb.State != "running" || sb.Domain != "agentbox-"+sb.ID {
+		d.t.Fatalf("created sandbox %+v: want a 12-hex ID, state running, domain agentbox-ID", sb)
+	}
+	if loc := hdr.Get("Location"); loc != "/v1/sandboxes/"+sb.ID {
+		d.t.Errorf("create: Location %q, want /v1/sandboxes/%s", loc, sb.ID)
+	}
+	return sb
+}
+
+// createBody is the JSON of a create request for the test image under TCG
+// with extra fields (a JSON fragment without braces, may be empty).
+func createBody(t *testing.T, extra string) string {
+	img, _ := json.Marshal(testenv.Image(t))
+	body := `{"image":` + string(img) + `,"accel":"tcg"`
+	if extra != "" {
+		body += "," + extra
+	}
+	return body + "}"
+}
+
+// get returns a sandbox by reference.
+func (d *daemon) get(ref string) wireSandbox {
+	d.t.Helper()
+	var sb wireSandbox
+	d.callJSON("GET", "/v1/sandboxes/"+ref, nil, http.StatusOK, &sb)
+	return sb
+}
+
+// list returns GET /v1/sandboxes with the raw query q ("" for all).
+func (d *daemon) list(q string) []wireSandbox {
+	d.t.Helper()
+	var l wireList
+	path := "/v1/sandboxes"
+	if q != "" {
+		path += "?" + q
+	}
+	d.callJSON("GET", path, nil, http.StatusOK, &l)
+	if l.Sandboxes == nil {
+		d.t.Fatalf("GET %s: \"sandboxes\" is missing or null", path)
+	}
+	return l.Sandboxes
+}
+
+// ids returns the IDs of sbs in order.
+func ids(sbs []wireSandbox) []string {
+	out := []string{}
+	for _, sb := range sbs {
+		out = append(out, sb.ID)
+	}
+	return out
+}
+
+// execResult is an attached exec's stream, checked and split up.
+type execResult struct {
+	status         int // HTTP status
+	stdout, stderr []byte
+	exit           *wireExit
+	err            *wireErr // an error event (or the error answer)
+	execID         string
+	pid            int
+}
+
+// exec runs POST /v1/sandboxes/{ref}/exec with the JSON body req and reads
+// the whole ndjson stream, checking its grammar: "started" (exec_id, pid)
+// first, then stdout/stderr events whose offsets count the combined
+// output, then exactly one final "exit" or "error".
+func (d *daemon) exec(ref, req string) (execResult, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
+	defer cancel()
+	s, err := d.startExec(ctx, ref, req)
+	if err != nil {
+		return execResult{}, err
+	}
+	if s.res.status != http.StatusOK {
+		return s.res, nil
+	}
+	for {
+		if _, err := s.next(); err == io.EOF {
+			return s.res, nil
+		} else if err != nil {
+			return s.res, err
+		}
+	}
+}
+
+// mustExec is exec that fails the test on a transport or grammar error.
+func (d *daemon) mustExec(ref, req string) execResult {
+	d.t.Helper()
+	r, err := d.exec(ref, req)
+	if err != nil {
+		d.t.Fatalf("exec %s: %v", req, err)
+	}
+	return r
+}
+
+// expectExec runs req and checks its exit code and exact output.
+func (d *daemon) expectExec(ref, req string, code int, stdout, stderr string) {
+	d.t.Helper()
+	r := d.mustExec(ref, req)
+	if r.status != http.StatusOK || r.exit == nil || r.exit.ExitCode != code || string(r.stdout) != stdout || string(r.stderr) != stderr {
+		d.t.Fatalf("exec %s: status %d, exit %+v, error %+v, stdout %q, stderr %q; want exit %d, stdout %q, stderr %q",
+			req, r.status, r.exit, r.err, r.stdout, r.stderr, code, stdout, stderr)
+	}
+}
+
+// execStream reads one exec's ndjson answer event by event.
+type execStream struct {
+	body   io.ReadCloser
+	rd     *bufio.Reader
+	res    execResult
+	n      int   // events read
+	offset int64 // output bytes so far
+	ended  bool
+}
+
+// startExec sends the exec request and returns its stream once the answer
+// began; an error answer (non-200) is in res with the stream ended.
+func (d *daemon) startExec(ctx context.Context, ref, req string) (*execStream, error) {
+	hreq, err := http.NewRequestWithContext(ctx, "POST", "http://agentbox/v1/sandboxes/"+ref+"/exec", strings.NewReader(req))
+	if err != nil {
+		return nil, err
+	}
+	hreq.Header.Set("Content-Type", "application/json")
+	resp, err := d.http.Do(hreq)
+	if err != nil {
+		return nil, err
+	}
+	s := &execStream{body: resp.Body, rd: bufio.NewReaderSize(resp.Body, 1<<20)}
+	s.res.status = resp.StatusCode
+	if resp.StatusCode != http.StatusOK {
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		var e wireErrorBody
+		if err := json.Unmarshal(b, &e); err != nil {
+			return nil, fmt.Errorf("error answer %d is not JSON: %q", resp.StatusCode, b)
+		}
+		s.res.err = &e.Error
+		s.ended = true
+		return s, nil
+	}
+	if ct := resp.Header.Get("Content-Type"); ct != "application/x-ndjson" {
+		resp.Body.Close()
+		return nil, fmt.Errorf("exec answer Content-Type %q, want application/x-ndjson", ct)
+	}
+	return s, nil
+}
+
+// next returns the next event; io.EOF after the final one (and a clean
+// end of the body), another error for a broken stream or grammar.
+func (s *execStream) next() (wireEvent, error) {
+	line, err := s.rd.ReadBytes('\n')
+	if s.ended {
+		s.body.Close()
+		if len(line) > 0 || err != io.EOF {
+			return wireEvent{}, fmt.Errorf("data after the final event: %q (%v)", line, err)
+		}
+		return wireEvent{}, io.EOF
+	}
+	if err != nil {
+		s.body.Close()
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
+		return wireEvent{}, fmt.Errorf("stream ended without exit or error event after %d events: %w (partial line %q)", s.n, err, line)
+	}
+	var ev wireEvent
+	if err := json.Unmarshal(line, &ev); err != nil {
+		return ev, fmt.Errorf("event %d %q: %v", s.n, line, err)
+	}
+	s.n++
+	switch ev.Type {
+	case "started":
+		if s.n != 1 || ev.ExecID == "" || ev.Pid <= 0 {
+			return ev, fmt.Errorf("started event %q: want it first, with exec_id and pid", line)
+		}
+		s.res.execID, s.res.pid = ev.ExecID, ev.Pid
+	case "stdout", "stderr":
+		if ev.Offset != s.offset || len(ev.Data) == 0 {
+			return ev, fmt.Errorf("%s event at offset %d with %d bytes, want offset %d and data", ev.Type, ev.Offset, len(ev.Data), s.offset)
+		}
+		s.offset += int64(len(ev.Data))
+		if ev.Type == "stdout" {
+			s.res.stdout = append(s.res.stdout, ev.Data...)
+		} else {
+			s.res.stderr = append(s.res.stderr, ev.Data...)
+		}
+	case "exit":
+		if ev.Exit == nil {
+			return ev, fmt.Errorf("exit event without exit: %q", line)
+		}
+		s.res.exit, s.ended = ev.Exit, true
+	case "error":
+		if ev.Error == nil || ev.Error.Code == "" {
+			return ev, fmt.Errorf("error event without error code: %q", line)
+		}
+		s.res.err, s.ended = ev.Error, true
+	default:
+		return ev, fmt.Errorf("unknown event type in %q", line)
+	}
+	return ev, nil
+}
+
+// audit returns the audit entries of ref (GET /v1/sandboxes/{ref}/audit),
+// or of the whole daemon when ref is "".
+func (d *daemon) audit(ref string) []wireAudit {
+	d.t.Helper()
+	path := "/v1/audit"
+	if ref != "" {
+		path = "/v1/sandboxes/" + ref + "/audit"
+	}
+	body, hdr := d.call("GET", path, nil, http.StatusOK)
+	if ct := hdr.Get("Content-Type"); ct != "application/x-ndjson" {
+		d.t.Fatalf("GET %s: Content-Type %q, want application/x-ndjson", path, ct)
+	}
+	var out []wireAudit
+	for i, line := range bytes.SplitAfter(body, []byte("\n")) {
+		if len(line) == 0 {
+			continue
+		}
+		if line[len(line)-1] != '\n' {
+			d.t.Fatalf("GET %s: line %d %q does not end in a newline", path, i, line)
+		}
+		var e wireAudit
+		if err := json.Unmarshal(line, &e); err != nil {
+			d.t.Fatalf("GET %s: line %d %q: %v", path, i, line, err)
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+// actions lists the entries' actions.
+func actions(es []wireAudit) []string {
+	out := []string{}
+	for _, e := range es {
+		out = append(out, e.Action)
+	}
+	return out
+}
+
+// cli runs `agentbox --socket S ARGS...` against this daemon.
+func (d *daemon) cli(stdin []byte, args ...string) result {
+	d.t.Helper()
+	cmd := exec.Command(agentboxBin, append([]string{"--socket", d.socket}, args...)...)
+	cmd.Env = append(os.Environ(), "AGENTBOX_CONFIG=", "AGENTBOX_HOST=")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if stdin != nil {
+		cmd.Stdin = bytes.NewReader(stdin)
+	}
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		d.t.Fatalf("agentbox %v: %v", args, err)
+	}
+	return result{stdout.Bytes(), stderr.Bytes(), code}
+}
+
+// assertGone checks that sandbox id is gone for good: 404 from the API,
+// no overlay directory, no libvirt domain.
+func (d *daemon) assertGone(id string) {
+	d.t.Helper()
+	d.apiError("GET", "/v1/sandboxes/"+id, "", nil, http.StatusNotFound, "not_found")
+	if _, err := os.Stat(filepath.Join(d.state, "sandboxes", id)); !errors.Is(err, os.ErrNotExist) {
+		d.t.Errorf("sandbox %s removed, but its directory is left: %v", id, err)
+	}
+	if slices.Contains(testenv.Domains(d.t), "agentbox-"+id) {
+		d.t.Errorf("sandbox %s removed, but libvirt still has domain agentbox-%s", id, id)
+	}
+}
+
+// waitFor polls cond every 100 ms until it holds, failing the test after
+// limit (a bound against hangs, not a timing assertion).
+func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("gave up after %s waiting for %s", limit, what)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// imageResources returns the test image's default vCPUs and memory (MiB)
+// from its manifest.
+func imageResources(t *testing.T) (vcpus, memoryMiB int) {
+	t.Helper()
+	var m struct {
+		Resources struct {
+			VCPUs     int `toml:"vcpus"`
+			MemoryMiB int `toml:"memory_mib"`
+		} `toml:"resources"`
+	}
+	if _, err := toml.DecodeFile(filepath.Join(testenv.Image(t), "manifest.toml"), &m); err != nil {
+		t.Fatal(err)
+	}
+	if m.Resources.VCPUs <= 0 || m.Resources.MemoryMiB <= 0 {
+		t.Fatalf("the test image's manifest has no [resources] vcpus and memory_mib: %+v", m.Resources)
+	}
+	return m.Resources.VCPUs, m.Resources.MemoryMiB
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent writers (the daemon's
+// stdout and stderr) and readers.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// tail returns the last n bytes.
+func (s *syncBuffer) tail(n int) string {
+	str := s.String()
+	if len(str) > n {
+		return "…" + str[len(str)-n:]
+	}
+	return str
+}
