@@ -210,19 +210,58 @@ func (p *process) pump(f *os.File, t agentproto.FrameType, fw *agentproto.Writer
 	defer f.Close()
 	buf := make([]byte, agentproto.ChunkSize)
 	forward := true
+	send := func(b []byte) {
+		if forward && fw.WriteFrame(t, b) != nil {
+			forward = false
+		}
+	}
 	for {
 		n, err := f.Read(buf)
 		if n > 0 {
-			if forward && fw.WriteFrame(t, buf[:n]) != nil {
-				forward = false
-			}
+			send(buf[:n])
 			if p.exited.Load() && !p.stopDrain.Load() {
 				f.SetReadDeadline(time.Now().Add(drainIdle))
 			}
 		}
+		if errors.Is(err, os.ErrDeadlineExceeded) && !p.stopDrain.Load() {
+			// The idle deadline may have passed before this goroutine
+			// ran (a busy guest): the poller then fails the Read without
+			// calling read(2), and bytes the command wrote before it
+			// exited would be lost. Take what the pipe holds now.
+			drainNow(f, buf, send)
+		}
 		if err != nil {
 			return
 		}
+	}
+}
+
+// drainNowMax bounds drainNow: what the main process wrote before it exited
+// fits in the pipe (64 KiB by default); more can only come from a
+// background child.
+const drainNowMax = 1 << 20
+
+// drainNow passes what f (a non-blocking pipe) holds right now to send,
+// without waiting for more.
+func drainNow(f *os.File, buf []byte, send func([]byte)) {
+	if f.SetReadDeadline(time.Time{}) != nil {
+		return
+	}
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return
+	}
+	for total := 0; total < drainNowMax; {
+		var n int
+		var rerr error
+		if err := rc.Read(func(fd uintptr) bool {
+			n, rerr = syscall.Read(int(fd), buf)
+			return true // never wait: EAGAIN means empty
+		}); err != nil || rerr != nil || n <= 0 {
+			return
+		}
+		send(buf[:n])
+		total += n
 	}
 }
 
