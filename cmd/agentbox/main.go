@@ -24,7 +24,7 @@ func main() {
 	// must not silently print the version instead of running a command.
 	cli.VersionFlag = &cli.BoolFlag{Name: "version", Usage: "print the version and exit"}
 	app := newApp()
-	err := app.Run(os.Args)
+	err := app.Run(hoistGlobalFlags(app, os.Args))
 	os.Exit(exitCode(err, os.Stderr))
 }
 

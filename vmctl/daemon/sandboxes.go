@@ -7,6 +7,7 @@ import (
 	"maps"
 	"net/http"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/agentbox/agentbox/vmctl/accel"
@@ -199,7 +200,7 @@ func (d *Daemon) view(sb *sandbox.Sandbox) api.Sandbox {
 	r := sb.Record()
 	v := api.Sandbox{
 		ID: r.ID, Name: r.Name, State: string(r.State), Reason: r.Reason,
-		Image:  api.ImageRef{Name: r.ImageName, Digest: r.ImageDigest, Dir: r.ImageDir},
+		Image:  api.ImageRef{Name: r.ImageName, Digest: digest(r.ImageDigest), Dir: r.ImageDir},
 		Domain: r.Domain, Accel: r.Accel, VCPUs: r.VCPUs, MemoryMiB: r.MemoryMiB,
 		Labels: maps.Clone(r.Labels), CreatedAt: r.CreatedAt, BootMs: r.BootMs,
 		StartedAt: timePtr(r.StartedAt), StoppedAt: timePtr(r.StoppedAt),
@@ -276,3 +277,12 @@ func timePtr(t time.Time) *time.Time {
 }
 
 func ms(d time.Duration) int64 { return d.Milliseconds() }
+
+// digest renders an image digest as the API documents it: "sha256:" and
+// 64 hex digits (vmctl/image keeps the bare hex).
+func digest(hex string) string {
+	if hex == "" || strings.HasPrefix(hex, "sha256:") {
+		return hex
+	}
+	return "sha256:" + hex
+}
