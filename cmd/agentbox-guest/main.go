@@ -6,10 +6,13 @@
 //
 // Usage:
 //
-//	agentbox-guest [--port NAME] [--init] [--version]
+//	agentbox-guest [--port NAME] [--user NAME|UID] [--path PATH] [--init] [--version]
 //
 // The port name defaults to agentbox.port=NAME on the kernel command line,
-// else org.agentbox.agent.0.
+// else org.agentbox.agent.0. --user (or agentbox.user= on the kernel
+// command line) makes commands that name no uid run as that account, and
+// gives it the files the host writes; --path sets the commands' PATH
+// (NixOS guests: /run/current-system/sw/bin).
 package main
 
 import (
@@ -26,6 +29,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/agentbox/agentbox/vmctl/agentproto"
 	"github.com/agentbox/agentbox/vmctl/guestagent"
 )
 
@@ -47,6 +51,8 @@ func main() {
 // config is the parsed command line.
 type config struct {
 	port        string
+	user        string
+	path        string
 	init        bool
 	showVersion bool
 }
@@ -56,6 +62,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs := flag.NewFlagSet("agentbox-guest", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&c.port, "port", "", "virtio-serial port `name` (default: agentbox.port= from the kernel command line, else "+defaultPort+")")
+	fs.StringVar(&c.user, "user", "", "run commands that name no uid as this guest `account` (name or uid; default: agentbox.user= from the kernel command line, else root)")
+	fs.StringVar(&c.path, "path", "", "the `PATH` commands start with (default: "+agentproto.DefaultPath+")")
 	fs.BoolVar(&c.init, "init", false, "run as the guest's init (PID 1): mount /proc, /sys, /dev…, set the hostname, bring lo up, reap orphans, power off on shutdown")
 	fs.BoolVar(&c.showVersion, "version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
@@ -100,7 +108,20 @@ func run(args []string, stderr io.Writer) int {
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	opts := guestagent.Options{Version: version, Logger: log}
+	opts := guestagent.Options{Version: version, Logger: log, Path: cfg.path}
+	if name := orDefault(cfg.user, cmdline["agentbox.user"]); name != "" {
+		u := guestagent.LookupUser(name)
+		if u == nil {
+			// Refuse to serve rather than run everything as root by
+			// surprise: the host sees the guest die with this line.
+			fmt.Fprintf(stderr, "agentbox-guest: --user %s: no such account in /etc/passwd\n", name)
+			if cfg.init {
+				powerOff(log, false)
+			}
+			return 2
+		}
+		opts.User = u
+	}
 	if cfg.init {
 		opts.Shutdown = func(reboot bool) { powerOff(log, reboot) }
 	}

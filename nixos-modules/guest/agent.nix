@@ -40,6 +40,12 @@ lib.mkIf cfg.enable {
           "${cfg.package}/bin/agentbox-guest"
           "--port"
           port
+          # Commands run as the sandbox user unless the host asks for
+          # another uid, with the system profile on their PATH.
+          "--user"
+          cfg.user.name
+          "--path"
+          "/run/wrappers/bin:/run/current-system/sw/bin:/run/current-system/sw/sbin"
         ]
         ++ cfg.agent.extraArgs
       );
@@ -59,10 +65,9 @@ lib.mkIf cfg.enable {
     };
   };
 
-  # Commands run with the agent's default PATH
-  # (/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin,
-  # vmctl/agentproto.DefaultPath), which on NixOS holds only /bin/sh and
-  # /usr/bin/env: link /usr/local/{bin,sbin} to the system profile.
+  # The agent's own default PATH (vmctl/agentproto.DefaultPath) is the FHS
+  # one; --path above gives commands the system profile. These links keep
+  # FHS-minded scripts (#!/usr/local/bin/...) working too.
   systemd.tmpfiles.rules = [
     "d /usr/local 0755 root root -"
     "L+ /usr/local/bin - - - - /run/current-system/sw/bin"

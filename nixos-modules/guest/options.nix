@@ -54,8 +54,11 @@ in
         type = types.str;
         default = "agent";
         description = ''
-          Name of the non-root user sandbox commands are meant to run as, with
-          home `/home/<name>` and a primary group of the same name and number.
+          Name of the non-root user sandbox commands run as by default (the
+          agent's `--user`), with home `/home/<name>` and a primary group of
+          the same name and number. Files the host uploads and directories it
+          makes belong to this user. A command runs as root only when the host
+          asks for uid 0 (`agentbox exec --user 0 ...`).
         '';
       };
 
@@ -64,9 +67,9 @@ in
         default = 1000;
         description = ''
           uid (and gid of its primary group) of `agentbox.guest.user.name`.
-          The host picks a command's user per command: `agentbox run --user
-          1000 ...` (ExecRequest.UID; with no GID the agent uses the uid as the
-          gid). Without `--user` commands run as root.
+          The host may still pick another user per command: `agentbox run
+          --user UID ...` (ExecRequest.UID; with no GID the agent uses the uid
+          as the gid).
         '';
       };
     };

@@ -1,6 +1,6 @@
 # The non-root user of the sandbox (default "agent", uid and gid 1000, home
-# /home/agent). Nobody logs in: commands arrive through the agent, as root or,
-# with `agentbox run --user 1000`, as this user.
+# /home/agent). Nobody logs in: commands arrive through the agent, which runs
+# them as this user (`agentbox-guest --user`) unless the host asks for uid 0.
 { config, lib, ... }:
 
 let

@@ -6,21 +6,64 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/agentbox/agentbox/vmctl/agentproto"
 )
 
-// defaultEnv is the environment every command starts from.
-func defaultEnv(root bool) []string {
-	env := []string{
-		"PATH=" + agentproto.DefaultPath,
-		"LANG=C.UTF-8",
+// defaultEnv is the environment a command of uid starts from: PATH
+// (opts.Path or agentproto.DefaultPath), LANG, and HOME, USER and LOGNAME
+// from the guest's account of uid (opts.User, else /etc/passwd; HOME=/
+// for an unknown uid).
+func defaultEnv(uid uint32, opts Options) []string {
+	p := opts.Path
+	if p == "" {
+		p = agentproto.DefaultPath
 	}
-	if root {
+	env := []string{"PATH=" + p, "LANG=C.UTF-8"}
+	u := opts.User
+	if u == nil || u.UID != uid {
+		u = LookupUser(strconv.FormatUint(uint64(uid), 10))
+	}
+	switch {
+	case u != nil:
+		return append(env, "HOME="+u.Home, "USER="+u.Name, "LOGNAME="+u.Name)
+	case uid == 0:
 		return append(env, "HOME=/root", "USER=root", "LOGNAME=root")
 	}
 	return append(env, "HOME=/")
+}
+
+// LookupUser finds a guest account by name or uid in /etc/passwd
+// (passwd(5)); nil if there is none.
+func LookupUser(nameOrUID string) *User {
+	b, err := os.ReadFile("/etc/passwd")
+	if err != nil {
+		return nil
+	}
+	return lookupPasswd(string(b), nameOrUID)
+}
+
+// lookupPasswd finds nameOrUID in passwd(5) text.
+func lookupPasswd(passwd, nameOrUID string) *User {
+	for _, line := range strings.Split(passwd, "\n") {
+		f := strings.Split(line, ":")
+		if len(f) < 7 || (f[0] != nameOrUID && f[2] != nameOrUID) {
+			continue
+		}
+		uid, err1 := strconv.ParseUint(f[2], 10, 32)
+		gid, err2 := strconv.ParseUint(f[3], 10, 32)
+		if err1 != nil || err2 != nil {
+			continue
+		}
+		home := f[5]
+		if home == "" {
+			home = "/"
+		}
+		return &User{Name: f[0], UID: uint32(uid), GID: uint32(gid), Home: home}
+	}
+	return nil
 }
 
 // mergeEnv returns base with extra's "K=V" entries added, an entry of extra

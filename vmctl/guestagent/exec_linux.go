@@ -99,7 +99,7 @@ func (s *server) signal(fw *agentproto.Writer, req *agentproto.SignalRequest) er
 
 // exec handles OpExec; see agentproto.OpExec for the frames.
 func (s *server) exec(st *yamux.Stream, fr *agentproto.Reader, fw *agentproto.Writer, req *agentproto.ExecRequest) {
-	p, err := startProcess(req)
+	p, err := startProcess(req, s.opts)
 	if err != nil {
 		status := agentproto.ExitStatus{Code: -1, ErrorKind: agentproto.ExecOther, Error: err.Error()}
 		var se *startError
@@ -277,9 +277,23 @@ func exitStatus(ws syscall.WaitStatus, timedOut bool) agentproto.ExitStatus {
 
 // startProcess resolves and starts the command in its own process group.
 // Errors are *startError (with the kind) or carry the ForkExec error.
-func startProcess(req *agentproto.ExecRequest) (*process, error) {
-	root := req.UID == nil || *req.UID == 0
-	env := mergeEnv(defaultEnv(root), req.Env)
+func startProcess(req *agentproto.ExecRequest, opts Options) (*process, error) {
+	if req.UID == nil && opts.User != nil {
+		// The agent's default user: commands do not run as root unless
+		// the host asks for uid 0.
+		r := *req
+		uid, gid := opts.User.UID, opts.User.GID
+		r.UID = &uid
+		if r.GID == nil {
+			r.GID = &gid
+		}
+		req = &r
+	}
+	uid := uint32(0)
+	if req.UID != nil {
+		uid = *req.UID
+	}
+	env := mergeEnv(defaultEnv(uid, opts), req.Env)
 	dir := "/"
 	if req.Dir != "" {
 		dir = path.Clean(req.Dir)

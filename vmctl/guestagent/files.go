@@ -63,7 +63,7 @@ func readFile(fw *agentproto.Writer, p string) error {
 // writeFile receives FrameData frames into a temporary file next to the
 // target, then fsyncs, chmods and renames it into place and fsyncs the
 // directory. On any error the temporary file is removed.
-func writeFile(fr *agentproto.Reader, fw *agentproto.Writer, req *agentproto.WriteFileRequest) error {
+func writeFile(fr *agentproto.Reader, fw *agentproto.Writer, req *agentproto.WriteFileRequest, owner *User) error {
 	p, err := agentproto.CleanPath(req.Path)
 	if err != nil {
 		return err
@@ -73,7 +73,7 @@ func writeFile(fr *agentproto.Reader, fw *agentproto.Writer, req *agentproto.Wri
 	}
 	dir := path.Dir(p)
 	if req.Parents {
-		if err := os.MkdirAll(dir, 0o755); err != nil {
+		if err := mkdirAllOwned(dir, 0o755, owner); err != nil {
 			return err
 		}
 	}
@@ -105,6 +105,11 @@ func writeFile(fr *agentproto.Reader, fw *agentproto.Writer, req *agentproto.Wri
 			done = true
 		default:
 			return &agentproto.Error{Code: agentproto.CodeInvalid, Message: fmt.Sprintf("write %s: unexpected %s frame", p, t)}
+		}
+	}
+	if owner != nil {
+		if err := tmp.Chown(int(owner.UID), int(owner.GID)); err != nil {
+			return err
 		}
 	}
 	if err := tmp.Chmod(req.Mode & (fs.ModePerm | fs.ModeSetuid | fs.ModeSetgid | fs.ModeSticky)); err != nil {
@@ -183,7 +188,7 @@ func list(fw *agentproto.Writer, p string) error {
 	return fw.WriteFrame(agentproto.FrameDataEnd, nil)
 }
 
-func mkdir(fw *agentproto.Writer, req *agentproto.MkdirRequest) error {
+func mkdir(fw *agentproto.Writer, req *agentproto.MkdirRequest, owner *User) error {
 	p, err := agentproto.CleanPath(req.Path)
 	if err != nil {
 		return err
@@ -199,13 +204,18 @@ func mkdir(fw *agentproto.Writer, req *agentproto.MkdirRequest) error {
 	case err == nil:
 		return &fs.PathError{Op: "mkdir", Path: p, Err: fs.ErrExist}
 	case req.Parents:
-		if err := os.MkdirAll(p, mode); err != nil {
+		if err := mkdirAllOwned(p, mode, owner); err != nil {
 			return err
 		}
 		err = os.Chmod(p, mode) // not subject to the umask
 	default:
 		if err := os.Mkdir(p, mode); err != nil {
 			return err
+		}
+		if owner != nil {
+			if err := os.Chown(p, int(owner.UID), int(owner.GID)); err != nil {
+				return err
+			}
 		}
 		err = os.Chmod(p, mode)
 	}
@@ -235,4 +245,28 @@ func remove(fw *agentproto.Writer, req *agentproto.RemoveRequest) error {
 		return err
 	}
 	return fw.WriteJSON(agentproto.FrameResponse, agentproto.Empty{})
+}
+
+// mkdirAllOwned is os.MkdirAll that gives the directories it creates to
+// owner (if set); existing ones keep theirs.
+func mkdirAllOwned(dir string, perm fs.FileMode, owner *User) error {
+	var created []string
+	for d := dir; d != "/" && d != "."; d = path.Dir(d) {
+		if _, err := os.Lstat(d); err == nil {
+			break
+		}
+		created = append(created, d)
+	}
+	if err := os.MkdirAll(dir, perm); err != nil {
+		return err
+	}
+	if owner == nil {
+		return nil
+	}
+	for _, d := range created {
+		if err := os.Lchown(d, int(owner.UID), int(owner.GID)); err != nil {
+			return err
+		}
+	}
+	return nil
 }

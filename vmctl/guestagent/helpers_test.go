@@ -63,7 +63,13 @@ func startGuest(t *testing.T, opts guestagent.Options) *testAgent {
 // newClient starts a guest agent and dials it.
 func newClient(t *testing.T) (*agent.Client, *testAgent) {
 	t.Helper()
-	ta := startGuest(t, guestagent.Options{Shutdown: func(reboot bool) {}})
+	return newClientOpts(t, guestagent.Options{Shutdown: func(reboot bool) {}})
+}
+
+// newClientOpts is newClient with the agent's options.
+func newClientOpts(t *testing.T, opts guestagent.Options) (*agent.Client, *testAgent) {
+	t.Helper()
+	ta := startGuest(t, opts)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	c, err := agent.Dial(ctx, ta.host, agent.Options{})

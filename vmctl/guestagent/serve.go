@@ -34,6 +34,24 @@ type Options struct {
 	// reboot false for power-off. It is expected not to return (the guest
 	// goes down); nil answers the request with CodeUnsupported.
 	Shutdown func(reboot bool)
+	// User, if set, is who commands run as when their ExecRequest names no
+	// UID (a non-root user, e.g. the NixOS guest module's "agent"); files
+	// the host writes and directories it makes are given to it too. Nil
+	// means root.
+	User *User
+	// Path is the PATH commands start with; empty means
+	// agentproto.DefaultPath (NixOS guests pass their system profile).
+	Path string
+}
+
+// User is a guest account: its ids and home directory.
+type User struct {
+	// Name is the login name (USER and LOGNAME of its commands).
+	Name string
+	// UID and GID are its user and primary group ids.
+	UID, GID uint32
+	// Home is its home directory (HOME), "/" if unknown.
+	Home string
 }
 
 func (o *Options) logger() *slog.Logger {
@@ -214,13 +232,13 @@ func (s *server) handle(st *yamux.Stream) {
 	case agentproto.OpReadFile:
 		err = readFile(fw, req.Path.Path)
 	case agentproto.OpWriteFile:
-		err = writeFile(fr, fw, req.WriteFile)
+		err = writeFile(fr, fw, req.WriteFile, s.opts.User)
 	case agentproto.OpStat:
 		err = stat(fw, req.Path.Path)
 	case agentproto.OpList:
 		err = list(fw, req.Path.Path)
 	case agentproto.OpMkdir:
-		err = mkdir(fw, req.Mkdir)
+		err = mkdir(fw, req.Mkdir, s.opts.User)
 	case agentproto.OpRemove:
 		err = remove(fw, req.Remove)
 	case agentproto.OpPing:
