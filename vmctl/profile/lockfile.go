@@ -193,7 +193,8 @@ func (lf *LockFile) WriteFile(path string) error {
 		return fmt.Errorf("write %s: %w (pass --lock FILE to write it elsewhere)", path, err)
 	}
 	defer os.Remove(tmp.Name()) // fails harmlessly after the rename
-	if _, err := tmp.Write(data); err == nil {
+	_, err = tmp.Write(data)
+	if err == nil {
 		err = tmp.Sync()
 	}
 	if cerr := tmp.Close(); err == nil {
