@@ -55,9 +55,11 @@ pkgs.testers.runNixOSTest {
         out = host.succeed(as_user("alice", f"{run} --cpus 2 -- sh -c 'echo hello; nproc'"), timeout=1800)
         assert out == "hello\n2\n", repr(out)
 
-    with subtest("--user 1000 runs as the profile's non-root user"):
-        out = host.succeed(as_user("alice", f"{run} --user 1000 -- sh -c 'id -un; test -d /home/agent && echo home'"), timeout=1800)
-        assert out.split() == ["agent", "home"], repr(out)
+    with subtest("commands run as the profile's non-root user by default, as root on request"):
+        out = host.succeed(as_user("alice", f"{run} -- sh -c 'id -un; echo $HOME'"), timeout=1800)
+        assert out.split() == ["agent", "/home/agent"], repr(out)
+        out = host.succeed(as_user("alice", f"{run} --user 0 -- id -un"), timeout=1800)
+        assert out == "root\n", repr(out)
 
     with subtest("the command's exit code comes back"):
         status, out = host.execute(as_user("alice", f"{run} -- sh -c 'exit 7'"), timeout=1800)

@@ -27,7 +27,7 @@ func commandFlags() []cli.Flag {
 		&cli.DurationFlag{Name: "timeout", Usage: "kill the command (and its process group) after `DURATION` (e.g. 30s, 5m); exit 124", DefaultText: "none"},
 		&cli.StringSliceFlag{Name: "env", Aliases: []string{"e"}, Usage: "set `K=V` in the command's environment (repeatable; use one spelling, --env or -e)"},
 		&cli.StringFlag{Name: "workdir", Aliases: []string{"w"}, Usage: "working `DIR` of the command in the guest (must exist; else exit 126)"},
-		&cli.StringFlag{Name: "user", Aliases: []string{"u"}, Usage: "run as `UID[:GID]` in the guest (default root)"},
+		&cli.StringFlag{Name: "user", Aliases: []string{"u"}, Usage: "run as `UID[:GID]` in the guest (default: the image's default user, root in the test image)"},
 		&cli.BoolFlag{Name: "shell", Usage: "run the arguments joined by spaces with /bin/sh -c (pass the script as one argument to keep its quoting)"},
 		&cli.BoolFlag{Name: "interactive", Aliases: []string{"i"}, Usage: "forward stdin even when it is a terminal"},
 	}
