@@ -51,16 +51,24 @@ else
   # machines whose PID 1 reaps slowly (seen here: ~2 s per domain destroy)
   # run libvirtd under `tini -s`, a child subreaper that reaps at once.
   under_tini() {
-    local pid
+    local pid ppid
     pid=$(ps -C libvirtd -o pid=,stat= | awk '$2 !~ /^Z/ {print $1; exit}')
-    [ -n "$pid" ] && [ "$(ps -o comm= -p "$(ps -o ppid= -p "$pid")")" = tini ]
+    [ -n "$pid" ] || return 1
+    # ps pads the number ("   1524"), which ps -p then refuses.
+    ppid=$(ps -o ppid= -p "$pid" | tr -d ' ')
+    [ "$(ps -o comm= -p "$ppid")" = tini ]
   }
   if running libvirtd && { [ -n "${restart:-}" ] || ! under_tini; }; then
     pkill -x libvirtd
     while running libvirtd; do sleep 0.1; done
   fi
   running virtlogd || virtlogd -d
-  running libvirtd || setsid tini -s -- libvirtd </dev/null >>/var/log/libvirtd.stdout 2>&1 &
+  # Only the daemon goes to the background, with its own stdio: a
+  # backgrounded `running || setsid …` list would keep this script's stdout
+  # open and hang a `make host-setup | tail`.
+  if ! running libvirtd; then
+    setsid tini -s -- libvirtd </dev/null >>/var/log/libvirtd.stdout 2>&1 &
+  fi
 fi
 for _ in $(seq 100); do
   [ -S /var/run/libvirt/libvirt-sock ] && virsh -c qemu:///system version >/dev/null 2>&1 && break
