@@ -195,23 +195,22 @@ type ExitStatus struct {
 // Exit codes of [ExitStatus.ShellCode] that are not the command's own.
 const (
 	ShellCodeTimeout       = 124 // killed on timeout, like coreutils timeout(1)
-	ShellCodeStartFailed   = 125 // bad working directory or other start failure
-	ShellCodeNotExecutable = 126 // permission denied or not an executable
+	ShellCodeNotExecutable = 126 // could not run: permission denied, not an executable, bad working directory…
 	ShellCodeNotFound      = 127 // command not found
 )
 
 // ShellCode maps the status to the exit code a shell would report: Code
 // when the process exited, 128+Signal when killed, ShellCodeTimeout on
-// timeout, ShellCodeNotFound for ExecNotFound, ShellCodeNotExecutable for
-// ExecPermission and ExecNotExecutable, ShellCodeStartFailed otherwise.
+// timeout, ShellCodeNotFound for ExecNotFound and ShellCodeNotExecutable
+// for every other start failure (as `docker run` and `docker exec` report a
+// command that cannot be run, e.g. a missing working directory; 125 stays
+// agentbox's own failure).
 func (s ExitStatus) ShellCode() int {
 	switch {
 	case s.ErrorKind == ExecNotFound:
 		return ShellCodeNotFound
-	case s.ErrorKind == ExecPermission || s.ErrorKind == ExecNotExecutable:
-		return ShellCodeNotExecutable
 	case s.ErrorKind != "":
-		return ShellCodeStartFailed
+		return ShellCodeNotExecutable
 	case s.TimedOut:
 		return ShellCodeTimeout
 	case s.Signal != 0:

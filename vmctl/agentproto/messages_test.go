@@ -18,7 +18,7 @@ func TestShellCode(t *testing.T) {
 		{ExitStatus{Code: -1, ErrorKind: ExecNotFound}, 127},
 		{ExitStatus{Code: -1, ErrorKind: ExecPermission}, 126},
 		{ExitStatus{Code: -1, ErrorKind: ExecNotExecutable}, 126},
-		{ExitStatus{Code: -1, ErrorKind: ExecBadWorkdir}, 125},
+		{ExitStatus{Code: -1, ErrorKind: ExecBadWorkdir}, 126},
 	}
 	for _, c := range cases {
 		if got := c.s.ShellCode(); got != c.want {

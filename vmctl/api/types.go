@@ -166,8 +166,8 @@ type ExecEvent struct {
 // ExitStatus is how a command ended.
 type ExitStatus struct {
 	// ExitCode is the shell-style code: the command's own; 128+N when
-	// killed by signal N; 124 on timeout; 126 not executable; 127 not
-	// found; 125 other start failures.
+	// killed by signal N; 124 on timeout; 127 not found; 126 any other
+	// start failure (not executable, permission, bad working directory).
 	ExitCode int `json:"exit_code"`
 	// Signal is the number of the signal that killed it, 0 if none.
 	Signal int `json:"signal,omitempty"`

@@ -213,7 +213,7 @@ func TestExecStartErrors(t *testing.T) {
 		{argv(noexec), agentproto.ExecPermission, noexec + ": permission denied", 126},
 		{argv(garbage), agentproto.ExecNotExecutable, garbage + ": exec format error", 126},
 		{agentproto.ExecRequest{Argv: []string{"noexec"}, Env: []string{"PATH=" + dir}}, agentproto.ExecPermission, "noexec: permission denied", 126},
-		{agentproto.ExecRequest{Argv: []string{"true"}, Dir: "/nonexistent"}, agentproto.ExecBadWorkdir, "working directory /nonexistent: no such file or directory", 125},
+		{agentproto.ExecRequest{Argv: []string{"true"}, Dir: "/nonexistent"}, agentproto.ExecBadWorkdir, "working directory /nonexistent: no such file or directory", 126},
 	}
 	for _, tc := range cases {
 		r := run(t, c, tc.req, nil)
