@@ -324,7 +324,7 @@ func TestCLIRunThroughDaemon(t *testing.T) {
 func TestCLIUnreachable(t *testing.T) {
 	d := startDaemon(t)
 	d.sock = filepath.Join(filepath.Dir(d.sock), "none.sock")
-	want := "agentbox: cannot reach the agentbox daemon at " + d.sock + ": start it with `agentbox serve` (or pass --socket / set AGENTBOX_SOCKET)\n"
+	want := "agentbox: cannot reach the agentbox daemon at " + d.sock + ": start it with `agentbox serve --socket " + d.sock + "` (or pass --socket / set AGENTBOX_SOCKET)\n"
 	for _, args := range [][]string{{"ls"}, {"create", "--image", "/img"}, {"exec", "w1", "--", "ls"}, {"rm", "-f", "a", "b"}, {"cp", "w1:/x", "-"}} {
 		d.cli(t, nil, args...).check(t, 125, "", want)
 	}

@@ -65,7 +65,12 @@ func unreachable(c *cli.Context) error {
 	if host := c.String("host"); host != "" {
 		return fmt.Errorf("cannot reach the agentbox daemon at %s: connection refused: is `agentbox serve --listen-tcp` running there? (check --host / AGENTBOX_HOST)", host)
 	}
-	return fmt.Errorf("cannot reach the agentbox daemon at %s: start it with `agentbox serve` (or pass --socket / set AGENTBOX_SOCKET)", c.String("socket"))
+	sock := c.String("socket")
+	start := "agentbox serve"
+	if sock != defaultSocket {
+		start = "agentbox serve --socket " + sock
+	}
+	return fmt.Errorf("cannot reach the agentbox daemon at %s: start it with `%s` (or pass --socket / set AGENTBOX_SOCKET)", sock, start)
 }
 
 // noDaemon reports whether err (from a first request to the daemon at

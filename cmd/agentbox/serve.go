@@ -153,6 +153,12 @@ func serveAction(c *cli.Context) error {
 		return err
 	}
 	rep := d.Report()
+	where := c.String("socket")
+	if tcpAddr != "" {
+		where += " and " + tcpAddr
+	}
+	fmt.Fprintf(c.App.ErrWriter, "agentbox serve: listening on %s (state %s); %d sandboxes known, %d adopted, %d failed, %d leftovers cleaned\n",
+		where, stateDir, rep.Loaded, len(rep.Adopted), len(rep.Failed), len(rep.Cleaned))
 	logger.Info("agentbox serve ready", "socket", c.String("socket"), "tcp", tcpAddr, "state_dir", stateDir,
 		"instance", d.Instance(), "adopted", len(rep.Adopted), "failed", len(rep.Failed), "cleaned", len(rep.Cleaned))
 

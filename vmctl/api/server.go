@@ -293,6 +293,12 @@ func (s *Server) routeHandler(rt route) http.Handler {
 		if err == nil {
 			return
 		}
+		if r.Context().Err() != nil && errors.Is(err, r.Context().Err()) {
+			// The client went away (Ctrl-C on an exec): nobody reads an
+			// answer, and it is not the server's failure.
+			s.log.Debug("API request abandoned by the client", "route", rt.path, "method", r.Method, "caller", CallerFrom(r.Context()).ID)
+			return
+		}
 		if rw, ok := w.(*respWriter); ok && rw.wrote {
 			// The answer has begun: the error cannot become a status.
 			s.streamFailed(r, rt.path, err)

@@ -82,7 +82,8 @@ type Daemon struct {
 	report  sandbox.Report
 
 	mu       sync.Mutex
-	boxes    map[string]*box // by sandbox ID
+	boxes    map[string]*box   // by sandbox ID
+	seen     map[string]string // sandbox ID → last state published as an event
 	closing  bool
 	inflight sync.WaitGroup // execs and file transfers
 
@@ -146,7 +147,7 @@ func New(ctx context.Context, cfg Config) (_ *Daemon, err error) {
 	if cfg.ReapInterval <= 0 {
 		cfg.ReapInterval = time.Second
 	}
-	d := &Daemon{cfg: cfg, log: log, boxes: map[string]*box{}, events: newHub()}
+	d := &Daemon{cfg: cfg, log: log, boxes: map[string]*box{}, seen: map[string]string{}, events: newHub()}
 
 	d.store, err = store.Open(filepath.Join(cfg.StateDir, "state.db"), store.Options{})
 	if err != nil {
@@ -185,8 +186,12 @@ func New(ctx context.Context, cfg Config) (_ *Daemon, err error) {
 	}
 	for _, sb := range d.mgr.List() {
 		d.addBox(sb)
+		d.mu.Lock()
+		d.seen[sb.ID] = string(sb.State())
+		d.mu.Unlock()
 	}
 	d.auditReconcile()
+	d.closeLostExecs()
 	log.Info("daemon ready", "instance", d.store.Instance(), "sandboxes", d.report.Loaded,
 		"adopted", len(d.report.Adopted), "failed", len(d.report.Failed), "cleaned", len(d.report.Cleaned))
 
@@ -278,18 +283,32 @@ func (d *Daemon) saveExtra(b *box) {
 // onChange is the manager's observer: events, metrics, and the end of a
 // sandbox's detached processes once its domain is gone.
 func (d *Daemon) onChange(r sandbox.Record, removed bool) {
-	ev := api.Event{Time: time.Now().UTC(), Sandbox: r.ID, Name: r.Name, State: string(r.State), Reason: r.Reason, Type: api.EventSandboxState}
-	if removed {
-		ev.Type, ev.State = api.EventSandboxRemoved, ""
+	now := time.Now().UTC()
+	d.mu.Lock()
+	last, known := d.seen[r.ID]
+	switch {
+	case removed:
+		delete(d.seen, r.ID)
+	default:
+		d.seen[r.ID] = string(r.State)
 	}
-	d.events.publish(ev)
+	b := d.boxes[r.ID]
+	if removed {
+		delete(d.boxes, r.ID)
+	}
+	d.mu.Unlock()
+	// One event per change: a record write that only updated counters
+	// (SetExtra) publishes nothing; the first sight of a sandbox is its
+	// "created".
+	switch {
+	case removed:
+		d.events.publish(api.Event{Time: now, Type: api.EventSandboxRemoved, Sandbox: r.ID, Name: r.Name})
+	case !known:
+		d.events.publish(api.Event{Time: now, Type: api.EventSandboxCreated, Sandbox: r.ID, Name: r.Name, State: string(r.State), Reason: r.Reason})
+	case last != string(r.State):
+		d.events.publish(api.Event{Time: now, Type: api.EventSandboxState, Sandbox: r.ID, Name: r.Name, State: string(r.State), Reason: r.Reason})
+	}
 	if r.State.Final() || removed {
-		d.mu.Lock()
-		b := d.boxes[r.ID]
-		if removed {
-			delete(d.boxes, r.ID)
-		}
-		d.mu.Unlock()
 		if b != nil {
 			// CloseAll takes the table's lock only; it must not wait here
 			// for OnExit callbacks that take d.mu (they do not).
@@ -309,4 +328,26 @@ func defaultMemoryMiB() int {
 		return 4096
 	}
 	return max(total-1024, total/2)
+}
+
+// closeLostExecs ends the history entries of commands that were running
+// when the previous daemon stopped: their agent streams ended with it, so
+// the guest killed them.
+func (d *Daemon) closeLostExecs() {
+	now := time.Now().UTC()
+	for _, sb := range d.mgr.List() {
+		execs, err := d.store.Execs(sb.ID, 0)
+		if err != nil {
+			continue
+		}
+		for _, e := range execs {
+			if !e.EndedAt.IsZero() {
+				continue
+			}
+			e.EndedAt, e.Error = now, "lost: the daemon stopped while it ran"
+			if err := d.store.PutExec(e); err != nil {
+				d.log.Warn("close lost exec", "sandbox", sb.ID, "exec", e.ID, "err", err)
+			}
+		}
+	}
 }

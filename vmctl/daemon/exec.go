@@ -228,14 +228,22 @@ func (d *Daemon) StartProcess(ctx context.Context, ref string, req api.ExecReque
 	}
 	caller := api.CallerFrom(ctx).ID
 	start := time.Now()
+	// The history entry exists before the command can end, so that
+	// processExited always finds (and ends) it.
+	h := store.Exec{ID: id, Sandbox: b.sb.ID, Cmd: areq.Argv, Cwd: areq.Dir, Detached: true, StartedAt: start.UTC(), Caller: caller, BytesIn: int64(len(req.Stdin))}
+	if err := d.store.PutExec(h); err != nil {
+		d.log.Warn("store exec history", "sandbox", b.sb.ID, "exec", id, "err", err)
+	}
 	info, err := b.procs.Start(b.life, id, areq, req.Stdin, req.StdinOpen, process.AgentStart(c))
 	d.appendAudit(audit.Entry{Time: start.UTC(), Sandbox: b.sb.ID, Caller: caller, Action: audit.ActionProcessStart,
 		Args: execArgs(areq, true), ExecID: id, BytesIn: int64(len(req.Stdin)), DurationMs: ms(time.Since(start))})
 	if err != nil {
 		d.endExec(b, false)
-		return api.Process{}, toAPI(b.sb.Explain(err))
+		err = b.sb.Explain(err)
+		h.EndedAt, h.Error = time.Now().UTC(), err.Error()
+		d.store.PutExec(h)
+		return api.Process{}, toAPI(err)
 	}
-	d.store.PutExec(store.Exec{ID: id, Sandbox: b.sb.ID, Cmd: areq.Argv, Cwd: areq.Dir, Detached: true, StartedAt: info.StartedAt.UTC(), Caller: caller})
 	d.saveExtra(b)
 	return apiProcess(info), nil
 }
@@ -245,7 +253,15 @@ func (d *Daemon) processExited(b *box, info process.Info) {
 	d.endExec(b, false)
 	e := audit.Entry{Time: info.EndedAt.UTC(), Sandbox: b.sb.ID, Caller: "daemon", Action: audit.ActionProcessExit, ExecID: info.ID,
 		Args: map[string]any{"cmd": info.Argv}, DurationMs: ms(info.EndedAt.Sub(info.StartedAt)), BytesOut: info.OutputBytes}
-	h := store.Exec{ID: info.ID, Sandbox: b.sb.ID, Cmd: info.Argv, Detached: true, StartedAt: info.StartedAt.UTC(), EndedAt: info.EndedAt.UTC(), BytesOut: info.OutputBytes}
+	// The entry StartProcess wrote has the caller and cwd; end it.
+	h, err := d.store.Exec(b.sb.ID, info.ID)
+	if err != nil {
+		h = store.Exec{ID: info.ID, Sandbox: b.sb.ID, Cmd: info.Argv, Detached: true, StartedAt: info.StartedAt.UTC()}
+	}
+	h.EndedAt, h.BytesOut = info.EndedAt.UTC(), info.OutputBytes
+	if h.Caller != "" {
+		e.Caller = h.Caller
+	}
 	result := "ok"
 	if info.Exit != nil {
 		code := info.Exit.ShellCode()

@@ -43,7 +43,13 @@ func (d *Daemon) Info(ctx context.Context) (api.Info, error) {
 func (d *Daemon) CreateSandbox(ctx context.Context, req api.CreateSandboxRequest) (api.Sandbox, error) {
 	start := time.Now()
 	caller := api.CallerFrom(ctx).ID
-	args := map[string]any{"image": req.Image, "name": req.Name, "vcpus": req.VCPUs, "memory_mib": req.MemoryMiB}
+	args := map[string]any{"image": req.Image}
+	if req.Name != "" {
+		args["name"] = req.Name
+	}
+	if len(req.Labels) > 0 {
+		args["labels"] = req.Labels
+	}
 	sb, err := d.create(ctx, req)
 	e := audit.Entry{Time: start.UTC(), Caller: caller, Action: audit.ActionCreate, Args: args, DurationMs: ms(time.Since(start))}
 	if err != nil {
@@ -54,6 +60,17 @@ func (d *Daemon) CreateSandbox(ctx context.Context, req api.CreateSandboxRequest
 		return api.Sandbox{}, ae
 	}
 	e.Sandbox = sb.ID
+	args["vcpus"], args["memory_mib"], args["accel"] = sb.VCPUs, sb.Memory, string(sb.Accel.Accel)
+	if b := d.box(sb.ID); b != nil {
+		b.mu.Lock()
+		lim := b.extra.Limits
+		b.mu.Unlock()
+		for k, v := range map[string]int64{"ttl_seconds": lim.TTLSeconds, "idle_timeout_seconds": lim.IdleTimeoutSeconds, "exec_timeout_ms": lim.ExecTimeoutMs, "max_execs": int64(lim.MaxExecs)} {
+			if v > 0 {
+				args[k] = v
+			}
+		}
+	}
 	d.appendAudit(e)
 	d.metrics.boot.Observe(sb.BootTime.Seconds())
 	return d.view(sb), nil
@@ -98,7 +115,6 @@ func (d *Daemon) create(ctx context.Context, req api.CreateSandboxRequest) (*san
 	b.mu.Lock()
 	b.extra.LastActivity = time.Now().UTC()
 	b.mu.Unlock()
-	d.events.publish(api.Event{Time: time.Now().UTC(), Type: api.EventSandboxCreated, Sandbox: sb.ID, Name: sb.Name, State: string(sandbox.StateRunning)})
 	return sb, nil
 }
 

@@ -86,3 +86,26 @@ func TestIsID(t *testing.T) {
 		}
 	}
 }
+
+func TestEventsOnePerChange(t *testing.T) {
+	d := &Daemon{boxes: map[string]*box{}, seen: map[string]string{}, events: newHub()}
+	ch, cancel := d.events.subscribe()
+	defer cancel()
+	rec := func(state sandbox.State, reason string) sandbox.Record {
+		return sandbox.Record{ID: "0123456789ab", Name: "w1", State: state, Reason: reason}
+	}
+	d.onChange(rec(sandbox.StateRunning, ""), false)
+	d.onChange(rec(sandbox.StateRunning, ""), false) // counters only
+	d.onChange(rec(sandbox.StateStopping, "removing"), false)
+	d.onChange(rec(sandbox.StateStopping, "removing"), false)
+	d.onChange(rec(sandbox.StateStopped, "removed"), true)
+	var got []string
+	for len(ch) > 0 {
+		ev := <-ch
+		got = append(got, ev.Type+" "+ev.State+" "+ev.Reason)
+	}
+	want := []string{"sandbox.created running ", "sandbox.state stopping removing", "sandbox.removed  "}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("events %q, want %q", got, want)
+	}
+}

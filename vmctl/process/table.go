@@ -290,7 +290,7 @@ func (t *Table) lookup(id string) (*entry, error) {
 	e := t.procs[id]
 	t.mu.Unlock()
 	if e == nil {
-		return nil, fmt.Errorf("process %s: %w: list the sandbox's processes for valid ids", id, ErrNotFound)
+		return nil, fmt.Errorf("process %s: %w: list the sandbox's processes (agentbox ps SANDBOX, GET /v1/sandboxes/{id}/processes) for valid ids", id, ErrNotFound)
 	}
 	return e, nil
 }
