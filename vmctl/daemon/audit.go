@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"net/http"
 	"time"
 
 	"github.com/agentbox/agentbox/vmctl/api"
@@ -51,7 +52,7 @@ func (d *Daemon) Audit(ctx context.Context, ref string, emit func(audit.Entry) e
 		} else if isID(ref) {
 			f.Sandbox = ref
 		} else {
-			return toAPI(err)
+			return api.Errorf(http.StatusNotFound, api.CodeNotFound, "no sandbox named %q: the audit of a removed sandbox is kept by its ID (find it in `agentbox audit`, GET /v1/audit)", ref)
 		}
 	}
 	return d.audit.Read(f, func(e audit.Entry) error {

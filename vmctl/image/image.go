@@ -45,6 +45,9 @@ func Load(ctx context.Context, dir string, opts LoadOptions) (*Image, error) {
 	if err != nil {
 		return nil, fmt.Errorf("image %s: %w", dir, err)
 	}
+	if fi, err := os.Stat(abs); err == nil && !fi.IsDir() {
+		return nil, fmt.Errorf("%w: %s is a file: pass the image directory (the one holding %s), e.g. %s", ErrInvalid, abs, ManifestName, filepath.Dir(abs))
+	}
 	data, err := os.ReadFile(filepath.Join(abs, ManifestName))
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {

@@ -442,7 +442,7 @@ func (m *Manager) Stop(ctx context.Context, sb *Sandbox, reason string) error {
 func (m *Manager) Remove(ctx context.Context, sb *Sandbox, force bool) error {
 	ctx = context.WithoutCancel(ctx)
 	if !force && !sb.State().Final() {
-		return fmt.Errorf("%w: sandbox %s is %s: stop it first or remove it with force (agentbox rm -f)", ErrRunning, sb.ID, sb.State())
+		return fmt.Errorf("%w: sandbox %s is %s: stop it first or remove it with force (agentbox rm -f; DELETE /v1/sandboxes/{id}?force=true)", ErrRunning, sb.ID, sb.State())
 	}
 	var errs []error
 	if sb.State() == StateRunning {
