@@ -83,8 +83,9 @@ func Load(ctx context.Context, dir string, opts LoadOptions) (*Image, error) {
 	return img, nil
 }
 
-// hashFile returns the hex sha256 of the file at path.
-func hashFile(path string) (string, error) {
+// HashFile returns the lowercase hex SHA-256 of the file at path, the form
+// of the manifest's [sha256] entries.
+func HashFile(path string) (string, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return "", err

@@ -51,7 +51,7 @@ func (c *verifyCache) verify(path, want string) error {
 			}
 		}
 	}
-	got, err := hashFile(path)
+	got, err := HashFile(path)
 	if err != nil {
 		return fmt.Errorf("%w: hashing %s: %v", ErrInvalid, filepath.Base(path), err)
 	}

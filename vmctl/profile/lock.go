@@ -2,13 +2,9 @@ package profile
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -132,15 +128,8 @@ func (r *Resolver) ResolveLocked(ctx context.Context, name string) (string, erro
 // which fails (ErrNotReproducible) unless the new build is byte for byte
 // the image in the store. It returns the image directory.
 func (r *Resolver) Verify(ctx context.Context, name string) (string, error) {
-	li, err := r.locked(name)
+	dir, err := r.ResolveLocked(ctx, name)
 	if err != nil {
-		return "", err
-	}
-	dir, err := r.Resolve(ctx, name)
-	if err != nil {
-		return "", err
-	}
-	if err := r.compare(ctx, name, dir, li); err != nil {
 		return "", err
 	}
 	if _, err := r.build(ctx, name, true); err != nil {
@@ -207,7 +196,7 @@ func (r *Resolver) compare(ctx context.Context, name, dir string, li LockedImage
 		if filepath.Base(f) != f || f == "." || f == ".." {
 			return fmt.Errorf("%w: %s: profile %s names the file %q: want a plain file name", ErrBadLock, r.lockFile, name, f)
 		}
-		got, err := hashFile(filepath.Join(dir, f))
+		got, err := image.HashFile(filepath.Join(dir, f))
 		if errors.Is(err, fs.ErrNotExist) {
 			got, err = "", nil
 		}
@@ -224,16 +213,3 @@ func (r *Resolver) compare(ctx context.Context, name, dir string, li LockedImage
 	return nil
 }
 
-// hashFile returns the hex sha256 of the file at path.
-func hashFile(path string) (string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", err
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
-}
