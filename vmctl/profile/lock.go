@@ -212,4 +212,3 @@ func (r *Resolver) compare(ctx context.Context, name, dir string, li LockedImage
 	}
 	return nil
 }
-
