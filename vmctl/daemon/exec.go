@@ -259,9 +259,6 @@ func (d *Daemon) processExited(b *box, info process.Info) {
 		h = store.Exec{ID: info.ID, Sandbox: b.sb.ID, Cmd: info.Argv, Detached: true, StartedAt: info.StartedAt.UTC()}
 	}
 	h.EndedAt, h.BytesOut = info.EndedAt.UTC(), info.OutputBytes
-	if h.Caller != "" {
-		e.Caller = h.Caller
-	}
 	result := "ok"
 	if info.Exit != nil {
 		code := info.Exit.ShellCode()
