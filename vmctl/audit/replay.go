@@ -330,10 +330,20 @@ func describe(e Entry) string {
 		}
 		return ia - ib
 	})
+	var rest []string
 	for _, k := range keys {
 		if v := args[k]; v != nil && v != "" {
-			add(formatArg(k, v))
+			rest = append(rest, formatArg(k, v))
 		}
+	}
+	switch {
+	case len(rest) == 0:
+	case e.Action == ActionExec || e.Action == ActionProcessStart:
+		// Bracketed, so that settings (uid, timeout) do not read as more
+		// words of the command line.
+		add("[" + strings.Join(rest, " ") + "]")
+	default:
+		parts = append(parts, rest...)
 	}
 	return strings.Join(parts, " ")
 }
