@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,35 +22,12 @@ func profileFlake(t *testing.T) string {
 	t.Helper()
 	testenv.RequireNix(t)
 	dir := t.TempDir()
-	copyTo(t, filepath.Join("..", "..", "vmctl", "profile", "testdata", "fixture", "flake.nix"), filepath.Join(dir, "flake.nix"))
+	testenv.CopyFile(t, filepath.Join("..", "..", "vmctl", "profile", "testdata", "fixture", "flake.nix"), filepath.Join(dir, "flake.nix"))
 	img := testenv.Image(t)
 	for _, f := range []string{"manifest.toml", "vmlinuz", "initrd.img", "rootfs.qcow2"} {
-		copyTo(t, filepath.Join(img, f), filepath.Join(dir, "images", "test", f))
+		testenv.CopyFile(t, filepath.Join(img, f), filepath.Join(dir, "images", "test", f))
 	}
 	return dir
-}
-
-// copyTo copies the file src to dst (a new file; parents are created).
-func copyTo(t *testing.T, src, dst string) {
-	t.Helper()
-	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	in, err := os.Open(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		t.Fatal(err)
-	}
-	if err := out.Close(); err != nil {
-		t.Fatal(err)
-	}
 }
 
 func fileSHA256(t *testing.T, path string) string {
@@ -122,7 +98,7 @@ func TestProfile(t *testing.T) {
 	// a valid image, but not the locked one.
 	bad := t.TempDir()
 	for _, f := range []string{"flake.nix", "agentbox.lock", "images/test/vmlinuz", "images/test/initrd.img", "images/test/rootfs.qcow2"} {
-		copyTo(t, filepath.Join(dir, f), filepath.Join(bad, f))
+		testenv.CopyFile(t, filepath.Join(dir, f), filepath.Join(bad, f))
 	}
 	manifest, _ := os.ReadFile(filepath.Join(dir, "images", "test", "manifest.toml"))
 	tampered := bytes.Replace(manifest, []byte(`name = "agentbox-test"`), []byte(`name = "agentbox-tesu"`), 1)

@@ -1,8 +1,10 @@
 package testenv
 
 import (
+	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"testing"
 )
 
@@ -37,5 +39,30 @@ func RequireNix(t testing.TB) {
 		if _, err := os.Stat("/bin/busybox"); err != nil {
 			SkipOrFail(t, "/bin/busybox is missing (Debian: apt-get install busybox-static): the fixture's builds use it as /bin/sh")
 		}
+	}
+}
+
+// CopyFile copies the regular file src to dst, a new file (mode 0644; its
+// parent directories are created), failing the test on any error. The
+// profile tests use it to put a real image into a fixture flake.
+func CopyFile(t testing.TB, src, dst string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	in, err := os.Open(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		t.Fatal(err)
+	}
+	if err := out.Close(); err != nil {
+		t.Fatal(err)
 	}
 }

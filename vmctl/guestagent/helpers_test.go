@@ -7,34 +7,14 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/agentbox/agentbox/tests/testenv"
 	"github.com/agentbox/agentbox/vmctl/agent"
 	"github.com/agentbox/agentbox/vmctl/agentproto"
 	"github.com/agentbox/agentbox/vmctl/guestagent"
 )
-
-// socketPair returns the two ends of a connected Unix stream socket pair,
-// which buffers like the real chardev socket (unlike net.Pipe).
-func socketPair(t *testing.T) (host, guest net.Conn) {
-	t.Helper()
-	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn := func(fd int, name string) net.Conn {
-		f := os.NewFile(uintptr(fd), name)
-		defer f.Close()
-		c, err := net.FileConn(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return c
-	}
-	return conn(fds[0], "host"), conn(fds[1], "guest")
-}
 
 // testAgent is a guest agent served on one end of a socket pair.
 type testAgent struct {
@@ -49,7 +29,7 @@ type testAgent struct {
 func startGuest(t *testing.T, opts guestagent.Options) *testAgent {
 	t.Helper()
 	ta := &testAgent{served: make(chan error, 1), clock: make(chan time.Time, 1), shutdown: make(chan bool, 1)}
-	ta.host, ta.guest = socketPair(t)
+	ta.host, ta.guest = testenv.SocketPair(t)
 	if opts.Version == "" {
 		opts.Version = "test-1.0"
 	}

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentbox/agentbox/tests/testenv"
+
 	"github.com/agentbox/agentbox/vmctl/agent"
 	"github.com/agentbox/agentbox/vmctl/agentproto"
 	"github.com/agentbox/agentbox/vmctl/guestagent"
@@ -100,7 +102,7 @@ func TestGuestVersionMismatch(t *testing.T) {
 }
 
 func TestDialHonoursContext(t *testing.T) {
-	host, guest := socketPair(t)
+	host, guest := testenv.SocketPair(t)
 	defer guest.Close() // a guest that never answers
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
@@ -109,7 +111,7 @@ func TestDialHonoursContext(t *testing.T) {
 		t.Fatalf("got %v", err)
 	}
 	ctx, cancel = context.WithCancel(context.Background())
-	host2, guest2 := socketPair(t)
+	host2, guest2 := testenv.SocketPair(t)
 	defer guest2.Close()
 	go func() {
 		// Cancel once the hello arrived, while Dial waits for the reply.
@@ -122,7 +124,7 @@ func TestDialHonoursContext(t *testing.T) {
 }
 
 func TestServeContextCancel(t *testing.T) {
-	host, guest := socketPair(t)
+	host, guest := testenv.SocketPair(t)
 	defer host.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)

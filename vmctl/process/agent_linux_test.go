@@ -3,13 +3,12 @@ package process_test
 import (
 	"context"
 	"errors"
-	"net"
-	"os"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/agentbox/agentbox/tests/testenv"
 	"github.com/agentbox/agentbox/vmctl/agent"
 	"github.com/agentbox/agentbox/vmctl/guestagent"
 	"github.com/agentbox/agentbox/vmctl/process"
@@ -20,20 +19,7 @@ import (
 // The test ends by checking that Serve returned nil after the host closed.
 func dialGuest(t *testing.T) *agent.Client {
 	t.Helper()
-	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn := func(fd int, name string) net.Conn {
-		f := os.NewFile(uintptr(fd), name)
-		defer f.Close()
-		c, err := net.FileConn(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return c
-	}
-	host, guest := conn(fds[0], "host"), conn(fds[1], "guest")
+	host, guest := testenv.SocketPair(t)
 	served := make(chan error, 1)
 	go func() {
 		served <- guestagent.Serve(context.Background(), guest, guestagent.Options{

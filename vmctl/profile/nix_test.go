@@ -12,7 +12,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -61,7 +60,7 @@ func fixture(t *testing.T, name string, make func(t *testing.T, dir string)) str
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	copyFile(t, filepath.Join("testdata", "fixture", "flake.nix"), filepath.Join(dir, "flake.nix"))
+	testenv.CopyFile(t, filepath.Join("testdata", "fixture", "flake.nix"), filepath.Join(dir, "flake.nix"))
 	make(t, dir)
 	fixtures[name] = dir
 	return dir
@@ -81,7 +80,7 @@ func realFixture(t *testing.T) string {
 	return fixture(t, "real", func(t *testing.T, dir string) {
 		src := testenv.Image(t)
 		for _, f := range []string{"manifest.toml", "vmlinuz", "initrd.img", "rootfs.qcow2"} {
-			copyFile(t, filepath.Join(src, f), filepath.Join(dir, "images", "test", f))
+			testenv.CopyFile(t, filepath.Join(src, f), filepath.Join(dir, "images", "test", f))
 		}
 	})
 }
@@ -104,7 +103,7 @@ func tampered(t *testing.T, good, file string, off int) string {
 				return err
 			}
 			rel, _ := filepath.Rel(good, path)
-			copyFile(t, path, filepath.Join(dir, rel))
+			testenv.CopyFile(t, path, filepath.Join(dir, rel))
 			return nil
 		})
 		if err != nil {
@@ -120,28 +119,6 @@ func tampered(t *testing.T, good, file string, off int) string {
 			t.Fatal(err)
 		}
 	})
-}
-
-func copyFile(t *testing.T, src, dst string) {
-	t.Helper()
-	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	in, err := os.Open(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		t.Fatal(err)
-	}
-	if err := out.Close(); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // writeTiny writes a minimal valid image named name into dir: two small
