@@ -46,3 +46,31 @@ type Stop struct {
 	// "destroyed", "failed".
 	Reason string
 }
+
+// Snapshotter is the part of a driver that checkpoints live domains into
+// internal snapshots of their qcow2 overlay (QEMU's job-based
+// snapshot-save / snapshot-load / snapshot-delete QMP commands, see
+// https://qemu-project.gitlab.io/qemu/interop/qemu-qmp-ref.html) and starts
+// domains paused for a restore. vmctl/libvirt.Driver implements it.
+type Snapshotter interface {
+	// StartDomainPaused is StartDomain with the vCPUs stopped
+	// (virDomainCreateXML with VIR_DOMAIN_START_PAUSED), so a snapshot can
+	// be loaded before the guest runs. On error no domain is left behind.
+	StartDomainPaused(ctx context.Context, spec domain.Spec) error
+	// PauseDomain stops the domain's vCPUs (QMP stop: block I/O drained and
+	// flushed); ResumeDomain lets them run again (QMP cont).
+	PauseDomain(ctx context.Context, name string) error
+	ResumeDomain(ctx context.Context, name string) error
+	// SaveSnapshot saves the running domain's memory, device state and
+	// disk under tag inside its overlay; the domain keeps (or goes back to)
+	// running. A failed save removes whatever part of the snapshot was
+	// written. A tag that already exists fails with ErrSnapshotExists.
+	SaveSnapshot(ctx context.Context, name, tag string) error
+	// LoadSnapshot loads tag into a paused domain (see StartDomainPaused)
+	// and leaves it paused. A missing tag fails with ErrNoSnapshot; any
+	// other failure leaves the domain paused for the caller to destroy.
+	LoadSnapshot(ctx context.Context, name, tag string) error
+	// DeleteSnapshot removes tag from the running domain's overlay. A
+	// missing tag fails with ErrNoSnapshot (QEMU itself reports success).
+	DeleteSnapshot(ctx context.Context, name, tag string) error
+}

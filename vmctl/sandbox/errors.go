@@ -25,3 +25,11 @@ var (
 	// ErrConflict: the sandbox's state does not allow the change.
 	ErrConflict = errors.New("sandbox state conflict")
 )
+
+// Snapshot error categories, wrapped with %w.
+var (
+	// ErrNoSnapshot: the overlay holds no snapshot with that tag.
+	ErrNoSnapshot = errors.New("snapshot not found")
+	// ErrSnapshotExists: the overlay already holds a snapshot with that tag.
+	ErrSnapshotExists = errors.New("snapshot exists")
+)
