@@ -101,7 +101,7 @@ func TestParseRuleErrors(t *testing.T) {
 		{"ex*ample.com", "whole first label"},
 		{"*.*.example.com", "whole first label"},
 		{"*", "whole first label"},
-		{"*..", "1..63"},
+		{"*..", "empty name"},
 		{"*.com", "at least two labels"},
 		{"1.2.3", "neither a name nor an IP"},
 		{"999.1.1.1:80", "neither a name nor an IP"},
