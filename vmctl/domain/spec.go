@@ -124,4 +124,9 @@ type Spec struct {
 	// (ttyS0) is written to. QEMU truncates it when the domain starts
 	// (append='off'). Required.
 	ConsoleLog string
+
+	// Tune holds the host-side resource limits (CPU quota, memory hard
+	// limit, block I/O weight and throttling, TCG cache size). Optional:
+	// the zero value adds no tuning elements.
+	Tune Tune
 }

@@ -128,6 +128,7 @@ func (s Spec) Validate() error {
 		bad("Cmdline", "contains control characters (newline, tab, ...); use a single line separated by spaces")
 	}
 
+	errs = append(errs, s.Tune.validate(s)...)
 	return errors.Join(errs...)
 }
 

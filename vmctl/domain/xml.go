@@ -97,6 +97,7 @@ func build(s Spec) *libvirtxml.Domain {
 	if s.GuestAgentSocket != "" {
 		d.Devices.Channels = append(d.Devices.Channels, unixChannel(s.GuestAgentSocket, GuestAgentPort))
 	}
+	s.Tune.apply(d)
 	if s.Type == TypeKVM {
 		d.CPU = &libvirtxml.DomainCPU{Mode: "host-passthrough", Check: "none", Migratable: "on"}
 	}

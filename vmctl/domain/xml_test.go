@@ -51,6 +51,10 @@ func TestXMLGolden(t *testing.T) {
 	escaped.SandboxID = "a<b>&c"
 	escaped.Cmdline = `console=ttyS0 x="<&>"`
 
+	tuned := validSpec()
+	tuned.Tune = Tune{CPUQuotaPercent: 50, MemoryHardLimitMiB: 896, BlkioWeight: 500,
+		DiskBytesPerSec: 10 << 20, DiskIOPS: 500, TCGCacheMiB: 128}
+
 	for _, tc := range []struct {
 		golden string
 		spec   Spec
@@ -59,6 +63,7 @@ func TestXMLGolden(t *testing.T) {
 		{"kvm-guest-agent.xml", kvm},
 		{"minimal.xml", minimal},
 		{"escaped.xml", escaped},
+		{"tuned.xml", tuned},
 	} {
 		t.Run(tc.golden, func(t *testing.T) {
 			got, err := XML(tc.spec)
