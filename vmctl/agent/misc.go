@@ -45,3 +45,17 @@ func (c *Client) Reboot(ctx context.Context) error {
 		Op: agentproto.OpShutdown, Shutdown: &agentproto.ShutdownRequest{Reboot: true},
 	}, nil)
 }
+
+// SetIdentity gives a guest restored from a snapshot its own identity:
+// hostname (kernel and /etc/hostname) and, when machineID is set and the
+// image has /etc/machine-id, a new machine id (32 lowercase hex digits).
+// Errors: *agentproto.Error with CodeInvalid for a malformed hostname or
+// id, CodeUnsupported from an agent older than the operation.
+func (c *Client) SetIdentity(ctx context.Context, hostname, machineID string) (agentproto.IdentityResponse, error) {
+	var resp agentproto.IdentityResponse
+	err := c.call(ctx, "identity", &agentproto.Request{
+		Op:       agentproto.OpIdentity,
+		Identity: &agentproto.IdentityRequest{Hostname: hostname, MachineID: machineID},
+	}, &resp)
+	return resp, err
+}

@@ -53,6 +53,10 @@ const (
 	// OpShutdown powers the guest off or reboots it
 	// ([ShutdownRequest]); the guest answers FrameResponse {} first.
 	OpShutdown Op = "shutdown"
+	// OpIdentity gives a restored guest its own identity
+	// ([IdentityRequest]): hostname and /etc/machine-id; FrameResponse
+	// with [IdentityResponse].
+	OpIdentity Op = "identity"
 )
 
 // Request is the JSON payload of the FrameRequest that opens every stream.
@@ -76,6 +80,8 @@ type Request struct {
 	SetTime *SetTimeRequest `json:"set_time,omitempty"`
 	// Shutdown is set for OpShutdown.
 	Shutdown *ShutdownRequest `json:"shutdown,omitempty"`
+	// Identity is set for OpIdentity.
+	Identity *IdentityRequest `json:"identity,omitempty"`
 }
 
 // DefaultPath is the PATH of every command unless its Env overrides it;
@@ -395,6 +401,11 @@ func (r *Request) Validate() error {
 		ok = r.SetTime != nil
 	case OpShutdown:
 		ok = r.Shutdown != nil
+	case OpIdentity:
+		if r.Identity == nil {
+			break
+		}
+		return r.Identity.Validate()
 	case OpPing:
 		ok = true
 	default:

@@ -247,6 +247,8 @@ func (s *server) handle(st *yamux.Stream) {
 		err = s.setTime(fw, req.SetTime)
 	case agentproto.OpShutdown:
 		err = s.shutdown(st, fw, req.Shutdown)
+	case agentproto.OpIdentity:
+		err = s.identity(fw, req.Identity)
 	}
 	if err != nil {
 		s.fail(fw, req.Op, err)

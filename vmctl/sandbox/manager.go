@@ -73,6 +73,8 @@ type Manager struct {
 	mu    sync.Mutex
 	byID  map[string]*Sandbox
 	names map[string]string // name → ID
+
+	snap snapState // snapshots (snapshot.go)
 }
 
 // NewManager checks cfg and returns a Manager with an empty registry (see
@@ -237,6 +239,7 @@ func (m *Manager) Create(ctx context.Context, opts Options) (_ *Sandbox, err err
 		return nil, err
 	}
 	undo.add("domain watch", func(context.Context) error { sb.stopWatch(); return nil })
+	sb.setSpec(spec) // for snapshots of this sandbox (snapshot.go)
 	start := time.Now()
 	if err := m.cfg.Driver.StartDomain(ctx, spec); err != nil {
 		return nil, fmt.Errorf("start domain: %w", err)
@@ -463,6 +466,9 @@ func (m *Manager) Remove(ctx context.Context, sb *Sandbox, force bool) error {
 	}
 	rec := sb.rec
 	sb.mu.Unlock()
+	if err := m.keepSnapshotFile(sb); err != nil { // snapshots outlive their sandbox
+		errs = append(errs, err)
+	}
 	if err := os.RemoveAll(sb.Dir); err != nil {
 		errs = append(errs, fmt.Errorf("remove sandbox dir: %w", err))
 	}

@@ -157,6 +157,7 @@ func (m *Manager) Reconcile(ctx context.Context) (Report, error) {
 		rep.Cleaned = append(rep.Cleaned, "domain "+name)
 		m.log.Warn("destroyed a domain no record knows", "domain", name, "sandbox", d.SandboxID)
 	}
+	m.reconcileSnapshots(known, &rep) // before cleanFiles: snapshots may live in a dir it removes
 	m.cleanFiles(known, anyOwner, &rep)
 	return rep, nil
 }

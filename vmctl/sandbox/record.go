@@ -1,6 +1,10 @@
 package sandbox
 
-import "time"
+import (
+	"time"
+
+	"github.com/agentbox/agentbox/vmctl/domain"
+)
 
 // State is a sandbox's place in its lifecycle:
 //
@@ -62,6 +66,10 @@ type Record struct {
 	StoppedAt time.Time `json:"stopped_at,omitzero"`
 	// BootMs is the time from domain start to the agent's handshake.
 	BootMs int64 `json:"boot_ms,omitempty"`
+	// Spec is the domain description the sandbox was started with (nil
+	// for records written before snapshots existed); a snapshot of the
+	// sandbox keeps it so a restore has the same devices.
+	Spec *domain.Spec `json:"spec,omitempty"`
 	// Extra is opaque JSON the manager's user keeps with the record (the
 	// daemon's limits and counters); the manager never reads it.
 	Extra []byte `json:"extra,omitempty"`

@@ -59,9 +59,10 @@ type Sandbox struct {
 	stopped  chan struct{}
 	stop     Stop
 
-	mu    sync.Mutex
-	rec   Record
-	agent *agent.Client
+	mu           sync.Mutex
+	rec          Record
+	agent        *agent.Client
+	restoreTimes RestoreTimes // see LastRestore
 
 	// pmu serializes writes of the record to the Store, so the last write
 	// is the newest record and none lands after Remove deleted it.

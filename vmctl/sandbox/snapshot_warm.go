@@ -1,0 +1,184 @@
+package sandbox
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/agentbox/agentbox/vmctl/domain"
+)
+
+// WarmLabel marks the short-lived sandbox that boots once to build a
+// warm template; its value is the template's key.
+const WarmLabel = "agentbox.warm-template"
+
+// warmTag is the snapshot tag of a warm template's "ready" state.
+const warmTag = "ready"
+
+// warmManifest is STATE_DIR/warm/<key>/manifest.json: what a warm create
+// needs besides the template's overlay.
+type warmManifest struct {
+	Key         string      `json:"key"`
+	ImageDigest string      `json:"image_digest"`
+	Spec        domain.Spec `json:"spec"`
+	VCPUs       int         `json:"vcpus"`
+	MemoryMiB   int         `json:"memory_mib"`
+	CreatedAt   time.Time   `json:"created_at"`
+	BuildMs     int64       `json:"build_ms"`
+}
+
+// warmKey is the template key: a hash of everything the saved memory
+// state depends on — image digest, domain type, machine, vCPUs, memory
+// (MiB) and the device set (here: the qemu-ga channel).
+func warmKey(digest, domainType, machine string, vcpus, memory int, qga bool) string {
+	h := sha256.New()
+	for _, s := range []string{digest, domainType, machine, strconv.Itoa(vcpus), strconv.Itoa(memory), strconv.FormatBool(qga)} {
+		h.Write([]byte(s))
+		h.Write([]byte{0})
+	}
+	return hex.EncodeToString(h.Sum(nil))[:24]
+}
+
+// warmDir returns STATE_DIR/warm/<key>.
+func (m *Manager) warmDir(key string) string { return filepath.Join(m.cfg.StateDir, "warm", key) }
+
+func (m *Manager) warmLock(key string) *sync.Mutex {
+	m.snap.mu.Lock()
+	defer m.snap.mu.Unlock()
+	if m.snap.warm == nil {
+		m.snap.warm = map[string]*sync.Mutex{}
+	}
+	l, ok := m.snap.warm[key]
+	if !ok {
+		l = &sync.Mutex{}
+		m.snap.warm[key] = l
+	}
+	return l
+}
+
+// CreateWarm is Create from the image's warm template: a pre-booted
+// "ready" snapshot per image and machine shape (image digest, domain
+// type, machine, vCPUs, memory, devices), kept in STATE_DIR/warm/<key>/
+// (image directories may be read-only). The first warm create of a shape
+// builds it — a cold boot (a sandbox labelled WarmLabel, visible while it
+// boots), a save, a destroy — and later ones restore from it as Restore
+// does (copy, paused start, load, resume, agent, clock, identity), which
+// skips the boot. Concurrent first creates build the template once. A
+// changed image has another digest, hence another key.
+//
+// Errors as for Create and Restore; a template that fails to restore is
+// removed (the next warm create rebuilds it) and the error says so.
+func (m *Manager) CreateWarm(ctx context.Context, opts Options) (*Sandbox, error) {
+	if _, err := m.snapshotter(); err != nil {
+		return nil, err
+	}
+	if opts.Image == nil || opts.Accel.DomainType == "" {
+		return nil, fmt.Errorf("%w: a warm create needs an image and an accelerator", ErrInvalid)
+	}
+	vcpus := pick(opts.VCPUs, opts.Image.Manifest.Resources.VCPUs)
+	memory := pick(opts.MemoryMiB, opts.Image.Manifest.Resources.MemoryMiB)
+	key := warmKey(opts.Image.Digest, opts.Accel.DomainType, domain.DefaultMachine, vcpus, memory, opts.GuestAgentChannel)
+	man, err := m.warmTemplate(ctx, key, opts)
+	if err != nil {
+		return nil, err
+	}
+	src := restoreSource{
+		name: "warm template " + key, file: filepath.Join(m.warmDir(key), "overlay.qcow2"), tag: warmTag,
+		spec: man.Spec, accel: opts.Accel, vcpus: man.VCPUs, memory: man.MemoryMiB,
+	}
+	sb, err := m.restore(ctx, src, RestoreOptions{
+		Image: opts.Image, Name: opts.Name, Labels: opts.Labels, Extra: opts.Extra, Admit: opts.Admit,
+		Timeout: opts.BootTimeout,
+	})
+	if errors.Is(err, ErrSnapshotUnusable) {
+		l := m.warmLock(key)
+		l.Lock()
+		os.RemoveAll(m.warmDir(key))
+		l.Unlock()
+		return nil, fmt.Errorf("%w (the warm template was removed; the next --warm create rebuilds it)", err)
+	}
+	return sb, err
+}
+
+// warmTemplate returns the manifest of the template for key, building it
+// first if there is none (under the key's lock).
+func (m *Manager) warmTemplate(ctx context.Context, key string, opts Options) (warmManifest, error) {
+	l := m.warmLock(key)
+	l.Lock()
+	defer l.Unlock()
+	dir := m.warmDir(key)
+	var man warmManifest
+	if data, err := os.ReadFile(filepath.Join(dir, "manifest.json")); err == nil {
+		if json.Unmarshal(data, &man) == nil && man.Key == key && man.ImageDigest == opts.Image.Digest {
+			if _, err := os.Stat(filepath.Join(dir, "overlay.qcow2")); err == nil {
+				return man, nil
+			}
+		}
+	}
+	os.RemoveAll(dir)
+	return m.buildWarm(ctx, key, opts)
+}
+
+// buildWarm boots a sandbox cold, waits for its agent, saves the "ready"
+// snapshot, stops it and keeps its overlay as the template.
+func (m *Manager) buildWarm(ctx context.Context, key string, opts Options) (_ warmManifest, err error) {
+	snap, err := m.snapshotter()
+	if err != nil {
+		return warmManifest{}, err
+	}
+	ctx = context.WithoutCancel(ctx) // one build serves every waiting create
+	start := time.Now()
+	bo := opts
+	bo.Name, bo.Labels, bo.Extra = "", map[string]string{WarmLabel: key}, nil
+	sb, err := m.Create(ctx, bo)
+	if err != nil {
+		return warmManifest{}, fmt.Errorf("build warm template (cold boot): %w", err)
+	}
+	defer func() {
+		if rerr := m.Remove(ctx, sb, true); rerr != nil {
+			err = errors.Join(err, fmt.Errorf("remove the template's sandbox: %w", rerr))
+		}
+	}()
+	rec := sb.Record()
+	if err := snap.SaveSnapshot(ctx, sb.Domain, warmTag); err != nil {
+		if noSpace(err, sb.Overlay) {
+			err = fmt.Errorf("%w: %v: free space under %s", ErrNoSpace, err, m.cfg.StateDir)
+		}
+		return warmManifest{}, fmt.Errorf("build warm template: save: %w", err)
+	}
+	if err := m.Stop(ctx, sb, "warm template saved"); err != nil {
+		return warmManifest{}, fmt.Errorf("build warm template: stop: %w", err)
+	}
+	dir := m.warmDir(key)
+	tmp := dir + ".tmp"
+	os.RemoveAll(tmp)
+	if err := os.MkdirAll(tmp, 0o700); err != nil {
+		return warmManifest{}, fmt.Errorf("warm template dir: %w", err)
+	}
+	man := warmManifest{
+		Key: key, ImageDigest: opts.Image.Digest, Spec: *rec.Spec, VCPUs: rec.VCPUs, MemoryMiB: rec.MemoryMiB,
+		CreatedAt: time.Now().UTC(), BuildMs: time.Since(start).Milliseconds(),
+	}
+	data, _ := json.MarshalIndent(man, "", "  ")
+	err = os.Rename(sb.Overlay, filepath.Join(tmp, "overlay.qcow2"))
+	if err == nil {
+		err = os.WriteFile(filepath.Join(tmp, "manifest.json"), append(data, '\n'), 0o600)
+		if err == nil {
+			err = os.Rename(tmp, dir)
+		}
+	}
+	if err != nil {
+		os.RemoveAll(tmp)
+		return warmManifest{}, fmt.Errorf("keep warm template: %w", err)
+	}
+	m.log.Info("warm template built", "key", key, "image", opts.Image.Manifest.Name, "build_ms", man.BuildMs)
+	return man, nil
+}
