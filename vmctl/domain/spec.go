@@ -129,4 +129,8 @@ type Spec struct {
 	// limit, block I/O weight and throttling, TCG cache size). Optional:
 	// the zero value adds no tuning elements.
 	Tune Tune
+
+	// Interface is the sandbox's network device (a virtio NIC on a host
+	// tap). Optional: nil means no network device at all.
+	Interface *Interface
 }

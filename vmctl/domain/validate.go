@@ -129,6 +129,7 @@ func (s Spec) Validate() error {
 	}
 
 	errs = append(errs, s.Tune.validate(s)...)
+	errs = append(errs, s.Interface.validate()...)
 	return errors.Join(errs...)
 }
 

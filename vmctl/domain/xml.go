@@ -98,6 +98,7 @@ func build(s Spec) *libvirtxml.Domain {
 		d.Devices.Channels = append(d.Devices.Channels, unixChannel(s.GuestAgentSocket, GuestAgentPort))
 	}
 	s.Tune.apply(d)
+	s.Interface.apply(d)
 	if s.Type == TypeKVM {
 		d.CPU = &libvirtxml.DomainCPU{Mode: "host-passthrough", Check: "none", Migratable: "on"}
 	}
