@@ -129,6 +129,10 @@ var schemaTypes = map[string]reflect.Type{
 	"Capacity":             reflect.TypeFor[api.Capacity](),
 	"Error":                reflect.TypeFor[api.Error](),
 	"ErrorResponse":        reflect.TypeFor[api.ErrorResponse](),
+	"Snapshot":             reflect.TypeFor[api.Snapshot](),
+	"SnapshotList":         reflect.TypeFor[api.SnapshotList](),
+	"SaveSnapshotRequest":  reflect.TypeFor[api.SaveSnapshotRequest](),
+	"RestoreRequest":       reflect.TypeFor[api.RestoreRequest](),
 	"AuditEntry":           reflect.TypeFor[audit.Entry](),
 	"OutputDigest":         reflect.TypeFor[audit.OutputDigest](),
 }
@@ -261,7 +265,8 @@ func TestOpenAPIErrorCodes(t *testing.T) {
 		api.CodeMethodNotAllowed, api.CodeNameTaken, api.CodeSandboxRunning, api.CodeNotRunning, api.CodeStdinClosed,
 		api.CodeProcessExited, api.CodeOutputDropped, api.CodeTooLarge, api.CodeUnsupportedMedia, api.CodeInvalidImage,
 		api.CodeNotAFile, api.CodeNotADirectory, api.CodeCapacity, api.CodeExecLimit, api.CodeInternal,
-		api.CodeBootFailed, api.CodeUnavailable, api.CodeGuestDied}
+		api.CodeBootFailed, api.CodeUnavailable, api.CodeGuestDied,
+		api.CodeSnapshotUnusable, api.CodeInsufficientStorage, api.CodeNotImplemented}
 	var enum []string
 	for _, v := range doc.Components.Schemas["Error"].Value.Properties["code"].Value.Enum {
 		enum = append(enum, v.(string))
@@ -302,7 +307,7 @@ const sb = "/v1/sandboxes/" + apitest.SandboxID
 
 // successCases answer 2xx and cover every route.
 func successCases() []apiCase {
-	return []apiCase{
+	return append(snapshotSuccessCases(), []apiCase{
 		{name: "info", method: "GET", target: "/v1/info", status: 200, called: true},
 		{name: "openapi", method: "GET", target: "/v1/openapi.yaml", status: 200, check: func(t *testing.T, rec *httptest.ResponseRecorder) {
 			if !bytes.Equal(rec.Body.Bytes(), api.OpenAPI()) {
@@ -373,7 +378,7 @@ func successCases() []apiCase {
 		{name: "stat", method: "GET", target: sb + "/files/stat?path=/etc/hostname", status: 200, called: true},
 		{name: "list files", method: "GET", target: sb + "/files/list?path=/work", status: 200, called: true},
 		{name: "mkdir", method: "POST", target: sb + "/files/mkdir", ct: "json", body: `{"path":"/work/d","mode":"0700","parents":true}`, status: 201, called: true},
-	}
+	}...)
 }
 
 // errorCases are refused by the server (Backend not called) or fail in

@@ -69,4 +69,10 @@ var routes = []route{
 	{"GET", "/v1/sandboxes/{id}/files/stat", []string{"path"}, (*Server).stat},
 	{"GET", "/v1/sandboxes/{id}/files/list", []string{"path"}, (*Server).list},
 	{"POST", "/v1/sandboxes/{id}/files/mkdir", nil, (*Server).mkdir},
+
+	{"POST", "/v1/sandboxes/{id}/snapshots", nil, (*Server).saveSnapshot},
+	{"GET", "/v1/snapshots", []string{"sandbox"}, (*Server).listSnapshots},
+	{"GET", "/v1/snapshots/{name}", nil, (*Server).getSnapshot},
+	{"DELETE", "/v1/snapshots/{name}", nil, (*Server).deleteSnapshot},
+	{"POST", "/v1/snapshots/{name}/restore", nil, (*Server).restoreSnapshot},
 }

@@ -105,6 +105,10 @@ type CreateSandboxRequest struct {
 	Labels map[string]string `json:"labels,omitempty"`
 	// Limits override the daemon's defaults where non-zero.
 	Limits Limits `json:"limits,omitempty"`
+	// Warm starts the sandbox from the image's saved "ready" state
+	// instead of booting it (built by the first warm create of an image
+	// and machine shape, which boots once).
+	Warm bool `json:"warm,omitempty"`
 }
 
 // ExecRequest is the body of POST /v1/sandboxes/{id}/exec and
@@ -257,6 +261,10 @@ const (
 	EventSandboxCreated = "sandbox.created" // a create was accepted
 	EventSandboxState   = "sandbox.state"   // the sandbox entered State
 	EventSandboxRemoved = "sandbox.removed" // the sandbox was deleted
+	// Snapshot events: Sandbox is the snapshotted sandbox, Reason names
+	// the snapshot ("snapshot NAME").
+	EventSnapshotSaved   = "snapshot.saved"
+	EventSnapshotRemoved = "snapshot.removed"
 )
 
 // Event is one line of GET /v1/events (application/x-ndjson).

@@ -76,6 +76,10 @@ var codeStatus = map[string]int{
 	CodeBootFailed:       http.StatusInternalServerError,
 	CodeUnavailable:      http.StatusServiceUnavailable,
 	CodeGuestDied:        http.StatusServiceUnavailable,
+
+	CodeSnapshotUnusable:    http.StatusUnprocessableEntity,
+	CodeInsufficientStorage: http.StatusInsufficientStorage,
+	CodeNotImplemented:      http.StatusNotImplemented,
 }
 
 // StatusOf returns the HTTP status a stable error code is answered with

@@ -79,6 +79,8 @@ type Backend struct {
 	ConsoleFn       func(ctx context.Context, ref string, tail int64, w io.Writer) error
 	AuditFn         func(ctx context.Context, ref string, emit func(audit.Entry) error) error
 	EventsFn        func(ctx context.Context, emit func(api.Event) error) error
+	// Snapshot holds the snapshot methods' functions (snapshots.go).
+	Snapshot SnapshotFns
 
 	mu    sync.Mutex
 	calls []string

@@ -1,0 +1,95 @@
+package api_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/agentbox/agentbox/vmctl/api"
+	"github.com/agentbox/agentbox/vmctl/api/apitest"
+)
+
+// snapshotSuccessCases cover the snapshot routes (see successCases).
+func snapshotSuccessCases() []apiCase {
+	return []apiCase{
+		{name: "save snapshot", method: "POST", target: sb + "/snapshots", ct: "json", body: `{"name":"before"}`, status: 201, called: true,
+			check: header("Location", "/v1/snapshots/before")},
+		{name: "list snapshots", method: "GET", target: "/v1/snapshots", status: 200, called: true},
+		{name: "list snapshots of a sandbox", method: "GET", target: "/v1/snapshots?sandbox=work1", status: 200, called: true},
+		{name: "list no snapshots", method: "GET", target: "/v1/snapshots", status: 200, called: true, setup: func(b *apitest.Backend) {
+			b.Snapshot.ListFn = func(context.Context, string) ([]api.Snapshot, error) { return nil, nil }
+		}},
+		{name: "get snapshot", method: "GET", target: "/v1/snapshots/before", status: 200, called: true},
+		{name: "delete snapshot", method: "DELETE", target: "/v1/snapshots/before", status: 204, called: true},
+		{name: "restore", method: "POST", target: "/v1/snapshots/before/restore", ct: "json",
+			body: `{"name":"work2","labels":{"fork":"a"},"limits":{"ttl_seconds":60}}`, status: 201, called: true,
+			check: header("Location", sb)},
+		{name: "restore minimal", method: "POST", target: "/v1/snapshots/before/restore", ct: "json", body: `{}`, status: 201, called: true},
+		{name: "create warm", method: "POST", target: "/v1/sandboxes", ct: "json", body: `{"image":"/i","warm":true}`, status: 201, called: true},
+	}
+}
+
+// TestSnapshotRouteErrors: bad names are refused before the backend, and
+// the backend's errors keep their status.
+func TestSnapshotRouteErrors(t *testing.T) {
+	cases := []struct {
+		name, method, target, body string
+		setup                      func(b *apitest.Backend)
+		status                     int
+		code                       string
+	}{
+		{"name missing", "POST", sb + "/snapshots", `{}`, nil, 400, api.CodeInvalidArgument},
+		{"name like an ID", "POST", sb + "/snapshots", `{"name":"0123456789ab"}`, nil, 400, api.CodeInvalidArgument},
+		{"name with a slash", "POST", sb + "/snapshots", `{"name":"a/b"}`, nil, 400, api.CodeInvalidArgument},
+		{"unknown field", "POST", sb + "/snapshots", `{"name":"a","x":1}`, nil, 400, api.CodeBadRequest},
+		{"restore bad name", "POST", "/v1/snapshots/before/restore", `{"name":"-x"}`, nil, 400, api.CodeInvalidArgument},
+		{"restore bad label", "POST", "/v1/snapshots/before/restore", `{"labels":{"-":"v"}}`, nil, 400, api.CodeInvalidArgument},
+		{"bad sandbox filter", "GET", "/v1/snapshots?sandbox=-", "", nil, 400, api.CodeInvalidArgument},
+		{"disk full", "POST", sb + "/snapshots", `{"name":"a"}`, func(b *apitest.Backend) {
+			b.Snapshot.SaveFn = func(context.Context, string, api.SaveSnapshotRequest) (api.Snapshot, error) {
+				return api.Snapshot{}, api.Errorf(507, api.CodeInsufficientStorage, "disk full")
+			}
+		}, 507, api.CodeInsufficientStorage},
+		{"unusable", "POST", "/v1/snapshots/before/restore", `{}`, func(b *apitest.Backend) {
+			b.Snapshot.RestoreFn = func(context.Context, string, api.RestoreRequest) (api.Sandbox, error) {
+				return api.Sandbox{}, api.Errorf(422, api.CodeSnapshotUnusable, "image changed")
+			}
+		}, 422, api.CodeSnapshotUnusable},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			b := &apitest.Backend{}
+			if c.setup != nil {
+				c.setup(b)
+			}
+			status, code := serveOnce(t, b, c.method, c.target, c.body)
+			if status != c.status || code != c.code {
+				t.Errorf("%s %s: %d %s, want %d %s", c.method, c.target, status, code, c.status, c.code)
+			}
+			if called := len(b.Calls()) > 0; called != (c.setup != nil) {
+				t.Errorf("backend called = %v, want %v", called, c.setup != nil)
+			}
+		})
+	}
+}
+
+// serveOnce answers one request with a server over b and returns the
+// status and error code.
+func serveOnce(t *testing.T, b *apitest.Backend, method, target, body string) (int, string) {
+	t.Helper()
+	srv, err := api.NewServer(api.Config{Backend: b})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := httptest.NewRequest(method, "http://localhost"+target, strings.NewReader(body))
+	if body != "" {
+		r.Header.Set("Content-Type", "application/json")
+	}
+	rec := httptest.NewRecorder()
+	srv.Handler().ServeHTTP(rec, r)
+	var er api.ErrorResponse
+	json.Unmarshal(rec.Body.Bytes(), &er)
+	return rec.Code, er.Error.Code
+}
