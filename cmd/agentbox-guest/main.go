@@ -101,6 +101,7 @@ func run(args []string, stderr io.Writer) int {
 	if cfg.init {
 		setHostname(log, orDefault(cmdline["agentbox.hostname"], defaultHostname))
 	}
+	bootNetwork(log, cmdline["agentbox.net"])
 	if err := guestagent.ProtectFromOOM(); err != nil {
 		log.Warn("cannot protect the agent from the OOM killer", "err", err)
 	}
@@ -108,7 +109,7 @@ func run(args []string, stderr io.Writer) int {
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	opts := guestagent.Options{Version: version, Logger: log, Path: cfg.path}
+	opts := guestagent.Options{Version: version, Logger: log, Path: cfg.path, ConfigureNetwork: guestagent.ConfigureNetwork}
 	if name := orDefault(cfg.user, cmdline["agentbox.user"]); name != "" {
 		u := guestagent.LookupUser(name)
 		if u == nil {

@@ -59,3 +59,14 @@ func (c *Client) SetIdentity(ctx context.Context, hostname, machineID string) (a
 	}, &resp)
 	return resp, err
 }
+
+// ConfigureNetwork (re)configures the guest's NIC: address, default
+// route, resolver and host.agentbox.internal (see
+// agentproto.OpConfigureNetwork), e.g. after a snapshot restore gave the
+// sandbox a new subnet (vmctl/network.Attachment.GuestConfig). Errors:
+// *agentproto.Error with CodeInvalid for a malformed request,
+// CodeUnsupported when the agent is not the guest's init, else the
+// guest's netlink or file error.
+func (c *Client) ConfigureNetwork(ctx context.Context, cfg agentproto.NetworkRequest) error {
+	return c.call(ctx, "configure-network", &agentproto.Request{Op: agentproto.OpConfigureNetwork, Network: &cfg}, nil)
+}

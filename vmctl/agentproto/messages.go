@@ -57,6 +57,11 @@ const (
 	// ([IdentityRequest]): hostname and /etc/machine-id; FrameResponse
 	// with [IdentityResponse].
 	OpIdentity Op = "identity"
+	// OpConfigureNetwork (re)configures the guest's NIC
+	// ([NetworkRequest]): address, default route, /etc/resolv.conf and
+	// host.agentbox.internal in /etc/hosts, e.g. after a snapshot restore
+	// gave the sandbox a new subnet; FrameResponse {}.
+	OpConfigureNetwork Op = "configure-network"
 )
 
 // Request is the JSON payload of the FrameRequest that opens every stream.
@@ -82,6 +87,8 @@ type Request struct {
 	Shutdown *ShutdownRequest `json:"shutdown,omitempty"`
 	// Identity is set for OpIdentity.
 	Identity *IdentityRequest `json:"identity,omitempty"`
+	// Network is set for OpConfigureNetwork.
+	Network *NetworkRequest `json:"network,omitempty"`
 }
 
 // DefaultPath is the PATH of every command unless its Env overrides it;
@@ -406,6 +413,11 @@ func (r *Request) Validate() error {
 			break
 		}
 		return r.Identity.Validate()
+	case OpConfigureNetwork:
+		if r.Network == nil {
+			break
+		}
+		return r.Network.Validate()
 	case OpPing:
 		ok = true
 	default:

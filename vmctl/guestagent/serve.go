@@ -42,6 +42,10 @@ type Options struct {
 	// Path is the PATH commands start with; empty means
 	// agentproto.DefaultPath (NixOS guests pass their system profile).
 	Path string
+	// ConfigureNetwork serves OpConfigureNetwork; nil answers it with
+	// CodeUnsupported. The agent running as init sets ConfigureNetwork
+	// (network_linux.go); tests inject a fake.
+	ConfigureNetwork func(agentproto.NetworkRequest) error
 }
 
 // User is a guest account: its ids and home directory.
@@ -249,6 +253,8 @@ func (s *server) handle(st *yamux.Stream) {
 		err = s.shutdown(st, fw, req.Shutdown)
 	case agentproto.OpIdentity:
 		err = s.identity(fw, req.Identity)
+	case agentproto.OpConfigureNetwork:
+		err = s.configureNetwork(fw, req.Network)
 	}
 	if err != nil {
 		s.fail(fw, req.Op, err)

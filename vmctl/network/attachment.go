@@ -8,6 +8,8 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/agentbox/agentbox/vmctl/agentproto"
 )
 
 // TapPrefix starts the name of every tap this package creates; the
@@ -63,81 +65,19 @@ func (a Attachment) Subnet() netip.Prefix {
 
 // Cmdline returns the kernel command line word the guest agent reads to
 // configure its NIC: agentbox.net=G/BITS,gw=H,dns=H,mac=MAC (see
-// ParseGuestConfig).
+// agentproto.ParseNetworkConfig).
 func (a Attachment) Cmdline() string {
 	return "agentbox.net=" + a.GuestConfig().String()
 }
 
 // GuestConfig returns what the guest configures: its address, gateway,
-// resolver and the MAC of the NIC to configure.
-func (a Attachment) GuestConfig() GuestConfig {
-	return GuestConfig{Address: netip.PrefixFrom(a.Guest, a.Bits), Gateway: a.Host, DNS: a.Host, MAC: a.MAC}
-}
-
-// GuestConfig is the network configuration of a guest NIC, as the kernel
-// command line word agentbox.net= carries it and as the guest agent's
-// configure-network operation takes it.
-type GuestConfig struct {
-	// Address is the guest's address and prefix length, e.g. 10.213.0.2/30.
-	Address netip.Prefix
-	// Gateway is the default route's next hop (H).
-	Gateway netip.Addr
-	// DNS is the only nameserver written to /etc/resolv.conf (H).
-	DNS netip.Addr
-	// MAC selects the NIC; empty means the first interface that is not lo.
-	MAC string
-}
-
-// String returns the agentbox.net= value: "10.213.0.2/30,gw=10.213.0.1,dns=10.213.0.1,mac=02:ab:…".
-func (c GuestConfig) String() string {
-	var b strings.Builder
-	b.WriteString(c.Address.String())
-	if c.Gateway.IsValid() {
-		b.WriteString(",gw=" + c.Gateway.String())
+// resolver and the MAC of the NIC (also the request of the agent's
+// configure-network operation).
+func (a Attachment) GuestConfig() agentproto.NetworkRequest {
+	return agentproto.NetworkRequest{
+		Address: netip.PrefixFrom(a.Guest, a.Bits).String(),
+		Gateway: a.Host.String(), DNS: a.Host.String(), MAC: a.MAC,
 	}
-	if c.DNS.IsValid() {
-		b.WriteString(",dns=" + c.DNS.String())
-	}
-	if c.MAC != "" {
-		b.WriteString(",mac=" + c.MAC)
-	}
-	return b.String()
-}
-
-// ParseGuestConfig parses the value of agentbox.net= (see
-// GuestConfig.String). The address is required (IPv4 with a prefix length);
-// gw, dns and mac are optional. Errors name the bad part.
-func ParseGuestConfig(s string) (GuestConfig, error) {
-	var c GuestConfig
-	parts := strings.Split(s, ",")
-	addr, err := netip.ParsePrefix(parts[0])
-	if err != nil || !addr.Addr().Is4() {
-		return c, fmt.Errorf("agentbox.net=%s: address %q: want IPv4/BITS, e.g. 10.213.0.2/30", s, parts[0])
-	}
-	c.Address = addr
-	for _, p := range parts[1:] {
-		k, v, _ := strings.Cut(p, "=")
-		switch k {
-		case "gw", "dns":
-			a, err := netip.ParseAddr(v)
-			if err != nil || !a.Is4() {
-				return c, fmt.Errorf("agentbox.net=%s: %s=%q: want an IPv4 address", s, k, v)
-			}
-			if k == "gw" {
-				c.Gateway = a
-			} else {
-				c.DNS = a
-			}
-		case "mac":
-			if _, err := net.ParseMAC(v); err != nil {
-				return c, fmt.Errorf("agentbox.net=%s: mac=%q: %w", s, v, err)
-			}
-			c.MAC = strings.ToLower(v)
-		default:
-			return c, fmt.Errorf("agentbox.net=%s: unknown key %q (known: gw, dns, mac)", s, k)
-		}
-	}
-	return c, nil
 }
 
 // portsString joins ports for logs.

@@ -42,9 +42,9 @@ var blockedV4 = []netip.Prefix{
 
 // firewall owns one nftables table (family inet) through netlink.
 type firewall struct {
-	mu    sync.Mutex
-	conn  *nftables.Conn
-	table *nftables.Table
+	mu                   sync.Mutex
+	conn                 *nftables.Conn
+	table                *nftables.Table
 	input, forward, post *nftables.Chain
 }
 

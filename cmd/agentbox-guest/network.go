@@ -1,0 +1,28 @@
+package main
+
+import (
+	"log/slog"
+
+	"github.com/agentbox/agentbox/vmctl/agentproto"
+	"github.com/agentbox/agentbox/vmctl/guestagent"
+)
+
+// bootNetwork configures the NIC from the kernel command line's
+// agentbox.net= value (set by the host for a sandbox whose network policy
+// is not none; see vmctl/network). Without it the guest has only lo. A
+// failure is logged on the console and leaves the guest without network;
+// the agent serves anyway so the host can see why.
+func bootNetwork(log *slog.Logger, value string) {
+	if value == "" {
+		return
+	}
+	req, err := agentproto.ParseNetworkConfig(value)
+	if err == nil {
+		err = guestagent.ConfigureNetwork(req)
+	}
+	if err != nil {
+		log.Error("network configuration from the kernel command line failed", "agentbox.net", value, "err", err)
+		return
+	}
+	log.Info("network configured", "agentbox.net", value)
+}
