@@ -40,6 +40,7 @@ func createCommand() *cli.Command {
 			&cli.StringFlag{Name: "accel", Value: "auto", Usage: "accelerator: auto (KVM only where a probe guest runs), kvm or tcg", EnvVars: []string{"AGENTBOX_ACCEL"}},
 			&cli.DurationFlag{Name: "boot-timeout", Value: 120 * time.Second, Usage: "give up if the guest agent has not answered after `DURATION`"},
 			&cli.BoolFlag{Name: "locked", Usage: "refuse a PROFILE whose image differs from the lock file (written by agentbox profile lock)"},
+			&cli.BoolFlag{Name: "warm", Usage: "start from the image's saved \"ready\" state instead of booting (the first --warm create of an image and shape boots once to save it)"},
 		}, profileFlags()...),
 		OnUsageError: usageError,
 		Action: clientAction(func(ctx context.Context, c *cli.Context, cl *client.Client) error {
@@ -61,6 +62,7 @@ func createCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
+			req.Warm = c.Bool("warm")
 			sb, err := cl.CreateSandbox(ctx, req)
 			if err != nil {
 				return err

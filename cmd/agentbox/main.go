@@ -71,6 +71,8 @@ func newApp() *cli.App {
 			auditCommand(),
 			stopCommand(),
 			rmCommand(),
+			snapshotCommand(),
+			restoreCommand(),
 			eventsCommand(),
 			accelCommand(),
 			profileCommand(),

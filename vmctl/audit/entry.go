@@ -56,21 +56,24 @@ const HeadBytes = 1024
 
 // Actions.
 const (
-	ActionCreate       = "create"
-	ActionStop         = "stop"
-	ActionRemove       = "remove"
-	ActionExec         = "exec"
-	ActionProcessStart = "process.start"
-	ActionProcessStdin = "process.stdin"
-	ActionProcessKill  = "process.kill"
-	ActionProcessExit  = "process.exit"
-	ActionUpload       = "file.upload"
-	ActionDownload     = "file.download"
-	ActionStat         = "file.stat"
-	ActionList         = "file.list"
-	ActionMkdir        = "file.mkdir"
-	ActionDelete       = "file.remove"
-	ActionReap         = "reap"      // TTL or idle timeout reached
-	ActionReconcile    = "reconcile" // daemon start: adopted, failed or cleaned
-	ActionStateChange  = "state"     // the sandbox changed state on its own (guest died)
+	ActionCreate         = "create"
+	ActionStop           = "stop"
+	ActionRemove         = "remove"
+	ActionExec           = "exec"
+	ActionProcessStart   = "process.start"
+	ActionProcessStdin   = "process.stdin"
+	ActionProcessKill    = "process.kill"
+	ActionProcessExit    = "process.exit"
+	ActionUpload         = "file.upload"
+	ActionDownload       = "file.download"
+	ActionStat           = "file.stat"
+	ActionList           = "file.list"
+	ActionMkdir          = "file.mkdir"
+	ActionDelete         = "file.remove"
+	ActionReap           = "reap"            // TTL or idle timeout reached
+	ActionReconcile      = "reconcile"       // daemon start: adopted, failed or cleaned
+	ActionStateChange    = "state"           // the sandbox changed state on its own (guest died)
+	ActionSnapshotSave   = "snapshot.save"   // a snapshot of the sandbox was saved
+	ActionSnapshotDelete = "snapshot.remove" // a snapshot of the sandbox was removed
+	ActionRestore        = "restore"         // the sandbox was restored from a snapshot
 )

@@ -89,6 +89,9 @@ type Daemon struct {
 
 	stopReaper context.CancelFunc
 	reaperDone chan struct{}
+
+	snapMetricsOnce sync.Once // snapshots.go
+	snapM           *snapshotMetrics
 }
 
 // box is the daemon's side of one sandbox: its limits and counters (kept

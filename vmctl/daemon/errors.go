@@ -22,6 +22,9 @@ func toAPI(err error) *api.Error {
 	if errors.As(err, &ae) {
 		return ae
 	}
+	if se := snapshotError(err); se != nil {
+		return se
+	}
 	status, code := http.StatusInternalServerError, api.CodeInternal
 	var ge *agentproto.Error
 	switch {

@@ -102,7 +102,7 @@ func (d *Daemon) create(ctx context.Context, req api.CreateSandboxRequest) (*san
 	// The boot is not bound to the request: a client that goes away
 	// mid-boot must not leave a half-made sandbox, so the manager's revert
 	// runs either way (it is under context.WithoutCancel).
-	sb, err := d.mgr.Create(ctx, sandbox.Options{
+	sb, err := d.startSandbox(ctx, req.Warm, sandbox.Options{
 		Image: img, Accel: choice, Name: req.Name, Labels: req.Labels, Extra: raw,
 		VCPUs: req.VCPUs, MemoryMiB: req.MemoryMiB,
 		BootTimeout: time.Duration(req.BootTimeoutMs) * time.Millisecond,

@@ -423,6 +423,15 @@ func (m *Manager) Restore(ctx context.Context, ref string, opts RestoreOptions) 
 	if _, err := os.Stat(r.File); err != nil {
 		return nil, fmt.Errorf("%w: snapshot %q: its file %s is gone (%v): remove the snapshot with `agentbox snapshot rm %s`", ErrSnapshotUnusable, r.Name, r.File, err, r.Name)
 	}
+	// The file must read as qcow2 and still hold the tag (qemu-img shares
+	// the lock of a running source).
+	tags, err := ovSnapshots(ctx, r.File)
+	if err != nil {
+		return nil, fmt.Errorf("%w: snapshot %q: its file %s is damaged: %v: remove the snapshot with `agentbox snapshot rm %s`", ErrSnapshotUnusable, r.Name, r.File, err, r.Name)
+	}
+	if !slices.ContainsFunc(tags, func(s ovSnapshot) bool { return s.Tag == r.Tag }) {
+		return nil, fmt.Errorf("%w: snapshot %q: its file %s no longer holds tag %s: remove the snapshot with `agentbox snapshot rm %s`", ErrSnapshotUnusable, r.Name, r.File, r.Tag, r.Name)
+	}
 	src := restoreSource{
 		name: r.Name, file: r.File, tag: r.Tag, spec: r.Spec,
 		accel: accel.Choice{DomainType: r.DomainType, Accel: accel.Mode(r.Accel), Reason: "restored from snapshot " + r.Name},

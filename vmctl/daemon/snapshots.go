@@ -1,0 +1,237 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"path/filepath"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/agentbox/agentbox/vmctl/api"
+	"github.com/agentbox/agentbox/vmctl/audit"
+	"github.com/agentbox/agentbox/vmctl/image"
+	"github.com/agentbox/agentbox/vmctl/sandbox"
+)
+
+var _ api.SnapshotBackend = (*Daemon)(nil)
+
+// snapshotMetrics are the histograms of snapshot saves and restores
+// (registered on first use, so the daemon's metrics.go stays as it is).
+type snapshotMetrics struct {
+	save, restore, warm prometheus.Histogram
+}
+
+func (d *Daemon) snapMetrics() *snapshotMetrics {
+	d.snapMetricsOnce.Do(func() {
+		m := &snapshotMetrics{
+			save: prometheus.NewHistogram(prometheus.HistogramOpts{
+				Name: "agentbox_snapshot_save_seconds", Help: "Duration of live snapshot saves (the sandbox keeps running).", Buckets: latencyBuckets,
+			}),
+			restore: prometheus.NewHistogram(prometheus.HistogramOpts{
+				Name: "agentbox_snapshot_restore_seconds", Help: "Time from a restore request to the restored sandbox's agent answering.", Buckets: latencyBuckets,
+			}),
+			warm: prometheus.NewHistogram(prometheus.HistogramOpts{
+				Name: "agentbox_sandbox_warm_start_seconds", Help: "Time from a warm create to the sandbox's agent answering (a template build included).", Buckets: latencyBuckets,
+			}),
+		}
+		for _, c := range []prometheus.Collector{m.save, m.restore, m.warm} {
+			if err := d.metrics.reg.Register(c); err != nil {
+				d.log.Warn("register snapshot metric", "err", err)
+			}
+		}
+		d.snapM = m
+	})
+	return d.snapM
+}
+
+// startSandbox is the manager call of a create: a boot, or with warm a
+// restore from the image's warm template.
+func (d *Daemon) startSandbox(ctx context.Context, warm bool, opts sandbox.Options) (*sandbox.Sandbox, error) {
+	if !warm {
+		return d.mgr.Create(ctx, opts)
+	}
+	start := time.Now()
+	sb, err := d.mgr.CreateWarm(ctx, opts)
+	if err == nil {
+		d.snapMetrics().warm.Observe(time.Since(start).Seconds())
+	}
+	return sb, err
+}
+
+// SaveSnapshot implements api.SnapshotBackend.
+func (d *Daemon) SaveSnapshot(ctx context.Context, ref string, req api.SaveSnapshotRequest) (api.Snapshot, error) {
+	start := time.Now()
+	if err := d.admitting(); err != nil {
+		return api.Snapshot{}, err
+	}
+	sb, err := d.mgr.Get(ref)
+	if err != nil {
+		return api.Snapshot{}, toAPI(err)
+	}
+	var raw []byte
+	if b := d.box(sb.ID); b != nil {
+		b.mu.Lock()
+		raw, _ = json.Marshal(b.extra)
+		b.mu.Unlock()
+	}
+	rec, err := d.mgr.SaveSnapshot(ctx, sb, req.Name, raw)
+	args := map[string]any{"name": req.Name}
+	if err == nil {
+		args["snapshot"], args["save_ms"], args["vmstate_bytes"], args["disk_bytes"] = rec.ID, rec.SaveMs, rec.VMStateBytes, rec.DiskBytes
+	}
+	d.auditAction(ctx, sb.ID, audit.ActionSnapshotSave, args, start, err)
+	if err != nil {
+		return api.Snapshot{}, toAPI(err)
+	}
+	d.snapMetrics().save.Observe(float64(rec.SaveMs) / 1000)
+	d.events.publish(api.Event{Time: time.Now().UTC(), Type: api.EventSnapshotSaved, Sandbox: sb.ID, Name: sb.Name, Reason: "snapshot " + rec.Name})
+	return snapshotView(rec), nil
+}
+
+// ListSnapshots implements api.SnapshotBackend.
+func (d *Daemon) ListSnapshots(ctx context.Context, ref string) ([]api.Snapshot, error) {
+	id := ""
+	if ref != "" {
+		if sb, err := d.mgr.Get(ref); err == nil {
+			id = sb.ID
+		} else if isID(ref) {
+			id = ref // a removed sandbox's snapshots, by its ID
+		} else {
+			return nil, api.Errorf(http.StatusNotFound, api.CodeNotFound, "no sandbox named %q: the snapshots of a removed sandbox are listed by its ID (see `agentbox snapshot ls`)", ref)
+		}
+	}
+	recs, err := d.mgr.Snapshots(id)
+	if err != nil {
+		return nil, toAPI(err)
+	}
+	out := make([]api.Snapshot, 0, len(recs))
+	for _, r := range recs {
+		out = append(out, snapshotView(r))
+	}
+	return out, nil
+}
+
+// GetSnapshot implements api.SnapshotBackend.
+func (d *Daemon) GetSnapshot(ctx context.Context, name string) (api.Snapshot, error) {
+	rec, err := d.mgr.Snapshot(name)
+	if err != nil {
+		return api.Snapshot{}, toAPI(err)
+	}
+	return snapshotView(rec), nil
+}
+
+// DeleteSnapshot implements api.SnapshotBackend.
+func (d *Daemon) DeleteSnapshot(ctx context.Context, name string) error {
+	start := time.Now()
+	rec, err := d.mgr.Snapshot(name)
+	if err != nil {
+		return toAPI(err)
+	}
+	err = d.mgr.DeleteSnapshot(ctx, rec.ID)
+	d.auditAction(ctx, rec.SandboxID, audit.ActionSnapshotDelete, map[string]any{"name": rec.Name, "snapshot": rec.ID}, start, err)
+	if err != nil {
+		return toAPI(err)
+	}
+	d.events.publish(api.Event{Time: time.Now().UTC(), Type: api.EventSnapshotRemoved, Sandbox: rec.SandboxID, Name: rec.SandboxName, Reason: "snapshot " + rec.Name})
+	return nil
+}
+
+// RestoreSnapshot implements api.SnapshotBackend: it loads the
+// snapshot's image (refused when its digest changed), admits the
+// resources like a create, and starts the new sandbox with the snapshot's
+// limits overridden by the request's.
+func (d *Daemon) RestoreSnapshot(ctx context.Context, name string, req api.RestoreRequest) (api.Sandbox, error) {
+	start := time.Now()
+	caller := api.CallerFrom(ctx).ID
+	args := map[string]any{"snapshot": name}
+	if req.Name != "" {
+		args["name"] = req.Name
+	}
+	sb, err := d.restore(ctx, name, req)
+	e := audit.Entry{Time: start.UTC(), Caller: caller, Action: audit.ActionRestore, Args: args, DurationMs: ms(time.Since(start))}
+	if err != nil {
+		ae := toAPI(err)
+		e.Error, e.ErrorMessage = ae.Code, ae.Message
+		d.appendAudit(e)
+		d.metrics.createFailures.Inc()
+		return api.Sandbox{}, ae
+	}
+	e.Sandbox = sb.ID
+	t := sb.LastRestore()
+	args["copy_ms"], args["source_pause_ms"], args["load_ms"] = t.Copy.Milliseconds(), t.SourcePause.Milliseconds(), t.Load.Milliseconds()
+	d.appendAudit(e)
+	d.snapMetrics().restore.Observe(time.Since(start).Seconds())
+	return d.view(sb), nil
+}
+
+func (d *Daemon) restore(ctx context.Context, name string, req api.RestoreRequest) (*sandbox.Sandbox, error) {
+	if err := d.admitting(); err != nil {
+		return nil, err
+	}
+	rec, err := d.mgr.Snapshot(name)
+	if err != nil {
+		return nil, err
+	}
+	img, err := image.Load(ctx, rec.ImageDir, image.LoadOptions{VerifyCacheDir: filepath.Join(d.cfg.StateDir, "image-verify")})
+	if err != nil {
+		return nil, api.Errorf(http.StatusUnprocessableEntity, api.CodeSnapshotUnusable, "snapshot %q needs its image %s (sha256:%s), which no longer loads: %v: put the image back or remove the snapshot", rec.Name, rec.ImageDir, rec.ImageDigest, err)
+	}
+	var ex extra
+	if len(rec.Extra) > 0 {
+		if err := json.Unmarshal(rec.Extra, &ex); err != nil {
+			d.log.Warn("snapshot extra unreadable", "snapshot", rec.Name, "err", err)
+		}
+	}
+	ex = extra{Limits: mergeLimits(req.Limits, ex.Limits), Creator: api.CallerFrom(ctx).ID}
+	raw, _ := json.Marshal(ex)
+	sb, err := d.mgr.Restore(ctx, rec.ID, sandbox.RestoreOptions{
+		Image: img, Name: req.Name, Labels: req.Labels, Extra: raw, Admit: d.admit,
+	})
+	if err != nil {
+		return nil, err
+	}
+	b := d.addBox(sb)
+	b.mu.Lock()
+	b.extra.LastActivity = time.Now().UTC()
+	b.mu.Unlock()
+	return sb, nil
+}
+
+// snapshotError maps the sandbox package's snapshot errors to the API's
+// (toAPI calls it first).
+func snapshotError(err error) *api.Error {
+	status, code := 0, ""
+	switch {
+	case errors.Is(err, sandbox.ErrNoSpace):
+		status, code = http.StatusInsufficientStorage, api.CodeInsufficientStorage
+	case errors.Is(err, sandbox.ErrSnapshotUnusable):
+		status, code = http.StatusUnprocessableEntity, api.CodeSnapshotUnusable
+	case errors.Is(err, sandbox.ErrNoSnapshot):
+		status, code = http.StatusNotFound, api.CodeNotFound
+	case errors.Is(err, sandbox.ErrSnapshotNameTaken), errors.Is(err, sandbox.ErrSnapshotExists):
+		status, code = http.StatusConflict, api.CodeNameTaken
+	case errors.Is(err, sandbox.ErrUnsupported):
+		status, code = http.StatusNotImplemented, api.CodeNotImplemented
+	default:
+		return nil
+	}
+	return &api.Error{Status: status, Code: code, Message: err.Error()}
+}
+
+// snapshotView renders a snapshot record for the API.
+func snapshotView(r sandbox.SnapshotRecord) api.Snapshot {
+	v := api.Snapshot{
+		ID: r.ID, Name: r.Name, Sandbox: r.SandboxID, SandboxName: r.SandboxName,
+		Image: api.ImageRef{Name: r.ImageName, Digest: digest(r.ImageDigest), Dir: r.ImageDir},
+		Accel: r.Accel, Machine: r.Machine, VCPUs: r.VCPUs, MemoryMiB: r.MemoryMiB,
+		CreatedAt: r.CreatedAt, SaveMs: r.SaveMs, VMStateBytes: r.VMStateBytes, DiskBytes: r.DiskBytes,
+	}
+	var ex extra
+	if len(r.Extra) > 0 && json.Unmarshal(r.Extra, &ex) == nil {
+		v.Limits = ex.Limits
+	}
+	return v
+}
