@@ -110,6 +110,8 @@ var schemaTypes = map[string]reflect.Type{
 	"Sandbox":              reflect.TypeFor[api.Sandbox](),
 	"ImageRef":             reflect.TypeFor[api.ImageRef](),
 	"Limits":               reflect.TypeFor[api.Limits](),
+	"NetworkPolicy":        reflect.TypeFor[api.NetworkPolicy](),
+	"NetworkInfo":          reflect.TypeFor[api.NetworkInfo](),
 	"SandboxList":          reflect.TypeFor[api.SandboxList](),
 	"CreateSandboxRequest": reflect.TypeFor[api.CreateSandboxRequest](),
 	"ExecRequest":          reflect.TypeFor[api.ExecRequest](),

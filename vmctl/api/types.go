@@ -57,6 +57,8 @@ type Sandbox struct {
 	Limits Limits `json:"limits"`
 	// ExpiresAt is CreatedAt + Limits.TTLSeconds (nil without a TTL).
 	ExpiresAt *time.Time `json:"expires_at,omitempty"`
+	// Network is the sandbox's network policy and addresses (network.go).
+	Network *NetworkInfo `json:"network,omitempty"`
 }
 
 // ImageRef names an image.
@@ -109,6 +111,8 @@ type CreateSandboxRequest struct {
 	// instead of booting it (built by the first warm create of an image
 	// and machine shape, which boots once).
 	Warm bool `json:"warm,omitempty"`
+	// Network is the sandbox's network policy; nil means mode none.
+	Network *NetworkPolicy `json:"network,omitempty"`
 }
 
 // ExecRequest is the body of POST /v1/sandboxes/{id}/exec and

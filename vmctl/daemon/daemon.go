@@ -64,6 +64,9 @@ type Config struct {
 	// Registerer receives the daemon's metrics; nil makes a private
 	// registry (see Daemon.Gatherer).
 	Registerer prometheus.Registerer
+	// Network gives sandboxes with a network policy other than none their
+	// network (vmctl/network.Manager); nil refuses such creates.
+	Network sandbox.NetworkProvider
 	// ReapInterval is how often TTL and idle timeouts are checked; 0 means
 	// 1 s.
 	ReapInterval time.Duration
@@ -179,6 +182,7 @@ func New(ctx context.Context, cfg Config) (_ *Daemon, err error) {
 		Store:      d.store,
 		Owner:      d.store.Instance(),
 		OnChange:   d.onChange,
+		Network:    cfg.Network,
 	})
 	if err != nil {
 		return nil, err

@@ -50,6 +50,7 @@ func (d *Daemon) CreateSandbox(ctx context.Context, req api.CreateSandboxRequest
 	if len(req.Labels) > 0 {
 		args["labels"] = req.Labels
 	}
+	args["network"] = networkArg(req.Network)
 	sb, err := d.create(ctx, req)
 	e := audit.Entry{Time: start.UTC(), Caller: caller, Action: audit.ActionCreate, Args: args, DurationMs: ms(time.Since(start))}
 	if err != nil {
@@ -97,6 +98,10 @@ func (d *Daemon) create(ctx context.Context, req api.CreateSandboxRequest) (*san
 	if err != nil {
 		return nil, api.Errorf(http.StatusUnprocessableEntity, api.CodeInvalidArgument, "accelerator: %v", err)
 	}
+	policy, err := networkPolicy(req.Network)
+	if err != nil {
+		return nil, err
+	}
 	ex := extra{Limits: mergeLimits(req.Limits, d.cfg.Defaults), Creator: api.CallerFrom(ctx).ID}
 	raw, _ := json.Marshal(ex)
 	// The boot is not bound to the request: a client that goes away
@@ -107,6 +112,7 @@ func (d *Daemon) create(ctx context.Context, req api.CreateSandboxRequest) (*san
 		VCPUs: req.VCPUs, MemoryMiB: req.MemoryMiB,
 		BootTimeout: time.Duration(req.BootTimeoutMs) * time.Millisecond,
 		Admit:       d.admit,
+		Network:     policy,
 	})
 	if err != nil {
 		return nil, err
@@ -231,6 +237,7 @@ func (d *Daemon) view(sb *sandbox.Sandbox) api.Sandbox {
 	if v.Limits.TTLSeconds > 0 {
 		v.ExpiresAt = timePtr(r.CreatedAt.Add(time.Duration(v.Limits.TTLSeconds) * time.Second))
 	}
+	v.Network = networkView(r)
 	return v
 }
 

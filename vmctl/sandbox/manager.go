@@ -29,6 +29,7 @@ import (
 	"github.com/agentbox/agentbox/vmctl/agent"
 	"github.com/agentbox/agentbox/vmctl/domain"
 	"github.com/agentbox/agentbox/vmctl/image"
+	"github.com/agentbox/agentbox/vmctl/netpolicy"
 	"github.com/agentbox/agentbox/vmctl/overlay"
 )
 
@@ -56,6 +57,9 @@ type Config struct {
 	// and limits Reconcile to the domains carrying it: the daemon's store
 	// instance id. Empty for in-process use (`agentbox run`).
 	Owner string
+	// Network gives sandboxes with a network policy other than none their
+	// network (vmctl/network.Manager); nil: only mode none is possible.
+	Network NetworkProvider
 	// OnChange, if set, is called after every persisted change of a
 	// sandbox's record (state changes, SetExtra), and with removed=true
 	// when a sandbox is removed. It runs synchronously: it must not block
@@ -118,9 +122,16 @@ type Options struct {
 	// BootTimeout bounds the time from domain start to the agent's
 	// handshake; 0 means 120 s (TCG on a loaded 2-core host is slow).
 	BootTimeout time.Duration
+	// Network is the sandbox's network policy; the zero value is mode
+	// none (no network device at all).
+	Network netpolicy.Policy
 	// GuestAgentChannel adds QEMU's own guest agent channel
 	// (org.qemu.guest_agent.0), for benchmarks against qemu-ga.
 	GuestAgentChannel bool
+	// Resources are the disk size and host-side limits (see
+	// ResourceRequest and resources.go); zero fields take the image's or
+	// agentbox's defaults.
+	Resources ResourceRequest
 	// Admit, if set, is called with the sandbox's resolved vCPUs and
 	// memory (MiB) and with what the manager's other live sandboxes hold
 	// (see Resources), before anything is made; an error aborts the create
@@ -184,6 +195,9 @@ func (m *Manager) Create(ctx context.Context, opts Options) (_ *Sandbox, err err
 	}
 	log := m.log.With("sandbox", id, "domain", sb.Domain, "image", opts.Image.Manifest.Name)
 
+	if err := m.prepareResources(ctx, sb, opts); err != nil {
+		return nil, err
+	}
 	var undo revert
 	defer func() {
 		if err != nil {
@@ -212,7 +226,7 @@ func (m *Manager) Create(ctx context.Context, opts Options) (_ *Sandbox, err err
 		return nil, fmt.Errorf("sandbox dir: %w", err)
 	}
 	undo.add("sandbox dir", func(context.Context) error { return os.RemoveAll(sb.Dir) })
-	if err := overlay.Create(ctx, opts.Image.Disk, sb.Overlay, overlay.Options{}); err != nil {
+	if err := overlay.Create(ctx, opts.Image.Disk, sb.Overlay, overlay.Options{SizeBytes: sb.diskBytes()}); err != nil {
 		return nil, fmt.Errorf("create overlay: %w", err)
 	}
 
@@ -235,13 +249,17 @@ func (m *Manager) Create(ctx context.Context, opts Options) (_ *Sandbox, err err
 
 		GuestAgentSocket: sb.GuestAgentSocket,
 	}
+	spec.Tune = m.tune(sb, spec.Type)
+	if err := m.attachNetwork(ctx, sb, opts.Network, &spec, &undo); err != nil {
+		return nil, err
+	}
 	if err := m.watch(sb); err != nil {
 		return nil, err
 	}
 	undo.add("domain watch", func(context.Context) error { sb.stopWatch(); return nil })
 	sb.setSpec(spec) // for snapshots of this sandbox (snapshot.go)
 	start := time.Now()
-	if err := m.cfg.Driver.StartDomain(ctx, spec); err != nil {
+	if err := m.startDomain(ctx, sb, spec); err != nil {
 		return nil, fmt.Errorf("start domain: %w", err)
 	}
 	undo.add("domain", func(ctx context.Context) error {
@@ -249,6 +267,7 @@ func (m *Manager) Create(ctx context.Context, opts Options) (_ *Sandbox, err err
 		removeFiles(sb.AgentSocket, sb.GuestAgentSocket)
 		return err
 	})
+	m.applyResources(ctx, sb)
 	log.Debug("domain started", "accel", opts.Accel.Accel, "vcpus", sb.VCPUs, "memory_mib", sb.Memory)
 
 	// Step 4: the guest agent's handshake, raced against the guest's death.
@@ -433,6 +452,7 @@ func (m *Manager) Stop(ctx context.Context, sb *Sandbox, reason string) error {
 		return fmt.Errorf("destroy domain %s: %w", sb.Domain, err)
 	}
 	sb.stopWatch()
+	m.teardownNetwork(ctx, sb)
 	sb.setState(StateStopped, reason)
 	m.log.Debug("sandbox stopped", "sandbox", sb.ID, "domain", sb.Domain, "reason", reason)
 	return nil
@@ -460,6 +480,7 @@ func (m *Manager) Remove(ctx context.Context, sb *Sandbox, force bool) error {
 	if sb.stopWatch != nil {
 		sb.stopWatch()
 	}
+	m.teardownNetwork(ctx, sb)
 	sb.mu.Lock()
 	if !sb.rec.State.Final() {
 		sb.rec.State, sb.rec.Reason, sb.rec.StoppedAt = StateStopped, "removed", time.Now().UTC()

@@ -140,6 +140,7 @@ func (m *Manager) Reconcile(ctx context.Context) (Report, error) {
 			sb.mu.Lock()
 			sb.agent = c
 			sb.mu.Unlock()
+			m.adoptNetwork(ctx, sb)
 			rep.Adopted = append(rep.Adopted, sb.ID)
 			m.log.Info("sandbox adopted", "sandbox", sb.ID, "domain", sb.Domain)
 		}
@@ -159,6 +160,7 @@ func (m *Manager) Reconcile(ctx context.Context) (Report, error) {
 	}
 	m.reconcileSnapshots(known, &rep) // before cleanFiles: snapshots may live in a dir it removes
 	m.cleanFiles(known, anyOwner, &rep)
+	m.sweepNetwork(ctx)
 	return rep, nil
 }
 

@@ -66,10 +66,17 @@ type Record struct {
 	StoppedAt time.Time `json:"stopped_at,omitzero"`
 	// BootMs is the time from domain start to the agent's handshake.
 	BootMs int64 `json:"boot_ms,omitempty"`
+	// Resources are the host-side limits (disk, CPU quota, memory hard
+	// limit, I/O, pids) and how each is enforced; nil in records written
+	// before they existed.
+	Resources *ResourceLimits `json:"resources,omitempty"`
 	// Spec is the domain description the sandbox was started with (nil
 	// for records written before snapshots existed); a snapshot of the
 	// sandbox keeps it so a restore has the same devices.
 	Spec *domain.Spec `json:"spec,omitempty"`
+	// Network is the sandbox's network policy and attachment (network.go);
+	// nil in records older than network support (mode none).
+	Network *NetworkRecord `json:"network,omitempty"`
 	// Extra is opaque JSON the manager's user keeps with the record (the
 	// daemon's limits and counters); the manager never reads it.
 	Extra []byte `json:"extra,omitempty"`

@@ -202,6 +202,7 @@ func (sb *Sandbox) watch(stops <-chan Stop) {
 		sb.stop = st
 		close(sb.stopped)
 	})
+	sb.mgr.teardownNetwork(context.Background(), sb) // the domain is gone
 	if sb.State() != StateRunning {
 		return // Create, Stop or Remove own the change
 	}

@@ -1,0 +1,55 @@
+package daemon
+
+import (
+	"net/http"
+
+	"github.com/agentbox/agentbox/vmctl/api"
+	"github.com/agentbox/agentbox/vmctl/netpolicy"
+	"github.com/agentbox/agentbox/vmctl/sandbox"
+)
+
+// networkPolicy parses a create request's network; nil is mode none.
+// Errors: 400 invalid_argument with netpolicy's message.
+func networkPolicy(req *api.NetworkPolicy) (netpolicy.Policy, error) {
+	if req == nil {
+		return netpolicy.Policy{Mode: netpolicy.ModeNone}, nil
+	}
+	p, err := netpolicy.Parse(req.Mode, req.Allow)
+	if err != nil {
+		return netpolicy.Policy{}, api.Errorf(http.StatusBadRequest, api.CodeInvalidArgument, "network: %v", err)
+	}
+	return p, nil
+}
+
+// networkArg is the audit argument of a create's network: "none", "open"
+// or "allowlist[example.com host:5432]".
+func networkArg(req *api.NetworkPolicy) string {
+	p, err := networkPolicy(req)
+	if err != nil {
+		return "invalid"
+	}
+	return p.String()
+}
+
+// networkView renders a record's network for inspect; records without one
+// (older daemons) are mode none.
+func networkView(r sandbox.Record) *api.NetworkInfo {
+	if r.Network == nil {
+		return &api.NetworkInfo{Mode: string(netpolicy.ModeNone)}
+	}
+	mode := r.Network.Policy.Mode
+	if mode == "" {
+		mode = netpolicy.ModeNone
+	}
+	v := &api.NetworkInfo{Mode: string(mode), Allow: r.Network.Policy.Strings()}
+	if len(v.Allow) == 0 {
+		v.Allow = nil
+	}
+	if a := r.Network.Attachment; a != nil {
+		v.Address = a.GuestConfig().Address
+		v.Gateway = a.Host.String()
+		v.Tap = a.Tap
+		v.MAC = a.MAC
+	}
+	return v
+}

@@ -1,0 +1,154 @@
+package sandbox
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/agentbox/agentbox/vmctl/agentproto"
+	"github.com/agentbox/agentbox/vmctl/domain"
+	"github.com/agentbox/agentbox/vmctl/netpolicy"
+	"github.com/agentbox/agentbox/vmctl/network"
+)
+
+// NetworkProvider gives sandboxes whose policy is not none their network
+// and takes it away again. vmctl/network.Manager implements it (tap, /30,
+// nftables rules, egress service). Methods are called from many goroutines.
+type NetworkProvider interface {
+	// Setup makes sandbox id's network for policy before its domain
+	// starts and returns the attachment (tap, MAC, addresses). On error
+	// nothing is left.
+	Setup(ctx context.Context, id string, policy netpolicy.Policy) (network.Attachment, error)
+	// Adopt takes over the network of a sandbox whose domain survived a
+	// daemon restart (its firewall rules and egress service again).
+	Adopt(ctx context.Context, id string, att network.Attachment, policy netpolicy.Policy) error
+	// Teardown removes sandbox id's network once its domain is gone;
+	// idempotent.
+	Teardown(ctx context.Context, id string) error
+	// Sweep removes the network leftovers of every sandbox keep rejects
+	// and says what it removed.
+	Sweep(ctx context.Context, keep func(id string) bool) ([]string, error)
+}
+
+// NetworkRecord is a sandbox's network in its durable record.
+type NetworkRecord struct {
+	// Policy is the sandbox's network policy (mode and allowed
+	// destinations).
+	Policy netpolicy.Policy `json:"policy"`
+	// Attachment is the tap, MAC and addresses the sandbox got; zero for
+	// mode none.
+	Attachment *network.Attachment `json:"attachment,omitempty"`
+}
+
+var netCmdlineRE = regexp.MustCompile(`\s*\bagentbox\.net=\S*`)
+
+// attachNetwork gives sb its network for policy: with a policy other than
+// none it sets up the provider's network (undone by undo on a later
+// failure), adds the domain's <interface> to spec and the agentbox.net=
+// word to its kernel command line (replacing one already there, as in a
+// restored snapshot's spec), and records both in sb's record. Mode none
+// (or the zero policy) records the policy and removes any interface from
+// spec. Errors: ErrInvalid when the policy needs a network and the
+// manager has no provider; the provider's errors.
+func (m *Manager) attachNetwork(ctx context.Context, sb *Sandbox, policy netpolicy.Policy, spec *domain.Spec, undo *revert) error {
+	if policy.Mode == "" {
+		policy.Mode = netpolicy.ModeNone
+	}
+	spec.Cmdline = strings.TrimSpace(netCmdlineRE.ReplaceAllString(spec.Cmdline, ""))
+	spec.Interface = nil
+	rec := &NetworkRecord{Policy: policy}
+	if policy.HasNIC() {
+		if m.cfg.Network == nil {
+			return fmt.Errorf("%w: network %s needs the host's network support, which this agentbox was started without (run as root through agentbox serve)", ErrInvalid, policy.Mode)
+		}
+		att, err := m.cfg.Network.Setup(ctx, sb.ID, policy)
+		if err != nil {
+			return fmt.Errorf("network: %w", err)
+		}
+		undo.add("network", func(ctx context.Context) error { return m.cfg.Network.Teardown(ctx, sb.ID) })
+		spec.Interface = &domain.Interface{Tap: att.Tap, MAC: att.MAC}
+		spec.Cmdline += " " + att.Cmdline()
+		rec.Attachment = &att
+	}
+	sb.mu.Lock()
+	sb.rec.Network = rec
+	sb.mu.Unlock()
+	return nil
+}
+
+// teardownNetwork removes sb's network (if it has one) once its domain is
+// gone. Errors are logged: the firewall's catch-all rules keep a leftover
+// tap closed and the next daemon start sweeps it.
+func (m *Manager) teardownNetwork(ctx context.Context, sb *Sandbox) {
+	r := sb.Record()
+	if m.cfg.Network == nil || r.Network == nil || r.Network.Attachment == nil {
+		return
+	}
+	if err := m.cfg.Network.Teardown(context.WithoutCancel(ctx), sb.ID); err != nil {
+		m.log.Warn("network teardown", "sandbox", sb.ID, "err", err)
+	}
+}
+
+// adoptNetwork re-establishes the network of an adopted sandbox. A failure
+// is logged and leaves the sandbox without network (its tap stays closed
+// by the catch-all rules).
+func (m *Manager) adoptNetwork(ctx context.Context, sb *Sandbox) {
+	r := sb.Record()
+	if r.Network == nil || r.Network.Attachment == nil {
+		return
+	}
+	if m.cfg.Network == nil {
+		m.log.Warn("adopted sandbox has a network but this daemon has no network support: it stays without network", "sandbox", sb.ID)
+		return
+	}
+	if err := m.cfg.Network.Adopt(ctx, sb.ID, *r.Network.Attachment, r.Network.Policy); err != nil {
+		m.log.Warn("adopt sandbox network: it stays without network", "sandbox", sb.ID, "err", err)
+	}
+}
+
+// sweepNetwork removes network leftovers of sandboxes that are not alive
+// in the registry.
+func (m *Manager) sweepNetwork(ctx context.Context) {
+	if m.cfg.Network == nil {
+		return
+	}
+	if _, err := m.cfg.Network.Sweep(ctx, func(id string) bool {
+		sb, err := m.Get(id)
+		return err == nil && !sb.State().Final()
+	}); err != nil {
+		m.log.Warn("sweep network leftovers", "err", err)
+	}
+}
+
+// ConfigureGuestNetwork tells the guest agent its network again (address,
+// gateway, resolver), e.g. after a snapshot restore gave the sandbox a new
+// subnet. The NIC is chosen by MAC unless anyMAC (a restored guest keeps
+// its source's MAC in the NIC's migrated state: pass true there). A
+// sandbox without a network is a no-op. Errors: ErrNotRunning; the
+// agent's.
+func (sb *Sandbox) ConfigureGuestNetwork(ctx context.Context, anyMAC bool) error {
+	r := sb.Record()
+	if r.Network == nil || r.Network.Attachment == nil {
+		return nil
+	}
+	c := sb.Agent()
+	if c == nil {
+		return sb.notRunning()
+	}
+	cfg := r.Network.Attachment.GuestConfig()
+	if anyMAC {
+		cfg.MAC = ""
+	}
+	return c.ConfigureNetwork(ctx, agentproto.NetworkRequest(cfg))
+}
+
+// NetworkPolicy returns the sandbox's network policy (mode none when it
+// has none recorded).
+func (sb *Sandbox) NetworkPolicy() netpolicy.Policy {
+	r := sb.Record()
+	if r.Network == nil {
+		return netpolicy.Policy{Mode: netpolicy.ModeNone}
+	}
+	return r.Network.Policy
+}
