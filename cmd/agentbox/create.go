@@ -41,6 +41,7 @@ func createCommand() *cli.Command {
 			&cli.DurationFlag{Name: "boot-timeout", Value: 120 * time.Second, Usage: "give up if the guest agent has not answered after `DURATION`"},
 			&cli.BoolFlag{Name: "locked", Usage: "refuse a PROFILE whose image differs from the lock file (written by agentbox profile lock)"},
 			&cli.BoolFlag{Name: "warm", Usage: "start from the image's saved \"ready\" state instead of booting (the first --warm create of an image and shape boots once to save it)"},
+			networkFlag, allowFlag,
 		}, profileFlags()...),
 		OnUsageError: usageError,
 		Action: clientAction(func(ctx context.Context, c *cli.Context, cl *client.Client) error {
@@ -96,6 +97,9 @@ func createRequest(c *cli.Context, imageDir string) (api.CreateSandboxRequest, e
 		VCPUs:     c.Int("cpus"),
 		MemoryMiB: c.Int("memory"),
 		Accel:     c.String("accel"),
+	}
+	if req.Network, err = networkRequest(c); err != nil {
+		return req, err
 	}
 	if req.VCPUs < 0 || req.MemoryMiB < 0 {
 		return req, errors.New("--cpus and --memory must be positive")

@@ -45,6 +45,7 @@ func runCommand() *cli.Command {
 			&cli.DurationFlag{Name: "boot-timeout", Value: 120 * time.Second, Usage: "give up if the guest agent has not answered after `DURATION`"},
 			&cli.BoolFlag{Name: "verbose", Aliases: []string{"v"}, Usage: "say which accelerator was chosen and how long the boot took"},
 			&cli.BoolFlag{Name: "qemu-ga-channel", Hidden: true, Usage: "add qemu-ga's channel (benchmarks)"},
+			networkFlag, allowFlag,
 			&cli.BoolFlag{Name: "locked", Usage: "refuse a PROFILE whose image differs from the lock file (written by agentbox profile lock)"},
 		}, append(commandFlags(), profileFlags()...)...),
 		OnUsageError: usageError,
@@ -133,6 +134,10 @@ func runAction(c *cli.Context) error {
 		fmt.Fprintf(os.Stderr, "agentbox: accelerator %s (%s)\n", choice.Accel, choice.Reason)
 	}
 
+	policy, err := networkPolicy(c)
+	if err != nil {
+		return err
+	}
 	env, err := openEnv(ctx, c)
 	if err != nil {
 		return err
@@ -146,6 +151,7 @@ func runAction(c *cli.Context) error {
 		MemoryMiB:         c.Int("memory"),
 		BootTimeout:       c.Duration("boot-timeout"),
 		GuestAgentChannel: c.Bool("qemu-ga-channel"),
+		Network:           policy,
 	})
 	if err != nil {
 		if sig := gotSignal(); sig != 0 {

@@ -1,0 +1,31 @@
+package main
+
+import (
+	"github.com/urfave/cli/v2"
+
+	"github.com/agentbox/agentbox/vmctl/api"
+	"github.com/agentbox/agentbox/vmctl/netpolicy"
+)
+
+// networkFlag and allowFlag are create's and run's network policy flags.
+var (
+	networkFlag = &cli.StringFlag{Name: "network", Value: "none", Usage: "network `MODE`: none (no network device), allowlist (only --allow destinations) or open (NAT to the outside; never the host's services, metadata addresses or other sandboxes)"}
+	allowFlag   = &cli.StringSliceFlag{Name: "allow", Usage: "with --network allowlist: let the guest reach `DEST` (repeatable): NAME (TCP 80/443, checked against TLS SNI / HTTP Host), NAME:PORT, *.NAME, CIDR:PORT, IP:PORT, or host:PORT (this host's 127.0.0.1:PORT as host.agentbox.internal:PORT; also with open)"}
+)
+
+// networkPolicy parses --network and --allow (errors say what to fix).
+func networkPolicy(c *cli.Context) (netpolicy.Policy, error) {
+	return netpolicy.Parse(c.String("network"), c.StringSlice("allow"))
+}
+
+// networkRequest is the API form of --network and --allow, nil for none.
+func networkRequest(c *cli.Context) (*api.NetworkPolicy, error) {
+	p, err := networkPolicy(c)
+	if err != nil {
+		return nil, err
+	}
+	if !p.HasNIC() {
+		return nil, nil
+	}
+	return &api.NetworkPolicy{Mode: string(p.Mode), Allow: p.Strings()}, nil
+}
