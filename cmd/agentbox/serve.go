@@ -37,7 +37,7 @@ func serveCommand() *cli.Command {
 			"running commands finish for --shutdown-timeout, and leaves sandboxes running for the next daemon\n" +
 			"(or stops them with --stop-on-exit). Under systemd it reports readiness and watchdog pings\n" +
 			"(sd_notify) and accepts socket activation.",
-		Flags: []cli.Flag{
+		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "socket-group", Usage: "group `NAME|GID` that may use the unix socket (mode 0660)", EnvVars: []string{"AGENTBOX_SOCKET_GROUP"}},
 			&cli.StringFlag{Name: "listen-tcp", Usage: "also serve the API on TCP `ADDR` (host:port); needs --token-file or TLS"},
 			&cli.StringFlag{Name: "tls-cert", Usage: "TLS certificate `FILE` (PEM) for --listen-tcp"},
@@ -53,7 +53,7 @@ func serveCommand() *cli.Command {
 			&cli.DurationFlag{Name: "shutdown-timeout", Value: 30 * time.Second, Usage: "on SIGTERM, let running commands finish for this long"},
 			&cli.Int64Flag{Name: "audit-max-bytes", Value: 64 << 20, Usage: "rotate the audit log at this many `BYTES`"},
 			&cli.IntFlag{Name: "audit-max-files", Value: 10, Usage: "rotated audit log files to keep"},
-		},
+		}, networkFlags()...),
 		OnUsageError: usageError,
 		Action:       serveAction,
 	}
@@ -119,6 +119,12 @@ func serveAction(c *cli.Context) error {
 	}
 	defer conn.Close()
 
+	netw, closeNet, err := newNetwork(c, logger)
+	if err != nil {
+		closeAll()
+		return err
+	}
+	defer closeNet()
 	reg := prometheus.NewRegistry()
 	d, err := daemon.New(ctx, daemon.Config{
 		Driver:            libvirt.NewDriver(conn),
@@ -138,6 +144,7 @@ func serveAction(c *cli.Context) error {
 		AuditMaxBytes:  c.Int64("audit-max-bytes"),
 		AuditMaxFiles:  c.Int("audit-max-files"),
 		Registerer:     reg,
+		Network:        netw,
 	})
 	if err != nil {
 		closeAll()

@@ -1,0 +1,61 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/agentbox/agentbox/vmctl/egress"
+	"github.com/agentbox/agentbox/vmctl/network"
+	"github.com/agentbox/agentbox/vmctl/sandbox"
+)
+
+// networkFlags are serve's flags of the sandboxes' network (vmctl/network).
+func networkFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "network-pool", Value: network.DefaultPool.String(), Usage: "IPv4 `CIDR` the sandboxes' /30 subnets come from (subnets already on a host interface are skipped)"},
+		&cli.StringFlag{Name: "network-table", Value: network.DefaultTable, Usage: "nftables table (family inet) of this daemon's firewall rules; two daemons on one host need two `NAME`s"},
+		&cli.StringSliceFlag{Name: "network-host", Usage: "resolve `NAME=IP` on the host for allowlisted names (repeatable; before the host's resolver; trusted, may be loopback)"},
+	}
+}
+
+// newNetwork builds the daemon's network provider from the flags. Without
+// the privileges it needs (CAP_NET_ADMIN, nf_tables, /dev/net/tun) it logs
+// why and returns nil: the daemon then refuses network policies other
+// than none with that reason, and everything else works.
+func newNetwork(c *cli.Context, log *slog.Logger) (sandbox.NetworkProvider, func(), error) {
+	pool, err := netip.ParsePrefix(c.String("network-pool"))
+	if err != nil {
+		return nil, nil, fmt.Errorf("--network-pool %q: want an IPv4 CIDR such as %s", c.String("network-pool"), network.DefaultPool)
+	}
+	hosts := map[string][]netip.Addr{}
+	for _, kv := range c.StringSlice("network-host") {
+		name, ip, ok := strings.Cut(kv, "=")
+		addr, err := netip.ParseAddr(ip)
+		if !ok || name == "" || err != nil {
+			return nil, nil, fmt.Errorf("--network-host %q: want NAME=IP, e.g. example.test=127.0.0.1", kv)
+		}
+		name = strings.TrimSuffix(strings.ToLower(name), ".")
+		hosts[name] = append(hosts[name], addr)
+	}
+	m, err := network.New(network.Config{
+		Pool:  pool,
+		Table: c.String("network-table"),
+		Egress: network.StartEgress(network.EgressOptions{
+			Hosts:  hosts,
+			Logger: log,
+			OnDecision: func(id string, d egress.Decision) {
+				log.Debug("egress decision", "sandbox", id, "kind", d.Kind, "allowed", d.Allowed, "name", d.Name, "port", d.Port, "reason", d.Reason)
+			},
+		}),
+		Logger: log,
+	})
+	if err != nil {
+		log.Warn("sandbox networks are unavailable (only --network none works)", "err", err)
+		return nil, func() {}, nil
+	}
+	return m, func() { m.Close() }, nil
+}
