@@ -14,6 +14,10 @@ import (
 // always H, so caching them is harmless.
 const dnsTTL = 60
 
+// maxLookups caps the upstream lookups in flight for forwarded questions;
+// past it the resolver answers SERVFAIL (a guest cannot pile up goroutines).
+const maxLookups = 64
+
 // maxForwardAnswers caps the addresses per forwarded answer, so a UDP
 // answer stays small.
 const maxForwardAnswers = 8
@@ -100,6 +104,14 @@ func (s *Service) forward(m *dns.Msg, q dns.Question, d *Decision) {
 	network := "ip4"
 	if q.Qtype == dns.TypeAAAA {
 		network = "ip6"
+	}
+	select {
+	case s.lookups <- struct{}{}:
+		defer func() { <-s.lookups }()
+	default:
+		m.Rcode = dns.RcodeServerFailure
+		d.Reason = "too many upstream lookups in flight"
+		return
 	}
 	addrs, trusted, err := s.lookup(d.Name, network)
 	var dnsErr *net.DNSError

@@ -131,11 +131,12 @@ type Decision struct {
 
 // Service is a running egress service; Close stops it.
 type Service struct {
-	cfg    Config
-	log    *slog.Logger
-	ctx    context.Context // canceled by Close
-	cancel context.CancelFunc
-	sem    chan struct{} // connection slots
+	cfg     Config
+	log     *slog.Logger
+	ctx     context.Context // canceled by Close
+	cancel  context.CancelFunc
+	sem     chan struct{} // connection slots
+	lookups chan struct{} // upstream lookup slots (ForwardAll)
 
 	dnsSrv    []*dns.Server
 	listeners []net.Listener
@@ -194,10 +195,11 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 	cfg.Hosts = hosts
 
 	s := &Service{
-		cfg:   cfg,
-		log:   cfg.Logger.With("egress", cfg.Addr.String()),
-		sem:   make(chan struct{}, cfg.MaxConns),
-		conns: map[net.Conn]struct{}{},
+		cfg:     cfg,
+		log:     cfg.Logger.With("egress", cfg.Addr.String()),
+		sem:     make(chan struct{}, cfg.MaxConns),
+		lookups: make(chan struct{}, maxLookups),
+		conns:   map[net.Conn]struct{}{},
 	}
 	s.ctx, s.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	if err := s.start(ctx); err != nil {
