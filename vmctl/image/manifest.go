@@ -60,6 +60,13 @@ type Resources struct {
 	VCPUs int `toml:"vcpus"`
 	// MemoryMiB is the guest memory in MiB (≥ 64).
 	MemoryMiB int `toml:"memory_mib"`
+	// DiskMiB is the default root disk size in MiB (the sandbox overlay's
+	// virtual size), at least the base disk's; optional, 0 keeps the base
+	// disk's size.
+	DiskMiB int64 `toml:"disk_mib,omitempty"`
+	// CPUQuotaPercent is the default whole-VM CPU cap in percent of one
+	// host CPU; optional, 0 means none.
+	CPUQuotaPercent int `toml:"cpu_quota_percent,omitempty"`
 }
 
 var (
@@ -130,6 +137,12 @@ func (m Manifest) Validate() error {
 	}
 	if m.Resources.MemoryMiB < 64 {
 		bad("resources.memory_mib = %d: want at least 64", m.Resources.MemoryMiB)
+	}
+	if m.Resources.DiskMiB < 0 {
+		bad("resources.disk_mib = %d: want a size in MiB, or leave it out for the base disk's size", m.Resources.DiskMiB)
+	}
+	if m.Resources.CPUQuotaPercent < 0 {
+		bad("resources.cpu_quota_percent = %d: want a percentage of one host CPU, or leave it out for no cap", m.Resources.CPUQuotaPercent)
 	}
 	if len(problems) > 0 {
 		return fmt.Errorf("%w: manifest.toml: %s", ErrInvalid, strings.Join(problems, "; "))
