@@ -102,6 +102,7 @@ func run(args []string, stderr io.Writer) int {
 		setHostname(log, orDefault(cmdline["agentbox.hostname"], defaultHostname))
 	}
 	bootNetwork(log, cmdline["agentbox.net"])
+	guestagent.SetupLimits(log, cfg.init) // grow / to its disk; commands' cgroup
 	if err := guestagent.ProtectFromOOM(); err != nil {
 		log.Warn("cannot protect the agent from the OOM killer", "err", err)
 	}

@@ -344,6 +344,7 @@ func startProcess(req *agentproto.ExecRequest, opts Options) (*process, error) {
 	p.stdout, p.stderr = outR, errR
 
 	sys := &syscall.SysProcAttr{Setpgid: true}
+	useCommandCgroup(sys) // limits_linux.go
 	if req.UID != nil || req.GID != nil {
 		cred := &syscall.Credential{Uid: uint32(os.Getuid()), Gid: uint32(os.Getgid())}
 		if req.UID != nil {
