@@ -45,28 +45,40 @@ type firewall struct {
 	mu                   sync.Mutex
 	conn                 *nftables.Conn
 	table                *nftables.Table
+	group                uint32 // interface group of this table's taps (tapGroup)
+	based                bool   // ensureBase ran
 	input, forward, post *nftables.Chain
 }
 
-// openFirewall creates (or reuses) the table name with its three base
-// chains and their fixed catch-all rules.
+// fixedVersion prefixes the tags of the base chains' fixed rules; rules
+// with another "fixed" tag (an older layout) are replaced.
+const fixedVersion = "fixed2:"
+
+// openFirewall prepares the table name; the table itself is made on
+// first use (install), so a daemon that never gives a sandbox a network
+// leaves nothing in the kernel. It checks that nf_tables answers.
 func openFirewall(name string) (*firewall, error) {
 	conn, err := nftables.New()
 	if err != nil {
 		return nil, fmt.Errorf("nftables: %w", err)
 	}
-	fw := &firewall{conn: conn, table: &nftables.Table{Family: nftables.TableFamilyINet, Name: name}}
-	if err := fw.ensureBase(); err != nil {
-		return nil, err
+	if _, err := conn.ListTablesOfFamily(nftables.TableFamilyINet); err != nil {
+		return nil, fmt.Errorf("nftables: list tables (needs CAP_NET_ADMIN and the nf_tables kernel module): %w", err)
 	}
+	fw := &firewall{conn: conn, table: &nftables.Table{Family: nftables.TableFamilyINet, Name: name}, group: tapGroup(name)}
+	fw.input = &nftables.Chain{Name: chainInput, Table: fw.table}
+	fw.forward = &nftables.Chain{Name: chainForward, Table: fw.table}
+	fw.post = &nftables.Chain{Name: chainPostrouting, Table: fw.table}
 	return fw, nil
 }
 
 // ensureBase adds the table and base chains unless they exist, then
-// (re)writes each base chain's fixed tail rules if missing.
+// writes each base chain's fixed tail rules if missing and removes fixed
+// rules of an older layout. Callers hold fw.mu.
 func (fw *firewall) ensureBase() error {
-	fw.mu.Lock()
-	defer fw.mu.Unlock()
+	if fw.based {
+		return nil
+	}
 	c := fw.conn
 	accept := nftables.ChainPolicyAccept
 	c.AddTable(fw.table)
@@ -79,23 +91,33 @@ func (fw *firewall) ensureBase() error {
 	if err := c.Flush(); err != nil {
 		return fmt.Errorf("nftables: create table inet %s (needs CAP_NET_ADMIN and the nf_tables kernel module): %w", fw.table.Name, err)
 	}
+	// The catch-alls match this table's interface group, not the tap name
+	// prefix: two daemons (two tables) must not drop each other's taps.
 	fixed := map[*nftables.Chain][][]expr.Any{
 		fw.input: {
-			join(ifPrefix(expr.MetaKeyIIFNAME), drop()),
+			join(ifGroup(expr.MetaKeyIIFGROUP, fw.group), drop()),
 		},
 		fw.forward: {
-			join(ifPrefix(expr.MetaKeyOIFNAME), ctEstablished(), accept_()),
-			join(ifPrefix(expr.MetaKeyOIFNAME), drop()),
-			join(ifPrefix(expr.MetaKeyIIFNAME), drop()),
+			join(ifGroup(expr.MetaKeyOIFGROUP, fw.group), ctEstablished(), accept_()),
+			join(ifGroup(expr.MetaKeyOIFGROUP, fw.group), drop()),
+			join(ifGroup(expr.MetaKeyIIFGROUP, fw.group), drop()),
 		},
+		fw.post: nil,
 	}
 	for ch, rules := range fixed {
 		have, err := c.GetRules(fw.table, ch)
 		if err != nil {
 			return fmt.Errorf("nftables: list chain %s: %w", ch.Name, err)
 		}
+		for _, r := range have {
+			if bytes.HasPrefix(r.UserData, []byte("fixed")) && !bytes.HasPrefix(r.UserData, []byte(fixedVersion)) {
+				if err := c.DelRule(r); err != nil {
+					return fmt.Errorf("nftables: remove an old rule of chain %s: %w", ch.Name, err)
+				}
+			}
+		}
 		for i, r := range rules {
-			tag := []byte(fmt.Sprintf("fixed:%d", i))
+			tag := []byte(fmt.Sprintf("%s%d", fixedVersion, i))
 			if !hasTag(have, tag) {
 				c.AddRule(&nftables.Rule{Table: fw.table, Chain: ch, Exprs: r, UserData: tag})
 			}
@@ -104,7 +126,22 @@ func (fw *firewall) ensureBase() error {
 	if err := c.Flush(); err != nil {
 		return fmt.Errorf("nftables: fixed rules of table inet %s: %w", fw.table.Name, err)
 	}
+	fw.based = true
 	return nil
+}
+
+// tableExists reports whether the table is in the kernel. Callers hold fw.mu.
+func (fw *firewall) tableExists() (bool, error) {
+	ts, err := fw.conn.ListTablesOfFamily(nftables.TableFamilyINet)
+	if err != nil {
+		return false, fmt.Errorf("nftables: list tables: %w", err)
+	}
+	for _, t := range ts {
+		if t.Name == fw.table.Name {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // sandboxRules are what install adds for one sandbox.
@@ -127,6 +164,9 @@ func (fw *firewall) install(s sandboxRules) error {
 	}
 	fw.mu.Lock()
 	defer fw.mu.Unlock()
+	if err := fw.ensureBase(); err != nil {
+		return err
+	}
 	c := fw.conn
 	in := c.AddChain(&nftables.Chain{Name: inChain(s.id), Table: fw.table})
 	fwd := c.AddChain(&nftables.Chain{Name: fwdChain(s.id), Table: fw.table})
@@ -149,6 +189,7 @@ func (fw *firewall) install(s sandboxRules) error {
 	add(fwd, join(nfproto(unix.NFPROTO_IPV4, expr.CmpOpNeq), drop())...)
 	add(fwd, join(ipAddr(12, s.guest, expr.CmpOpNeq), drop())...)
 	add(fwd, join(ifPrefix(expr.MetaKeyOIFNAME), drop())...)
+	add(fwd, join(ifGroup(expr.MetaKeyOIFGROUP, fw.group), drop())...)
 	for _, p := range blockedV4 {
 		add(fwd, join(ipPrefix(16, p), drop())...)
 	}
@@ -183,6 +224,9 @@ func (fw *firewall) install(s sandboxRules) error {
 func (fw *firewall) remove(id string) error {
 	fw.mu.Lock()
 	defer fw.mu.Unlock()
+	if ok, err := fw.tableExists(); err != nil || !ok {
+		return err
+	}
 	c := fw.conn
 	tag := sbTag(id)
 	var errs []error
@@ -243,6 +287,10 @@ func (fw *firewall) sandboxes() ([]string, error) {
 func (fw *firewall) destroy() error {
 	fw.mu.Lock()
 	defer fw.mu.Unlock()
+	if ok, err := fw.tableExists(); err != nil || !ok {
+		return err
+	}
+	fw.based = false
 	fw.conn.DelTable(fw.table)
 	if err := fw.conn.Flush(); err != nil && !errors.Is(err, unix.ENOENT) {
 		return fmt.Errorf("nftables: delete table inet %s: %w", fw.table.Name, err)
@@ -289,6 +337,14 @@ func ifPrefix(key expr.MetaKey) []expr.Any {
 	return []expr.Any{
 		&expr.Meta{Key: key, Register: 1},
 		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte(TapPrefix)},
+	}
+}
+
+// ifGroup matches the interface group (iifgroup/oifgroup) g.
+func ifGroup(key expr.MetaKey, g uint32) []expr.Any {
+	return []expr.Any{
+		&expr.Meta{Key: key, Register: 1},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: binaryutil.NativeEndian.PutUint32(g)},
 	}
 }
 

@@ -145,7 +145,7 @@ func (m *Manager) Setup(ctx context.Context, id string, policy netpolicy.Policy)
 		return Attachment{}, err
 	}
 	undo = append(undo, func() { m.fw.remove(id) })
-	if err := createTap(tap, tapAlias(m.cfg.Table), att.Host, att.Bits); err != nil {
+	if err := createTap(tap, tapAlias(m.cfg.Table), m.fw.group, att.Host, att.Bits); err != nil {
 		return Attachment{}, err
 	}
 	undo = append(undo, func() { deleteTap(tap) })

@@ -3,6 +3,7 @@ package network
 import (
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"net"
 	"net/netip"
 	"os"
@@ -10,6 +11,15 @@ import (
 
 	"github.com/vishvananda/netlink"
 )
+
+// tapGroup is the interface group (IFLA_GROUP) of the taps of table: a
+// hash of its name with the top bit set (never the default group 0). The
+// table's catch-all rules match it.
+func tapGroup(table string) uint32 {
+	h := fnv.New32a()
+	h.Write([]byte(table))
+	return h.Sum32() | 1<<31
+}
 
 // tapAlias is the interface alias (IFLA_IFALIAS) of a tap made for table:
 // "agentbox:TABLE". Sweep only touches taps carrying its own table's alias.
@@ -20,7 +30,7 @@ func tapAlias(table string) string { return "agentbox:" + table }
 // NIC with managed='no'), gives it the alias, disables IPv6 on it, sets the
 // host address host/bits and brings it up. The tap has no carrier until
 // QEMU opens it. On error nothing is left.
-func createTap(name, alias string, host netip.Addr, bits int) (err error) {
+func createTap(name, alias string, group uint32, host netip.Addr, bits int) (err error) {
 	tap := &netlink.Tuntap{
 		LinkAttrs: netlink.LinkAttrs{Name: name},
 		Mode:      netlink.TUNTAP_MODE_TAP,
@@ -37,6 +47,11 @@ func createTap(name, alias string, host netip.Addr, bits int) (err error) {
 	link, err := netlink.LinkByName(name)
 	if err != nil {
 		return fmt.Errorf("tap %s: %w", name, err)
+	}
+	// The group first: from here on the table's catch-all rules hold the
+	// tap closed until its own rules let its traffic through.
+	if err := netlink.LinkSetGroup(link, int(group)); err != nil {
+		return fmt.Errorf("tap %s: set group: %w", name, err)
 	}
 	if err := netlink.LinkSetAlias(link, alias); err != nil {
 		return fmt.Errorf("tap %s: set alias: %w", name, err)
