@@ -180,7 +180,7 @@ func TestSnapshotRestore(t *testing.T) {
 	d.apiError("POST", "/v1/sandboxes/src/snapshots", "application/json", []byte(`{"name":"cp1"}`), http.StatusConflict, "name_taken")
 
 	// Fork 1, through the CLI.
-	r := d.cli(nil, "restore", "cp1", "--name", "fork1", "--label", "fork=1")
+	r := d.cli(nil, "restore", "--name", "fork1", "--label", "fork=1", "cp1")
 	if r.code != 0 {
 		t.Fatalf("agentbox restore: exit %d, stderr %s", r.code, r.stderr)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -19,6 +20,8 @@ import (
 	"github.com/agentbox/agentbox/vmctl/accel"
 	"github.com/agentbox/agentbox/vmctl/domain"
 	"github.com/agentbox/agentbox/vmctl/image"
+	"github.com/agentbox/agentbox/vmctl/netpolicy"
+	"github.com/agentbox/agentbox/vmctl/overlay"
 )
 
 // snapState is the Manager's snapshot registry: records by name, and the
@@ -185,11 +188,14 @@ func (m *Manager) SaveSnapshot(ctx context.Context, sb *Sandbox, name string, ex
 		return SnapshotRecord{}, err
 	}
 	r := SnapshotRecord{
-		ID: id, Name: name, Tag: id, SandboxID: sb.ID, SandboxName: sb.Name, File: sb.Overlay,
+		ID: id, Name: name, Tag: "s" + id, SandboxID: sb.ID, SandboxName: sb.Name, File: sb.Overlay,
 		ImageName: rec.ImageName, ImageDigest: rec.ImageDigest, ImageDir: rec.ImageDir,
 		Accel: rec.Accel, DomainType: rec.DomainType, Machine: machineOf(*rec.Spec),
 		VCPUs: rec.VCPUs, MemoryMiB: rec.MemoryMiB, Spec: *rec.Spec,
 		Extra: append([]byte(nil), extra...),
+	}
+	if r.Source, err = json.Marshal(rec); err != nil {
+		return SnapshotRecord{}, err
 	}
 	// Reserve the name.
 	m.snap.mu.Lock()
@@ -222,7 +228,7 @@ func (m *Manager) SaveSnapshot(ctx context.Context, sb *Sandbox, name string, ex
 	}
 	before := allocated(sb.Overlay)
 	start := time.Now()
-	if err := snap.SaveSnapshot(context.WithoutCancel(ctx), sb.Domain, id); err != nil {
+	if err := snap.SaveSnapshot(context.WithoutCancel(ctx), sb.Domain, r.Tag); err != nil {
 		if noSpace(err, sb.Overlay) {
 			return SnapshotRecord{}, fmt.Errorf("%w: snapshot %q of sandbox %s: %v; the sandbox keeps running and the partial snapshot was removed: free space under %s and retry", ErrNoSpace, name, sb.ID, err, filepath.Dir(sb.Overlay))
 		}
@@ -234,17 +240,17 @@ func (m *Manager) SaveSnapshot(ctx context.Context, sb *Sandbox, name string, ex
 	r.SaveMs = time.Since(start).Milliseconds()
 	r.CreatedAt = time.Now().UTC()
 	r.DiskBytes = max(allocated(sb.Overlay)-before, 0)
-	if list, err := ovSnapshots(ctx, sb.Overlay); err == nil {
+	if list, err := overlay.Snapshots(ctx, sb.Overlay); err == nil {
 		for _, s := range list {
-			if s.Tag == id {
-				r.VMStateBytes = s.VMStateSize
+			if s.Tag == r.Tag {
+				r.VMStateBytes = int64(s.VMStateSize)
 			}
 		}
 	} else {
 		m.log.Warn("list overlay snapshots", "sandbox", sb.ID, "err", err)
 	}
 	if err := m.putSnapshot(r); err != nil {
-		if derr := snap.DeleteSnapshot(context.WithoutCancel(ctx), sb.Domain, id); derr != nil {
+		if derr := snap.DeleteSnapshot(context.WithoutCancel(ctx), sb.Domain, r.Tag); derr != nil {
 			err = errors.Join(err, fmt.Errorf("remove the snapshot again: %w", derr))
 		}
 		return SnapshotRecord{}, err
@@ -298,7 +304,7 @@ func (m *Manager) DeleteSnapshot(ctx context.Context, ref string) error {
 		}
 	default:
 		if _, err := os.Stat(r.File); err == nil {
-			if err := ovDeleteOffline(ctx, r.File, r.Tag); err != nil && !errors.Is(err, ErrNoSnapshot) {
+			if err := overlay.DeleteSnapshotOffline(ctx, r.File, r.Tag); err != nil && !errors.Is(err, overlay.ErrNoSnapshot) {
 				return fmt.Errorf("delete snapshot %q from %s: %w", r.Name, r.File, err)
 			}
 		}
@@ -425,15 +431,21 @@ func (m *Manager) Restore(ctx context.Context, ref string, opts RestoreOptions) 
 	}
 	// The file must read as qcow2 and still hold the tag (qemu-img shares
 	// the lock of a running source).
-	tags, err := ovSnapshots(ctx, r.File)
+	tags, err := overlay.Snapshots(ctx, r.File)
 	if err != nil {
 		return nil, fmt.Errorf("%w: snapshot %q: its file %s is damaged: %v: remove the snapshot with `agentbox snapshot rm %s`", ErrSnapshotUnusable, r.Name, r.File, err, r.Name)
 	}
-	if !slices.ContainsFunc(tags, func(s ovSnapshot) bool { return s.Tag == r.Tag }) {
+	if !slices.ContainsFunc(tags, func(s overlay.Snapshot) bool { return s.Tag == r.Tag }) {
 		return nil, fmt.Errorf("%w: snapshot %q: its file %s no longer holds tag %s: remove the snapshot with `agentbox snapshot rm %s`", ErrSnapshotUnusable, r.Name, r.File, r.Tag, r.Name)
 	}
+	var base Record
+	if len(r.Source) > 0 {
+		if err := json.Unmarshal(r.Source, &base); err != nil {
+			return nil, fmt.Errorf("%w: snapshot %q: its record is unreadable: %v", ErrSnapshotUnusable, r.Name, err)
+		}
+	}
 	src := restoreSource{
-		name: r.Name, file: r.File, tag: r.Tag, spec: r.Spec,
+		name: r.Name, file: r.File, tag: r.Tag, spec: r.Spec, base: base,
 		accel: accel.Choice{DomainType: r.DomainType, Accel: accel.Mode(r.Accel), Reason: "restored from snapshot " + r.Name},
 		vcpus: r.VCPUs, memory: r.MemoryMiB,
 	}
@@ -454,6 +466,10 @@ type restoreSource struct {
 	vcpus   int
 	memory  int
 	running *Sandbox // the source sandbox while its domain holds file, or nil
+	// base is the source sandbox's record when the snapshot was taken:
+	// the restored record starts from it, so what other parts of the
+	// manager keep there (resources, network policy) carries over.
+	base Record
 }
 
 // RestoreTimes break a restore's duration down (for logs and benchmarks).
@@ -495,14 +511,14 @@ func (m *Manager) restore(ctx context.Context, src restoreSource, opts RestoreOp
 	if src.spec.GuestAgentSocket != "" {
 		sb.GuestAgentSocket = filepath.Join(m.cfg.RuntimeDir, id+".qga.sock")
 	}
-	sb.rec = Record{
-		ID: id, Name: opts.Name, State: StateCreating, Domain: sb.Domain,
-		ImageName: img.Manifest.Name, ImageDigest: img.Digest, ImageDir: img.Dir,
-		Accel: string(src.accel.Accel), DomainType: src.accel.DomainType,
-		VCPUs: sb.VCPUs, MemoryMiB: sb.Memory, Labels: sb.Labels,
-		Dir: sb.Dir, Overlay: sb.Overlay, ConsoleLog: sb.ConsoleLog, AgentSocket: sb.AgentSocket,
-		CreatedAt: time.Now().UTC(), Extra: append([]byte(nil), opts.Extra...),
-	}
+	sb.rec = src.base
+	sb.rec.ID, sb.rec.Name, sb.rec.State, sb.rec.Reason, sb.rec.Domain = id, opts.Name, StateCreating, "", sb.Domain
+	sb.rec.ImageName, sb.rec.ImageDigest, sb.rec.ImageDir = img.Manifest.Name, img.Digest, img.Dir
+	sb.rec.Accel, sb.rec.DomainType = string(src.accel.Accel), src.accel.DomainType
+	sb.rec.VCPUs, sb.rec.MemoryMiB, sb.rec.Labels = sb.VCPUs, sb.Memory, sb.Labels
+	sb.rec.Dir, sb.rec.Overlay, sb.rec.ConsoleLog, sb.rec.AgentSocket = sb.Dir, sb.Overlay, sb.ConsoleLog, sb.AgentSocket
+	sb.rec.CreatedAt, sb.rec.StartedAt, sb.rec.StoppedAt, sb.rec.BootMs = time.Now().UTC(), time.Time{}, time.Time{}, 0
+	sb.rec.Extra, sb.rec.Spec, sb.rec.Network = append([]byte(nil), opts.Extra...), nil, nil
 	log := m.log.With("sandbox", id, "domain", sb.Domain, "snapshot", src.name)
 	var times RestoreTimes
 
@@ -543,12 +559,24 @@ func (m *Manager) restore(ctx context.Context, src restoreSource, opts RestoreOp
 	spec.GuestAgentSocket = sb.GuestAgentSocket
 	spec.UUID = ""
 	spec.Cmdline = hostnameRE.ReplaceAllString(spec.Cmdline, "agentbox.hostname="+sb.Domain)
+	// The source's network policy on a network of our own (same device
+	// set: a NIC exactly when the source had one).
+	if err := m.attachNetwork(ctx, sb, src.policy(), &spec, &undo); err != nil {
+		return nil, err
+	}
 	if err := m.watch(sb); err != nil {
 		return nil, err
 	}
 	undo.add("domain watch", func(context.Context) error { sb.stopWatch(); return nil })
 	start := time.Now()
-	if err := snap.StartDomainPaused(ctx, spec); err != nil {
+	err = snap.StartDomainPaused(ctx, spec)
+	if err != nil && spec.Tune.MemoryHardLimitMiB > 0 && strings.Contains(err.Error(), "cannot limit locked memory") {
+		// As in Create: libvirtd without CAP_SYS_RESOURCE cannot apply
+		// <memtune><hard_limit>; the limit is the cgroup's then.
+		spec.Tune.MemoryHardLimitMiB = 0
+		err = snap.StartDomainPaused(ctx, spec)
+	}
+	if err != nil {
 		return nil, fmt.Errorf("start domain paused: %w", err)
 	}
 	undo.add("domain", func(ctx context.Context) error {
@@ -602,6 +630,11 @@ func (m *Manager) restore(ctx context.Context, src restoreSource, opts RestoreOp
 		return nil, err
 	}
 	undo.release()
+	// The guest still has its source's addresses: give it its own (the
+	// NIC keeps the source's MAC in its migrated state, hence anyMAC).
+	if err := sb.ConfigureGuestNetwork(ctx, true); err != nil {
+		return nil, errors.Join(fmt.Errorf("configure the restored guest's network: %w", err), m.Remove(ctx, sb, true))
+	}
 	log.Debug("sandbox restored", "copy_ms", times.Copy.Milliseconds(), "source_pause_ms", times.SourcePause.Milliseconds(),
 		"start_ms", times.Start.Milliseconds(), "load_ms", times.Load.Milliseconds(), "agent_ms", times.Agent.Milliseconds())
 	return sb, nil
@@ -632,7 +665,7 @@ func (m *Manager) copySnapshotFile(ctx context.Context, src restoreSource, dst s
 			times.SourcePause = time.Since(start)
 		}()
 	}
-	if err := ovCopy(ctx, src.file, dst); err != nil {
+	if err := overlay.Copy(ctx, src.file, dst); err != nil {
 		if noSpace(err, dst) {
 			return fmt.Errorf("%w: copy snapshot %q: %v: free space under %s and retry", ErrNoSpace, src.name, err, filepath.Dir(dst))
 		}
@@ -684,4 +717,12 @@ func newMachineID() (string, error) {
 		return "", err
 	}
 	return hex.EncodeToString(b), nil
+}
+
+// policy is the network policy the restored sandbox gets: its source's.
+func (s restoreSource) policy() netpolicy.Policy {
+	if s.base.Network != nil {
+		return s.base.Network.Policy
+	}
+	return netpolicy.Policy{}
 }

@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"encoding/json"
 	"errors"
 	"time"
 
@@ -27,13 +28,13 @@ var (
 // snapshot (memory, device state and disk) inside a qcow2 file, plus what
 // a restore needs to start a domain of the same shape. Times are UTC.
 type SnapshotRecord struct {
-	// ID is 12 lowercase hex digits; it is also the tag of the snapshot
-	// inside File (the user's name never reaches QEMU).
+	// ID is 12 lowercase hex digits.
 	ID string `json:"id"`
 	// Name is the user's unique name (the caller checks its syntax; the
 	// daemon uses the sandbox name pattern).
 	Name string `json:"name"`
-	// Tag is the snapshot's tag inside File (QEMU's snapshot-save tag).
+	// Tag is the snapshot's tag inside File (QEMU's snapshot-save tag):
+	// "s" + ID (the user's name never reaches QEMU).
 	Tag string `json:"tag"`
 	// SandboxID and SandboxName name the sandbox it was taken of; the
 	// sandbox may since have been removed.
@@ -60,6 +61,10 @@ type SnapshotRecord struct {
 	// the new sandbox's name, paths and identity, so the device set is the
 	// same one the memory state expects.
 	Spec domain.Spec `json:"spec"`
+	// Source is the source sandbox's Record as JSON when the snapshot was
+	// taken; a restore starts the new record from it, so resources and
+	// network policy carry over.
+	Source json.RawMessage `json:"source,omitempty"`
 	// Extra is the source's Record.Extra when the snapshot was taken
 	// (opaque to the manager; the daemon's limits and policies).
 	Extra []byte `json:"extra,omitempty"`

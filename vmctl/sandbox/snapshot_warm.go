@@ -33,14 +33,17 @@ type warmManifest struct {
 	MemoryMiB   int         `json:"memory_mib"`
 	CreatedAt   time.Time   `json:"created_at"`
 	BuildMs     int64       `json:"build_ms"`
+	// Source is the template sandbox's record: warm sandboxes start their
+	// records from it (as restores do from SnapshotRecord.Source).
+	Source Record `json:"source"`
 }
 
 // warmKey is the template key: a hash of everything the saved memory
 // state depends on — image digest, domain type, machine, vCPUs, memory
-// (MiB) and the device set (here: the qemu-ga channel).
-func warmKey(digest, domainType, machine string, vcpus, memory int, qga bool) string {
+// (MiB) and the device set (the qemu-ga channel, a NIC).
+func warmKey(digest, domainType, machine string, vcpus, memory int, qga, nic bool) string {
 	h := sha256.New()
-	for _, s := range []string{digest, domainType, machine, strconv.Itoa(vcpus), strconv.Itoa(memory), strconv.FormatBool(qga)} {
+	for _, s := range []string{digest, domainType, machine, strconv.Itoa(vcpus), strconv.Itoa(memory), strconv.FormatBool(qga), strconv.FormatBool(nic)} {
 		h.Write([]byte(s))
 		h.Write([]byte{0})
 	}
@@ -85,15 +88,16 @@ func (m *Manager) CreateWarm(ctx context.Context, opts Options) (*Sandbox, error
 	}
 	vcpus := pick(opts.VCPUs, opts.Image.Manifest.Resources.VCPUs)
 	memory := pick(opts.MemoryMiB, opts.Image.Manifest.Resources.MemoryMiB)
-	key := warmKey(opts.Image.Digest, opts.Accel.DomainType, domain.DefaultMachine, vcpus, memory, opts.GuestAgentChannel)
+	key := warmKey(opts.Image.Digest, opts.Accel.DomainType, domain.DefaultMachine, vcpus, memory, opts.GuestAgentChannel, opts.Network.HasNIC())
 	man, err := m.warmTemplate(ctx, key, opts)
 	if err != nil {
 		return nil, err
 	}
 	src := restoreSource{
 		name: "warm template " + key, file: filepath.Join(m.warmDir(key), "overlay.qcow2"), tag: warmTag,
-		spec: man.Spec, accel: opts.Accel, vcpus: man.VCPUs, memory: man.MemoryMiB,
+		spec: man.Spec, accel: opts.Accel, vcpus: man.VCPUs, memory: man.MemoryMiB, base: man.Source,
 	}
+	src.base.Network = &NetworkRecord{Policy: opts.Network}
 	sb, err := m.restore(ctx, src, RestoreOptions{
 		Image: opts.Image, Name: opts.Name, Labels: opts.Labels, Extra: opts.Extra, Admit: opts.Admit,
 		Timeout: opts.BootTimeout,
@@ -165,7 +169,7 @@ func (m *Manager) buildWarm(ctx context.Context, key string, opts Options) (_ wa
 	}
 	man := warmManifest{
 		Key: key, ImageDigest: opts.Image.Digest, Spec: *rec.Spec, VCPUs: rec.VCPUs, MemoryMiB: rec.MemoryMiB,
-		CreatedAt: time.Now().UTC(), BuildMs: time.Since(start).Milliseconds(),
+		CreatedAt: time.Now().UTC(), BuildMs: time.Since(start).Milliseconds(), Source: rec,
 	}
 	data, _ := json.MarshalIndent(man, "", "  ")
 	err = os.Rename(sb.Overlay, filepath.Join(tmp, "overlay.qcow2"))
