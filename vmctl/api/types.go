@@ -59,6 +59,12 @@ type Sandbox struct {
 	ExpiresAt *time.Time `json:"expires_at,omitempty"`
 	// Network is the sandbox's network policy and addresses (network.go).
 	Network *NetworkInfo `json:"network,omitempty"`
+	// Resources are the sandbox's host-side limits and how each is
+	// enforced (resources.go); nil for sandboxes made before they existed.
+	Resources *Resources `json:"resources,omitempty"`
+	// Usage is the latest sample of its resource use (running sandboxes
+	// only; resources.go).
+	Usage *Usage `json:"usage,omitempty"`
 }
 
 // ImageRef names an image.
@@ -113,6 +119,21 @@ type CreateSandboxRequest struct {
 	Warm bool `json:"warm,omitempty"`
 	// Network is the sandbox's network policy; nil means mode none.
 	Network *NetworkPolicy `json:"network,omitempty"`
+	// DiskMiB is the root disk's size in MiB, at least the image's disk;
+	// the guest's root file system grows to it. 0: the image's default.
+	DiskMiB int64 `json:"disk_mib,omitempty"`
+	// CPUQuotaPercent caps the whole VM at this percentage of one host
+	// CPU (50: half a CPU; 200: two). 0: the image's default, else none.
+	CPUQuotaPercent int `json:"cpu_quota_percent,omitempty"`
+	// IOBps and IOPS throttle the root disk, reads and writes together,
+	// in bytes per second and operations per second. 0: none.
+	IOBps int64 `json:"io_bps,omitempty"`
+	IOPS  int64 `json:"iops,omitempty"`
+	// IOWeight is the relative block I/O weight, 100..1000. 0: none.
+	IOWeight int `json:"io_weight,omitempty"`
+	// Pids caps the host tasks (processes and threads) of the sandbox's
+	// QEMU process. 0: 256.
+	Pids int64 `json:"pids,omitempty"`
 }
 
 // ExecRequest is the body of POST /v1/sandboxes/{id}/exec and

@@ -1,0 +1,74 @@
+package api
+
+import "time"
+
+// Resources are a sandbox's host-side limits (see CreateSandboxRequest)
+// as resolved from the request, the image's defaults and agentbox's, with
+// how each one is enforced.
+type Resources struct {
+	// DiskMiB is the root disk's virtual size in MiB.
+	DiskMiB int64 `json:"disk_mib"`
+	// CPUQuotaPercent is the whole-VM CPU cap in percent of one host CPU;
+	// 0: none.
+	CPUQuotaPercent int `json:"cpu_quota_percent,omitempty"`
+	// MemoryHardLimitMiB is the QEMU process's memory limit in MiB: guest
+	// RAM + 192 MiB + RAM/8 for QEMU itself, + 256 MiB of TCG translation
+	// cache under TCG.
+	MemoryHardLimitMiB int64 `json:"memory_hard_limit_mib"`
+	// IOBps, IOPS and IOWeight: see CreateSandboxRequest; 0: none.
+	IOBps    int64 `json:"io_bps,omitempty"`
+	IOPS     int64 `json:"iops,omitempty"`
+	IOWeight int   `json:"io_weight,omitempty"`
+	// Pids is the QEMU process's task limit.
+	Pids int64 `json:"pids"`
+	// Enforcement lists every limit with how it is enforced.
+	Enforcement []LimitEnforcement `json:"enforcement"`
+}
+
+// LimitEnforcement says whether and how one limit is in force.
+type LimitEnforcement struct {
+	// Limit is "disk", "cpu_quota", "memory_hard_limit", "io_bps",
+	// "iops", "io_weight", "pids" or "tcg_cache".
+	Limit string `json:"limit"`
+	// Value and Unit give the limit ("MiB", "percent", "bytes/s",
+	// "ops/s", "weight", "tasks").
+	Value int64  `json:"value"`
+	Unit  string `json:"unit"`
+	// Enforcement is "libvirt" (domain XML), "cgroup" (agentbox wrote the
+	// domain's cgroup file), "qemu" (the virtual disk's size), or
+	// "not enforced: <why>".
+	Enforcement string `json:"enforcement"`
+	// Detail names the XML element or the cgroup file.
+	Detail string `json:"detail,omitempty"`
+}
+
+// Usage is one sample of a running sandbox's resource use, read every
+// few seconds by the daemon from libvirt's domain statistics and the QEMU
+// process's cgroups.
+type Usage struct {
+	// SampledAt is when it was read.
+	SampledAt time.Time `json:"sampled_at"`
+	// DomainState is libvirt's state of the domain ("running", "paused");
+	// PauseReason says why it is paused, e.g. "ioerror" (QEMU stopped the
+	// guest on a host write error such as ENOSPC).
+	DomainState string `json:"domain_state"`
+	PauseReason string `json:"pause_reason,omitempty"`
+	// CPUTimeNs is the QEMU process's CPU time in nanoseconds.
+	CPUTimeNs uint64 `json:"cpu_time_ns"`
+	// MemoryRSSBytes is the QEMU process's resident memory in bytes;
+	// MemoryLimitBytes its enforced hard limit (0: none).
+	MemoryRSSBytes   uint64 `json:"memory_rss_bytes"`
+	MemoryLimitBytes uint64 `json:"memory_limit_bytes,omitempty"`
+	// DiskBytes is the host space the sandbox's overlay occupies;
+	// DiskCapBytes the disk's virtual size.
+	DiskBytes    uint64 `json:"disk_bytes"`
+	DiskCapBytes uint64 `json:"disk_cap_bytes"`
+	// NetRxBytes and NetTxBytes are the guest's network bytes received
+	// and sent (0 without a network).
+	NetRxBytes uint64 `json:"net_rx_bytes"`
+	NetTxBytes uint64 `json:"net_tx_bytes"`
+	// Pids and PidsMax are the QEMU process's host tasks and their limit;
+	// -1 when unknown.
+	Pids    int64 `json:"pids"`
+	PidsMax int64 `json:"pids_max"`
+}
