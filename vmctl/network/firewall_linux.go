@@ -177,6 +177,9 @@ func (fw *firewall) install(s sandboxRules) error {
 	add(in, join(nfproto(unix.NFPROTO_IPV4, expr.CmpOpNeq), drop())...)
 	add(in, join(ipAddr(12, s.guest, expr.CmpOpNeq), drop())...)
 	add(in, join(ipAddr(16, s.host, expr.CmpOpNeq), drop())...)
+	// Replies to connections the host opened (conntrack never confirms a
+	// guest-opened flow that was dropped, so the guest cannot make one).
+	add(in, join(ctEstablished(), accept_())...)
 	add(in, join(l4proto(unix.IPPROTO_UDP), dport(53), accept_())...)
 	add(in, join(l4proto(unix.IPPROTO_TCP), dport(53), accept_())...)
 	for _, p := range s.tcpPorts {
