@@ -69,6 +69,11 @@ type Conn struct {
 
 	watchMu  sync.Mutex
 	watchers map[string]map[*watcher]struct{}
+
+	// qemuMu guards qemuSubs: one shared QMP event subscription per
+	// domain (qmpevents.go).
+	qemuMu   sync.Mutex
+	qemuSubs map[string]*qemuSub
 }
 
 // Connect dials libvirtd, opens cfg.URI and subscribes to domain lifecycle

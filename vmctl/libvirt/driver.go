@@ -13,6 +13,8 @@ import (
 // domains are built from a domain.Spec and started as transient domains.
 type Driver struct {
 	conn *Conn
+	// snapLocks serialises snapshot operations per domain (snapshot.go).
+	snapLocks domainLocks
 }
 
 // NewDriver returns a sandbox driver on the shared connection conn.
@@ -25,11 +27,15 @@ var _ sandbox.Driver = (*Driver)(nil)
 // domain (e.g. ctx ended mid-call), the domain is destroyed by name so that
 // nothing is left behind.
 func (d *Driver) StartDomain(ctx context.Context, spec domain.Spec) error {
+	return d.startDomain(ctx, spec, CreateOptions{})
+}
+
+func (d *Driver) startDomain(ctx context.Context, spec domain.Spec, opts CreateOptions) error {
 	xml, err := domain.XML(spec)
 	if err != nil {
 		return fmt.Errorf("%w: %w", sandbox.ErrInvalid, err)
 	}
-	if _, err := d.conn.CreateDomain(ctx, xml, CreateOptions{}); err != nil {
+	if _, err := d.conn.CreateDomain(ctx, xml, opts); err != nil {
 		if !errors.Is(err, ErrExists) {
 			if derr := d.conn.DestroyDomain(context.WithoutCancel(ctx), spec.Name); derr != nil {
 				err = errors.Join(err, fmt.Errorf("cleanup of %s: %w", spec.Name, derr))
