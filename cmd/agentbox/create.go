@@ -42,7 +42,7 @@ func createCommand() *cli.Command {
 			&cli.BoolFlag{Name: "locked", Usage: "refuse a PROFILE whose image differs from the lock file (written by agentbox profile lock)"},
 			&cli.BoolFlag{Name: "warm", Usage: "start from the image's saved \"ready\" state instead of booting (the first --warm create of an image and shape boots once to save it)"},
 			networkFlag, allowFlag,
-		}, profileFlags()...),
+		}, append(resourceFlags(), profileFlags()...)...),
 		OnUsageError: usageError,
 		Action: clientAction(func(ctx context.Context, c *cli.Context, cl *client.Client) error {
 			name, rest, err := imageArgs(c, false, "agentbox create [FLAGS] PROFILE")
@@ -99,6 +99,9 @@ func createRequest(c *cli.Context, imageDir string) (api.CreateSandboxRequest, e
 		Accel:     c.String("accel"),
 	}
 	if req.Network, err = networkRequest(c); err != nil {
+		return req, err
+	}
+	if err := setResources(c, &req); err != nil { // resources.go
 		return req, err
 	}
 	if req.VCPUs < 0 || req.MemoryMiB < 0 {

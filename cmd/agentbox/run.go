@@ -47,7 +47,7 @@ func runCommand() *cli.Command {
 			&cli.BoolFlag{Name: "qemu-ga-channel", Hidden: true, Usage: "add qemu-ga's channel (benchmarks)"},
 			networkFlag, allowFlag,
 			&cli.BoolFlag{Name: "locked", Usage: "refuse a PROFILE whose image differs from the lock file (written by agentbox profile lock)"},
-		}, append(commandFlags(), profileFlags()...)...),
+		}, append(append(commandFlags(), resourceFlags()...), profileFlags()...)...),
 		OnUsageError: usageError,
 		Action:       runAction,
 	}
@@ -144,6 +144,10 @@ func runAction(c *cli.Context) error {
 	}
 	defer env.Close()
 
+	resources, err := resourceRequest(c)
+	if err != nil {
+		return err
+	}
 	sb, err := env.mgr.Create(ctx, sandbox.Options{
 		Image:             img,
 		Accel:             choice,
@@ -152,6 +156,7 @@ func runAction(c *cli.Context) error {
 		BootTimeout:       c.Duration("boot-timeout"),
 		GuestAgentChannel: c.Bool("qemu-ga-channel"),
 		Network:           policy,
+		Resources:         resources,
 	})
 	if err != nil {
 		if sig := gotSignal(); sig != 0 {

@@ -53,7 +53,7 @@ func serveCommand() *cli.Command {
 			&cli.DurationFlag{Name: "shutdown-timeout", Value: 30 * time.Second, Usage: "on SIGTERM, let running commands finish for this long"},
 			&cli.Int64Flag{Name: "audit-max-bytes", Value: 64 << 20, Usage: "rotate the audit log at this many `BYTES`"},
 			&cli.IntFlag{Name: "audit-max-files", Value: 10, Usage: "rotated audit log files to keep"},
-		}, networkFlags()...),
+		}, append(networkFlags(), resourceServeFlags()...)...),
 		OnUsageError: usageError,
 		Action:       serveAction,
 	}
@@ -126,6 +126,7 @@ func serveAction(c *cli.Context) error {
 	}
 	defer closeNet()
 	reg := prometheus.NewRegistry()
+	ceilings, thresholds, usageInterval := daemonResources(c) // resources.go
 	d, err := daemon.New(ctx, daemon.Config{
 		Driver:            libvirt.NewDriver(conn),
 		StateDir:          stateDir,
@@ -145,6 +146,9 @@ func serveAction(c *cli.Context) error {
 		AuditMaxFiles:  c.Int("audit-max-files"),
 		Registerer:     reg,
 		Network:        netw,
+		Ceilings:       ceilings,
+		Thresholds:     thresholds,
+		UsageInterval:  usageInterval,
 	})
 	if err != nil {
 		closeAll()

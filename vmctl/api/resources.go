@@ -2,6 +2,11 @@ package api
 
 import "time"
 
+// EventSandboxResource is the event of a usage threshold crossed or a
+// domain found paused: Reason names the limit and the numbers, and says
+// whether the sandbox is being stopped.
+const EventSandboxResource = "sandbox.resource"
+
 // Resources are a sandbox's host-side limits (see CreateSandboxRequest)
 // as resolved from the request, the image's defaults and agentbox's, with
 // how each one is enforced.

@@ -70,6 +70,13 @@ type Config struct {
 	// ReapInterval is how often TTL and idle timeouts are checked; 0 means
 	// 1 s.
 	ReapInterval time.Duration
+	// Ceilings cap what a create may ask for (resources.go).
+	Ceilings Ceilings
+	// Thresholds are the usage warn and act levels (resources.go).
+	Thresholds Thresholds
+	// UsageInterval is how often running sandboxes' usage is sampled;
+	// 0 means DefaultUsageInterval.
+	UsageInterval time.Duration
 }
 
 // Daemon is the running service core. Create it with New, serve its
@@ -92,6 +99,7 @@ type Daemon struct {
 
 	stopReaper context.CancelFunc
 	reaperDone chan struct{}
+	res        resources // usage monitor (resources.go)
 
 	snapMetricsOnce sync.Once // snapshots.go
 	snapM           *snapshotMetrics
@@ -205,6 +213,7 @@ func New(ctx context.Context, cfg Config) (_ *Daemon, err error) {
 	reapCtx, stop := context.WithCancel(context.Background())
 	d.stopReaper, d.reaperDone = stop, make(chan struct{})
 	go d.reaper(reapCtx)
+	d.startUsageMonitor(reapCtx)
 	return d, nil
 }
 
@@ -226,6 +235,7 @@ func (d *Daemon) Shutdown(ctx context.Context) error {
 	d.mu.Unlock()
 	d.stopReaper()
 	<-d.reaperDone
+	d.waitUsageMonitor()
 
 	done := make(chan struct{})
 	go func() { d.inflight.Wait(); close(done) }()

@@ -62,6 +62,7 @@ func (d *Daemon) CreateSandbox(ctx context.Context, req api.CreateSandboxRequest
 	}
 	e.Sandbox = sb.ID
 	args["vcpus"], args["memory_mib"], args["accel"] = sb.VCPUs, sb.Memory, string(sb.Accel.Accel)
+	resourceArgs(args, sb.Record()) // resources.go
 	if b := d.box(sb.ID); b != nil {
 		b.mu.Lock()
 		lim := b.extra.Limits
@@ -102,6 +103,9 @@ func (d *Daemon) create(ctx context.Context, req api.CreateSandboxRequest) (*san
 	if err != nil {
 		return nil, err
 	}
+	if err := d.applyCeilings(ctx, img, &req); err != nil { // resources.go
+		return nil, err
+	}
 	ex := extra{Limits: mergeLimits(req.Limits, d.cfg.Defaults), Creator: api.CallerFrom(ctx).ID}
 	raw, _ := json.Marshal(ex)
 	// The boot is not bound to the request: a client that goes away
@@ -113,6 +117,7 @@ func (d *Daemon) create(ctx context.Context, req api.CreateSandboxRequest) (*san
 		BootTimeout: time.Duration(req.BootTimeoutMs) * time.Millisecond,
 		Admit:       d.admit,
 		Network:     policy,
+		Resources:   resourceRequest(req),
 	})
 	if err != nil {
 		return nil, err
@@ -238,6 +243,7 @@ func (d *Daemon) view(sb *sandbox.Sandbox) api.Sandbox {
 		v.ExpiresAt = timePtr(r.CreatedAt.Add(time.Duration(v.Limits.TTLSeconds) * time.Second))
 	}
 	v.Network = networkView(r)
+	d.viewResources(r, &v)
 	return v
 }
 
