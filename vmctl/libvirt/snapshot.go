@@ -4,9 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"regexp"
 	"sync"
+	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/agentbox/agentbox/vmctl/domain"
 	"github.com/agentbox/agentbox/vmctl/qmp"
@@ -142,10 +146,10 @@ func (d *Driver) SaveSnapshot(ctx context.Context, name, tag string) error {
 			// Created by someone else meanwhile: not ours to remove.
 			return fmt.Errorf("save snapshot %q of %s: %w: %w", tag, name, sandbox.ErrSnapshotExists, saveErr)
 		}
-		errs = append(errs, fmt.Errorf("save snapshot %q of %s: %w", tag, name, saveErr))
 		if err := d.removePartial(cctx, m, tag); err != nil {
 			errs = append(errs, err)
 		}
+		errs = append([]error{fmt.Errorf("save snapshot %q of %s: %w", tag, name, diskFull(cctx, m, nodes[0].File, saveErr))}, errs...)
 	} else {
 		d.conn.log.Debug("snapshot saved", "domain", name, "tag", tag, "took", time.Since(start))
 	}
@@ -161,6 +165,29 @@ func (d *Driver) SaveSnapshot(ctx context.Context, name, tag string) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// diskFull adds syscall.ENOSPC and the free space to a failed save's
+// error when the overlay's file system is full: QEMU reports a failed
+// vmstate write as "Error while writing VM state: Input/output error" (or
+// with "No space left on device"), whatever the errno. It counts as full
+// when the text says so, or when less free space is left than the guest
+// has RAM (query-memory-size-summary), an upper bound of the vmstate.
+func diskFull(ctx context.Context, m *qmp.Monitor, file string, saveErr error) error {
+	var fs unix.Statfs_t
+	if file == "" || unix.Statfs(filepath.Dir(file), &fs) != nil {
+		return saveErr
+	}
+	free := fs.Bavail * uint64(fs.Bsize)
+	var mem struct {
+		Base uint64 `json:"base-memory"`
+	}
+	_ = m.Execute(ctx, "query-memory-size-summary", nil, &mem)
+	if !containsFold(saveErr.Error(), "No space left") && (mem.Base == 0 || free >= mem.Base) {
+		return saveErr
+	}
+	return fmt.Errorf("%w: %w (%d MiB free on the file system of %s, the guest has %d MiB of RAM): free space there and retry",
+		saveErr, syscall.ENOSPC, free>>20, filepath.Dir(file), mem.Base>>20)
 }
 
 // removePartial deletes tag from every disk node that holds it after a

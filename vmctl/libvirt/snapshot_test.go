@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -403,8 +404,8 @@ func TestSnapshotENOSPC(t *testing.T) {
 	}
 	t.Logf("SaveSnapshot on a full disk: %v", err)
 	var je *qmp.JobError
-	if !errors.As(err, &je) || errors.Is(err, sandbox.ErrSnapshotExists) {
-		t.Errorf("error %v: want the job's error", err)
+	if !errors.As(err, &je) || !errors.Is(err, syscall.ENOSPC) || errors.Is(err, sandbox.ErrSnapshotExists) {
+		t.Errorf("error %v: want the job's error and ENOSPC", err)
 	}
 	if st := qemuStatus(t, c, g.name); st != "running" {
 		t.Errorf("QEMU status after the failed save = %q, want running", st)
