@@ -265,6 +265,7 @@ func (m *Manager) Create(ctx context.Context, opts Options) (_ *Sandbox, err err
 	undo.add("domain", func(ctx context.Context) error {
 		err := m.cfg.Driver.DestroyDomain(ctx, sb.Domain)
 		removeFiles(sb.AgentSocket, sb.GuestAgentSocket)
+		sb.releaseResources()
 		return err
 	})
 	m.applyResources(ctx, sb)
@@ -447,6 +448,7 @@ func (m *Manager) Stop(ctx context.Context, sb *Sandbox, reason string) error {
 	}
 	sb.release()
 	err := m.cfg.Driver.DestroyDomain(ctx, sb.Domain)
+	sb.releaseResources()
 	if err != nil {
 		sb.setState(StateFailed, "stop: "+err.Error())
 		return fmt.Errorf("destroy domain %s: %w", sb.Domain, err)
@@ -477,6 +479,7 @@ func (m *Manager) Remove(ctx context.Context, sb *Sandbox, force bool) error {
 	if err := m.cfg.Driver.DestroyDomain(ctx, sb.Domain); err != nil {
 		errs = append(errs, fmt.Errorf("destroy domain %s: %w", sb.Domain, err))
 	}
+	sb.releaseResources()
 	if sb.stopWatch != nil {
 		sb.stopWatch()
 	}

@@ -250,7 +250,7 @@ func (m *Manager) startDomain(ctx context.Context, sb *Sandbox, spec domain.Spec
 	err := start(ctx, spec)
 	if viaLibvirt && memlockFailure(err) {
 		libvirtHardLimit.Store(false)
-		m.log.Warn("libvirt cannot apply <memtune><hard_limit> on this host (libvirtd lacks CAP_SYS_RESOURCE to raise the memlock rlimit); agentbox sets the memory cgroup limit itself",
+		m.log.Info("libvirt cannot apply <memtune><hard_limit> on this host (libvirtd lacks CAP_SYS_RESOURCE to raise the memlock rlimit); agentbox sets the memory cgroup limit itself",
 			"sandbox", sb.ID, "err", err)
 		spec.Tune.MemoryHardLimitMiB = 0
 		viaLibvirt = false
@@ -335,7 +335,7 @@ func (m *Manager) applyResources(ctx context.Context, sb *Sandbox) {
 			st = append(st, notEnforced(LimitPids, lim.Pids, "tasks", perr))
 		}
 		if len(g.Made()) > 0 {
-			go removeWhenEmpty(g, sb.Stopped())
+			go removeWhenEmpty(sb.ID, g)
 		}
 	} else {
 		st = append(st, notEnforced(LimitPids, lim.Pids, "tasks", err))
@@ -345,17 +345,40 @@ func (m *Manager) applyResources(ctx context.Context, sb *Sandbox) {
 	sb.mu.Unlock()
 }
 
+// madeGroups holds, by sandbox ID, the cgroups agentbox made for a
+// running domain (v1 pids), until they are removed.
+var madeGroups sync.Map
+
 // removeWhenEmpty deletes the groups agentbox made for a domain once its
-// QEMU process has left them: after the domain stopped, retrying every
-// 2 s for a minute (the process may take a moment to be reaped).
-func removeWhenEmpty(g *cgroup.Group, stopped <-chan struct{}) {
-	<-stopped
-	for range 30 {
-		if g.Remove() == nil {
+// QEMU process has left them (rmdir fails with EBUSY until then): tried
+// every 2 s, and at once by releaseResources after a destroy.
+func removeWhenEmpty(id string, g *cgroup.Group) {
+	madeGroups.Store(id, g)
+	for {
+		time.Sleep(2 * time.Second)
+		if cur, ok := madeGroups.Load(id); !ok || cur != g {
 			return
 		}
-		time.Sleep(2 * time.Second)
+		if g.Remove() == nil {
+			madeGroups.CompareAndDelete(id, g)
+			return
+		}
 	}
+}
+
+// releaseResources removes the cgroups agentbox made for sb's domain,
+// after the domain was destroyed.
+func (sb *Sandbox) releaseResources() {
+	v, ok := madeGroups.Load(sb.ID)
+	if !ok {
+		return
+	}
+	g := v.(*cgroup.Group)
+	if err := g.Remove(); err != nil {
+		sb.mgr.log.Debug("cgroup not removed yet (retried in the background)", "sandbox", sb.ID, "err", err)
+		return
+	}
+	madeGroups.CompareAndDelete(sb.ID, g)
 }
 
 // UsageDriver is the part of a driver that reports a running domain's
