@@ -81,10 +81,5 @@ lib.mkIf cfg.enable {
       agentbox guest: nix.enable = true. The image has no Nix database for its
       store paths, so nix inside the sandbox cannot use them; leave nix.enable
       false unless you know you need it.
-    ''
-    ++ lib.optional (network.policy != "none") ''
-      agentbox guest: network.policy = "${network.policy}": the guest brings its
-      first Ethernet link up with DHCP, but the host gives sandboxes a network
-      device only once network policies are implemented there.
     '';
 }

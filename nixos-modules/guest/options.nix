@@ -109,11 +109,11 @@ in
           Network policy this profile asks for. `none` (default): the guest
           has no network device and runs no network service. `allowlist`:
           egress only to `agentbox.guest.network.allow`. `open`: NAT to the
-          outside, never to the host's services. With anything but `none` the
-          guest configures its first Ethernet link with systemd-networkd and
-          DHCP. Enforcement is on the host (the issue "Resource quotas and
-          network isolation"); until the host implements it, sandboxes have no
-          network device whatever this says.
+          outside, never to the host's services. The host decides: this is
+          the profile's wish, the create request (`--network`) what counts.
+          With anything but `none` the host gives the sandbox one virtio NIC
+          and its address on the kernel command line (`agentbox.net=`), which
+          the guest agent configures; enforcement is on the host.
         '';
       };
 

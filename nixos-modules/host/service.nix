@@ -40,6 +40,18 @@ lib.mkIf cfg.enable {
 
   virtualisation.libvirtd.enable = true;
 
+  # Sandbox networks (vmctl/network): taps and nf_tables, loaded here since
+  # the service may not load modules (ProtectKernelModules), and IPv4
+  # forwarding for policies that route (CIDR rules, open) since it may not
+  # write /proc/sys (ProtectKernelTunables). Forwarding between the host's
+  # other interfaces is then on too: set it to 0 to allow only name-based
+  # allowlists (the daemon then refuses CIDR rules and open with the reason).
+  boot.kernelModules = [
+    "tun"
+    "nf_tables"
+  ];
+  boot.kernel.sysctl."net.ipv4.ip_forward" = lib.mkDefault 1;
+
   users.groups.${cfg.group} = { };
   users.users.agentbox = {
     isSystemUser = true;
@@ -84,8 +96,19 @@ lib.mkIf cfg.enable {
         "libvirtd"
         "kvm"
       ];
-      AmbientCapabilities = [ "CAP_DAC_OVERRIDE" ];
-      CapabilityBoundingSet = [ "CAP_DAC_OVERRIDE" ];
+      # CAP_NET_ADMIN: sandbox taps, their addresses and the nftables rules
+      # (vmctl/network); CAP_NET_BIND_SERVICE: each sandbox's egress service
+      # binds ports 53, 80 and 443 on the host side of its tap.
+      AmbientCapabilities = [
+        "CAP_DAC_OVERRIDE"
+        "CAP_NET_ADMIN"
+        "CAP_NET_BIND_SERVICE"
+      ];
+      CapabilityBoundingSet = [
+        "CAP_DAC_OVERRIDE"
+        "CAP_NET_ADMIN"
+        "CAP_NET_BIND_SERVICE"
+      ];
       NoNewPrivileges = true;
 
       StateDirectory = "agentbox";
@@ -105,7 +128,10 @@ lib.mkIf cfg.enable {
       ProtectHome = "read-only";
       PrivateTmp = true;
       DevicePolicy = "closed";
-      DeviceAllow = [ "/dev/kvm rw" ];
+      DeviceAllow = [
+        "/dev/kvm rw"
+        "/dev/net/tun rw"
+      ];
       ProtectKernelTunables = true;
       ProtectKernelModules = true;
       ProtectKernelLogs = true;

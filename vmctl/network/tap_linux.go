@@ -57,10 +57,9 @@ func createTap(name, alias string, group uint32, host netip.Addr, bits int) (err
 		return fmt.Errorf("tap %s: set alias: %w", name, err)
 	}
 	// No IPv6 on the host side: no link-local address the guest could
-	// reach (the firewall drops IPv6 from the tap as well).
-	if err := os.WriteFile("/proc/sys/net/ipv6/conf/"+name+"/disable_ipv6", []byte("1"), 0); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("tap %s: disable IPv6: %w", name, err)
-	}
+	// reach. Best effort (a hardened service may not write /proc/sys, a
+	// kernel may lack IPv6): the firewall drops IPv6 from the tap anyway.
+	_ = os.WriteFile("/proc/sys/net/ipv6/conf/"+name+"/disable_ipv6", []byte("1"), 0)
 	addr := &netlink.Addr{IPNet: prefixIPNet(netip.PrefixFrom(host, bits))}
 	if err := netlink.AddrAdd(link, addr); err != nil {
 		return fmt.Errorf("tap %s: add address %s/%d: %w", name, host, bits, err)
