@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -234,6 +235,11 @@ func (d *Daemon) sampleUsage(ctx context.Context) {
 			delete(d.res.usage, id)
 		}
 	}
+	for key := range d.res.warned {
+		if id, _, _ := strings.Cut(key, "/"); !live[id] {
+			delete(d.res.warned, key)
+		}
+	}
 	d.res.mu.Unlock()
 }
 
@@ -274,8 +280,10 @@ func (d *Daemon) checkThresholds(sb *sandbox.Sandbox, u sandbox.Usage) {
 		pct := int(c.used * 100 / c.cap)
 		msg := fmt.Sprintf("%s %d MiB is %d%% of its %d MiB limit", c.what, c.used>>20, pct, c.cap>>20)
 		args := map[string]any{"limit": c.limit, "used_bytes": c.used, "limit_bytes": c.cap, "percent": pct}
-		switch {
-		case act > 0 && pct >= act:
+		if warn > 0 && pct >= warn && d.firstTime(sb.ID+"/warn/"+c.limit) {
+			d.resourceEvent(sb, c.limit, msg+fmt.Sprintf(" (warn threshold %d%%)", warn), "warn", args)
+		}
+		if act > 0 && pct >= act && d.firstTime(sb.ID+"/act") {
 			d.resourceEvent(sb, c.limit, msg+fmt.Sprintf(" (act threshold %d%%): stopping the sandbox", act), "stop", args)
 			go func() {
 				if err := d.mgr.Stop(context.Background(), sb, msg); err != nil {
@@ -283,17 +291,20 @@ func (d *Daemon) checkThresholds(sb *sandbox.Sandbox, u sandbox.Usage) {
 				}
 			}()
 			return
-		case warn > 0 && pct >= warn:
-			key := sb.ID + "/" + c.limit
-			d.res.mu.Lock()
-			seen := d.res.warned[key]
-			d.res.warned[key] = true
-			d.res.mu.Unlock()
-			if !seen {
-				d.resourceEvent(sb, c.limit, msg+fmt.Sprintf(" (warn threshold %d%%)", warn), "warn", args)
-			}
 		}
 	}
+}
+
+// firstTime reports whether key is seen for the first time (and marks
+// it).
+func (d *Daemon) firstTime(key string) bool {
+	d.res.mu.Lock()
+	defer d.res.mu.Unlock()
+	if d.res.warned[key] {
+		return false
+	}
+	d.res.warned[key] = true
+	return true
 }
 
 // resourceEvent audits and publishes a usage warning or action.

@@ -1,0 +1,403 @@
+package e2e
+
+// Resource limits end to end: a real TCG guest under `agentbox serve`
+// with a disk cap, a CPU quota, a memory hard limit and a pids limit; a
+// memory hog, a fork bomb, a disk filled to ENOSPC and a CPU busy loop
+// inside it; ceilings refused before anything is made; the usage monitor
+// and its act threshold.
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+type (
+	wireEnforcement struct {
+		Limit       string `json:"limit"`
+		Value       int64  `json:"value"`
+		Unit        string `json:"unit"`
+		Enforcement string `json:"enforcement"`
+		Detail      string `json:"detail"`
+	}
+	wireUsage struct {
+		SampledAt        time.Time `json:"sampled_at"`
+		DomainState      string    `json:"domain_state"`
+		CPUTimeNs        uint64    `json:"cpu_time_ns"`
+		MemoryRSSBytes   uint64    `json:"memory_rss_bytes"`
+		MemoryLimitBytes uint64    `json:"memory_limit_bytes"`
+		DiskBytes        uint64    `json:"disk_bytes"`
+		DiskCapBytes     uint64    `json:"disk_cap_bytes"`
+		NetRxBytes       uint64    `json:"net_rx_bytes"`
+		NetTxBytes       uint64    `json:"net_tx_bytes"`
+		Pids             int64     `json:"pids"`
+		PidsMax          int64     `json:"pids_max"`
+	}
+	wireResourceSandbox struct {
+		ID        string `json:"id"`
+		State     string `json:"state"`
+		Reason    string `json:"reason"`
+		Domain    string `json:"domain"`
+		MemoryMiB int    `json:"memory_mib"`
+		Resources *struct {
+			DiskMiB            int64             `json:"disk_mib"`
+			CPUQuotaPercent    int               `json:"cpu_quota_percent"`
+			MemoryHardLimitMiB int64             `json:"memory_hard_limit_mib"`
+			Pids               int64             `json:"pids"`
+			Enforcement        []wireEnforcement `json:"enforcement"`
+		} `json:"resources"`
+		Usage *wireUsage `json:"usage"`
+	}
+)
+
+// getResources returns GET /v1/sandboxes/{id} with its resources and usage.
+func (d *daemon) getResources(id string) wireResourceSandbox {
+	d.t.Helper()
+	var sb wireResourceSandbox
+	d.callJSON("GET", "/v1/sandboxes/"+id, nil, http.StatusOK, &sb)
+	return sb
+}
+
+// enforcement returns the enforcement entry of limit, failing without one.
+func (sb wireResourceSandbox) enforcement(t *testing.T, limit string) wireEnforcement {
+	t.Helper()
+	if sb.Resources == nil {
+		t.Fatalf("sandbox %s has no resources", sb.ID)
+	}
+	for _, e := range sb.Resources.Enforcement {
+		if e.Limit == limit {
+			return e
+		}
+	}
+	t.Fatalf("sandbox %s: no enforcement entry for %s in %+v", sb.ID, limit, sb.Resources.Enforcement)
+	return wireEnforcement{}
+}
+
+// imageDiskMiB is the test image's disk size in MiB (its qcow2 virtual size).
+const imageDiskMiB = 2048
+
+// qemuPID reads the QEMU pid libvirt recorded for domain.
+func qemuPID(t *testing.T, domain string) int {
+	t.Helper()
+	b, err := os.ReadFile("/run/libvirt/qemu/" + domain + ".pid")
+	if err != nil {
+		t.Fatalf("QEMU pid of %s: %v", domain, err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pid
+}
+
+// cpuTicks is utime+stime of pid in clock ticks (100 Hz), from
+// /proc/PID/stat.
+func cpuTicks(t *testing.T, pid int) int64 {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return ut + st
+}
+
+// cgroupLine returns the path of controller in /proc/PID/cgroup.
+func cgroupLine(t *testing.T, pid int, controller string) string {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		parts := strings.SplitN(line, ":", 3)
+		if len(parts) == 3 && (parts[1] == controller || (controller == "" && parts[1] == "" && parts[0] == "0")) {
+			return parts[2]
+		}
+	}
+	return ""
+}
+
+func readTrim(t *testing.T, p string) string {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// sh is the JSON of an exec request running script with sh -c.
+func sh(script string, timeoutMs int) string {
+	b, _ := json.Marshal(map[string]any{"cmd": []string{"sh", "-c", script}, "timeout_ms": timeoutMs})
+	return string(b)
+}
+
+func TestResourcesCeilings(t *testing.T) {
+	d := startDaemon(t, "--max-memory", "1024", "--max-disk", "3072", "--max-cpu-quota", "100", "--max-vcpus", "2", "--max-pids", "512")
+	for _, tc := range []struct {
+		extra, msg string
+	}{
+		{`"memory_mib":8192`, "memory 8192 MiB is above the daemon's ceiling of 1024 MiB (--max-memory)"},
+		{`"disk_mib":4096`, "disk 4096 MiB is above the daemon's ceiling of 3072 MiB (--max-disk)"},
+		{`"cpu_quota_percent":150`, "cpu quota 150% is above the daemon's ceiling of 100% (--max-cpu-quota)"},
+		{`"vcpus":4`, "vcpus 4 is above the daemon's ceiling of 2 (--max-vcpus)"},
+		{`"pids":1000`, "pids 1000 is above the daemon's ceiling of 512 (--max-pids)"},
+	} {
+		e := d.apiError("POST", "/v1/sandboxes", "application/json", []byte(createBody(t, tc.extra)), http.StatusUnprocessableEntity, "invalid_argument")
+		if !strings.Contains(e.Message, tc.msg) {
+			t.Errorf("create with %s: message %q, want it to contain %q", tc.extra, e.Message, tc.msg)
+		}
+		if e.Details["ceiling"] == nil || e.Details["requested"] == nil {
+			t.Errorf("create with %s: details %v lack requested/ceiling", tc.extra, e.Details)
+		}
+	}
+	// A disk below the image's: refused with both numbers.
+	e := d.apiError("POST", "/v1/sandboxes", "application/json", []byte(createBody(t, `"disk_mib":1000`)), http.StatusBadRequest, "invalid_argument")
+	if want := "disk 1000 MiB is smaller than the image's disk of 2048 MiB (2147483648 bytes)"; !strings.Contains(e.Message, want) {
+		t.Errorf("small disk: message %q, want it to contain %q", e.Message, want)
+	}
+	if sbs := d.list(""); len(sbs) != 0 {
+		t.Errorf("refused creates left sandboxes: %v", ids(sbs))
+	}
+	if left, _ := os.ReadDir(filepath.Join(d.state, "sandboxes")); len(left) != 0 {
+		t.Errorf("refused creates left sandbox dirs: %d", len(left))
+	}
+}
+
+// TestResourcesGuest runs one guest through every limit.
+func TestResourcesGuest(t *testing.T) {
+	d := startDaemon(t, "--usage-interval", "1s")
+	const diskMiB = imageDiskMiB + 256
+	sb := d.create(createBody(t, fmt.Sprintf(`"memory_mib":512,"disk_mib":%d,"cpu_quota_percent":50,"pids":200,"io_bps":104857600,"iops":20000`, diskMiB)))
+	pid := qemuPID(t, sb.Domain)
+	rs := d.getResources(sb.ID)
+
+	t.Run("enforcement", func(t *testing.T) {
+		if e := rs.enforcement(t, "disk"); e.Value != diskMiB || e.Enforcement != "qemu" {
+			t.Errorf("disk: %+v", e)
+		}
+		if e := rs.enforcement(t, "cpu_quota"); e.Value != 50 || e.Enforcement != "libvirt" {
+			t.Errorf("cpu_quota: %+v", e)
+		}
+		for _, l := range []string{"io_bps", "iops", "tcg_cache"} {
+			if e := rs.enforcement(t, l); e.Enforcement != "libvirt" {
+				t.Errorf("%s: %+v", l, e)
+			}
+		}
+		// Guest RAM + 192 + RAM/8 + the 256 MiB TCG cache.
+		const hardMiB = 512 + 192 + 64 + 256
+		mem := rs.enforcement(t, "memory_hard_limit")
+		if mem.Value != hardMiB || rs.Resources.MemoryHardLimitMiB != hardMiB {
+			t.Errorf("memory_hard_limit: %+v, resources %d", mem, rs.Resources.MemoryHardLimitMiB)
+		}
+		switch mem.Enforcement {
+		case "cgroup": // this host: libvirt cannot raise the memlock rlimit
+			if got := readTrim(t, mem.Detail); got != strconv.Itoa(hardMiB<<20) {
+				t.Errorf("%s = %s, want %d", mem.Detail, got, hardMiB<<20)
+			}
+			if !strings.Contains(mem.Detail, cgroupLine(t, pid, "memory")) && !strings.Contains(mem.Detail, cgroupLine(t, pid, "")) {
+				t.Errorf("memory limit %s is not on the QEMU process's cgroup", mem.Detail)
+			}
+		case "libvirt":
+		default:
+			t.Errorf("memory_hard_limit: %+v", mem)
+		}
+		// pids.max is on the cgroup the QEMU process is in, and reads back.
+		pe := rs.enforcement(t, "pids")
+		if pe.Enforcement != "cgroup" || pe.Value != 200 {
+			t.Fatalf("pids: %+v", pe)
+		}
+		if got := readTrim(t, pe.Detail); got != "200" {
+			t.Errorf("%s = %s, want 200", pe.Detail, got)
+		}
+		cg := cgroupLine(t, pid, "pids")
+		if cg == "" || cg == "/" || !strings.HasSuffix(filepath.Dir(pe.Detail), cg) {
+			t.Errorf("pids.max %s is not the QEMU process's pids cgroup %q", pe.Detail, cg)
+		}
+	})
+
+	t.Run("usage", func(t *testing.T) {
+		deadline := time.Now().Add(30 * time.Second)
+		for rs.Usage == nil && time.Now().Before(deadline) {
+			time.Sleep(time.Second)
+			rs = d.getResources(sb.ID)
+		}
+		u := rs.Usage
+		if u == nil {
+			t.Fatal("no usage sample after 30 s with --usage-interval 1s")
+		}
+		if u.DomainState != "running" || u.CPUTimeNs == 0 || u.MemoryRSSBytes < 64<<20 || u.MemoryRSSBytes > u.MemoryLimitBytes ||
+			u.MemoryLimitBytes != uint64(rs.Resources.MemoryHardLimitMiB)<<20 || u.DiskBytes == 0 || u.DiskBytes > u.DiskCapBytes ||
+			u.DiskCapBytes != diskMiB<<20 || u.Pids <= 0 || u.Pids > 200 || u.PidsMax != 200 || u.NetRxBytes != 0 || u.NetTxBytes != 0 {
+			t.Errorf("usage not sane: %+v", *u)
+		}
+	})
+
+	t.Run("cpu quota", func(t *testing.T) {
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			d.mustExec(sb.ID, sh("timeout 16 sh -c 'while :; do :; done'; true", 60000))
+		}()
+		time.Sleep(3 * time.Second) // the loop is running
+		t0, c0 := time.Now(), cpuTicks(t, pid)
+		time.Sleep(10 * time.Second)
+		t1, c1 := time.Now(), cpuTicks(t, pid)
+		wg.Wait()
+		share := float64(c1-c0) / 100 / t1.Sub(t0).Seconds()
+		t.Logf("QEMU CPU under a 50%% quota with a guest busy loop: %.1f%% of one host CPU", share*100)
+		if share < 0.35 || share > 0.65 {
+			t.Errorf("QEMU used %.1f%% of one host CPU over %.1f s, want 50%% ± 15%%", share*100, t1.Sub(t0).Seconds())
+		}
+	})
+
+	t.Run("disk full", func(t *testing.T) {
+		// The root file system grew to the disk.
+		r := d.mustExec(sb.ID, sh("df -k / | tail -n 1", 30000))
+		f := strings.Fields(string(r.stdout))
+		if len(f) < 4 {
+			t.Fatalf("df: %q", r.stdout)
+		}
+		totalKiB, _ := strconv.ParseInt(f[1], 10, 64)
+		if totalKiB <= imageDiskMiB<<10 || totalKiB > diskMiB<<10 {
+			t.Fatalf("root file system is %d KiB, want above the image's %d MiB and at most the disk's %d MiB", totalKiB, imageDiskMiB, diskMiB)
+		}
+		// Fill all but 128 MiB without writing (unwritten extents), then
+		// write until ENOSPC.
+		r = d.mustExec(sb.ID, sh(`a=$(df -k / | tail -n 1 | awk '{print $4}'); fallocate -l $(( (a - 131072) * 1024 )) /fill1 && dd if=/dev/zero of=/fill2 bs=1M; echo "dd=$?"; sync`, 120000))
+		if !strings.Contains(string(r.stderr), "No space left on device") || !strings.Contains(string(r.stdout), "dd=1") {
+			t.Fatalf("dd until full: stdout %q stderr %q, want ENOSPC", r.stdout, r.stderr)
+		}
+		st, err := os.Stat(filepath.Join(d.state, "sandboxes", sb.ID, "overlay.qcow2"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The overlay holds at most the disk's data plus qcow2 metadata
+		// (L2 tables and refcounts, well under 1%).
+		if limit := int64(diskMiB<<20) + int64(diskMiB<<20)/100; st.Size() > limit {
+			t.Errorf("overlay is %d bytes, above the disk cap %d + metadata", st.Size(), int64(diskMiB)<<20)
+		}
+		t.Logf("overlay after the fill: %d bytes (cap %d)", st.Size(), int64(diskMiB)<<20)
+		d.expectExec(sb.ID, sh("rm /fill1 /fill2 && echo freed", 30000), 0, "freed\n", "")
+	})
+
+	t.Run("memory hog", func(t *testing.T) {
+		// tail keeps a line without a newline in memory: it grows until the
+		// guest's OOM killer (commands' cgroup) kills it.
+		r := d.mustExec(sb.ID, sh("head -c 1000m /dev/zero | tail -n 1 >/dev/null; echo status=$?", 120000))
+		if string(r.stdout) != "status=137\n" {
+			t.Fatalf("memory hog: stdout %q stderr %q, want it killed (137)", r.stdout, r.stderr)
+		}
+		d.expectExec(sb.ID, sh("dmesg | grep -c 'Memory cgroup out of memory: Killed process [0-9]* (tail)'", 30000), 0, "1\n", "")
+		if got := d.getResources(sb.ID); got.State != "running" {
+			t.Fatalf("sandbox after the hog: %s (%s)", got.State, got.Reason)
+		}
+		if rss := rssBytes(t, pid); rss > (512+192+64+256)<<20 {
+			t.Errorf("QEMU RSS %d above its hard limit", rss)
+		}
+	})
+
+	t.Run("fork bomb", func(t *testing.T) {
+		var p wireProcess
+		d.callJSON("POST", "/v1/sandboxes/"+sb.ID+"/processes", sh("f() { f | f & }; f; sleep 1000", 0), http.StatusCreated, &p)
+		time.Sleep(5 * time.Second)
+		// The agent answers while the bomb runs, and the bomb is held at the
+		// commands cgroup's pids.max.
+		r := d.mustExec(sb.ID, sh("cat /sys/fs/cgroup/agentbox.commands/pids.current /sys/fs/cgroup/agentbox.commands/pids.max", 60000))
+		f := strings.Fields(string(r.stdout))
+		if r.exit == nil || r.exit.ExitCode != 0 || len(f) != 2 {
+			t.Fatalf("exec during the fork bomb: %+v %q %q", r.exit, r.stdout, r.stderr)
+		}
+		cur, _ := strconv.Atoi(f[0])
+		maxPids, _ := strconv.Atoi(f[1])
+		t.Logf("fork bomb: %d of %d tasks in the commands cgroup", cur, maxPids)
+		if cur < 50 || cur > maxPids {
+			t.Errorf("pids.current %d with pids.max %d: want the bomb running and held", cur, maxPids)
+		}
+		// End it (this exec is in the group too) and check exec works after.
+		d.mustExec(sb.ID, sh("echo 1 > /sys/fs/cgroup/agentbox.commands/cgroup.kill", 60000))
+		d.expectExec(sb.ID, sh("echo alive", 60000), 0, "alive\n", "")
+		if got := d.getResources(sb.ID); got.State != "running" {
+			t.Fatalf("sandbox after the fork bomb: %s (%s)", got.State, got.Reason)
+		}
+		// The host side never exceeded the QEMU process's own limit.
+		if n := len(taskIDs(t, pid)); n > 200 {
+			t.Errorf("QEMU has %d tasks, above pids.max 200", n)
+		}
+	})
+
+	// Removing the sandbox removes the pids cgroup agentbox made for it.
+	pidsDir := filepath.Dir(rs.enforcement(t, "pids").Detail)
+	d.call("DELETE", "/v1/sandboxes/"+sb.ID+"?force=true", nil, http.StatusNoContent)
+	if _, err := os.Stat(pidsDir); !os.IsNotExist(err) {
+		t.Errorf("pids cgroup %s left after the sandbox was removed: %v", pidsDir, err)
+	}
+}
+
+func rssBytes(t *testing.T, pid int) int64 {
+	t.Helper()
+	for _, line := range strings.Split(readTrim(t, fmt.Sprintf("/proc/%d/status", pid)), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			return kb << 10
+		}
+	}
+	t.Fatalf("no VmRSS for %d", pid)
+	return 0
+}
+
+func taskIDs(t *testing.T, pid int) []os.DirEntry {
+	t.Helper()
+	ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ents
+}
+
+// TestResourcesActThreshold: a sandbox whose QEMU memory use passes the
+// act threshold is stopped with the numbers in its reason, after a
+// warning in the audit log.
+func TestResourcesActThreshold(t *testing.T) {
+	d := startDaemon(t, "--usage-interval", "1s", "--warn-percent", "1", "--act-percent", "5")
+	sb := d.create(createBody(t, ""))
+	deadline := time.Now().Add(60 * time.Second)
+	var got wireResourceSandbox
+	for time.Now().Before(deadline) {
+		if got = d.getResources(sb.ID); got.State == "stopped" {
+			break
+		}
+		time.Sleep(time.Second)
+	}
+	if got.State != "stopped" || !strings.Contains(got.Reason, "QEMU resident memory") || !strings.Contains(got.Reason, "MiB limit") {
+		t.Fatalf("sandbox %s (%s), want stopped with a reason naming the memory numbers", got.State, got.Reason)
+	}
+	var entries []wireAudit
+	body, _ := d.call("GET", "/v1/sandboxes/"+sb.ID+"/audit", nil, http.StatusOK)
+	for _, line := range strings.Split(strings.TrimSpace(string(body)), "\n") {
+		var e wireAudit
+		if json.Unmarshal([]byte(line), &e) == nil {
+			entries = append(entries, e)
+		}
+	}
+	var actions []string
+	for _, e := range entries {
+		if e.Action == "resource" {
+			actions = append(actions, fmt.Sprint(e.Args["action"]))
+		}
+	}
+	if !hasSubsequence(actions, []string{"warn", "stop"}) {
+		t.Errorf("resource audit actions %v, want a warn then a stop (entries %+v)", actions, entries)
+	}
+}
