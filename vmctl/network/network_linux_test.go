@@ -1,0 +1,189 @@
+package network
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/google/nftables"
+	"github.com/vishvananda/netlink"
+
+	"github.com/agentbox/agentbox/tests/testenv"
+	"github.com/agentbox/agentbox/vmctl/netpolicy"
+)
+
+// newTestManager makes a Manager on a table of its own (deleted at the end,
+// after checking nothing of the test's sandboxes is left).
+func newTestManager(t *testing.T, pool string, egress EgressFunc) *Manager {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		testenv.SkipOrFail(t, "vmctl/network tests need root (taps, nftables)")
+	}
+	table := fmt.Sprintf("abxunit%d", os.Getpid())
+	m, err := New(Config{Pool: netip.MustParsePrefix(pool), Table: table, Egress: egress})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(ipForwardPath); err == nil {
+		t.Cleanup(func() { os.WriteFile(ipForwardPath, b, 0) })
+	}
+	t.Cleanup(func() {
+		if err := m.Destroy(context.Background()); err != nil {
+			t.Errorf("Destroy: %v", err)
+		}
+		if tables(t)[table] {
+			t.Errorf("table %s is left after Destroy", table)
+		}
+	})
+	return m
+}
+
+// tables returns the names of the inet tables.
+func tables(t *testing.T) map[string]bool {
+	c, err := nftables.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts, err := c.ListTablesOfFamily(nftables.TableFamilyINet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]bool{}
+	for _, tb := range ts {
+		out[tb.Name] = true
+	}
+	return out
+}
+
+// chains returns the chain names of table.
+func chains(t *testing.T, table string) map[string]bool {
+	c, _ := nftables.New()
+	chs, err := c.ListChainsOfTableFamily(nftables.TableFamilyINet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]bool{}
+	for _, ch := range chs {
+		if ch.Table.Name == table {
+			out[ch.Name] = true
+		}
+	}
+	return out
+}
+
+type closer struct{ closed *int }
+
+func (c closer) Close() error { *c.closed++; return nil }
+
+func TestManagerSetupTeardownSweep(t *testing.T) {
+	closed := 0
+	started := map[string]Attachment{}
+	m := newTestManager(t, "10.213.250.0/29", func(_ context.Context, id string, att Attachment, p netpolicy.Policy) (io.Closer, error) {
+		started[id] = att
+		return closer{&closed}, nil
+	})
+	if tables(t)[m.Table()] {
+		t.Fatalf("New made table %s before any sandbox needed it", m.Table())
+	}
+	ctx := context.Background()
+	pol, _ := netpolicy.Parse("allowlist", []string{"example.test", "198.51.100.0/24:8080", "host:5432"})
+	const id1, id2, id3 = "aaaaaaaaaaa1", "aaaaaaaaaaa2", "aaaaaaaaaaa3"
+
+	att, err := m.Setup(ctx, id1, pol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if att.Tap != "abx"+id1 || att.MAC != "02:ab:aa:aa:aa:aa" || att.Bits != 30 || !netip.MustParsePrefix("10.213.250.0/29").Contains(att.Guest) || att.Host.Next() != att.Guest {
+		t.Fatalf("attachment %+v", att)
+	}
+	if started[id1] != att {
+		t.Fatalf("egress started with %+v, want %+v", started[id1], att)
+	}
+	link, err := netlink.LinkByName(att.Tap)
+	if err != nil {
+		t.Fatalf("tap: %v", err)
+	}
+	if a := link.Attrs(); a.Alias != tapAlias(m.Table()) || a.Group != tapGroup(m.Table()) || a.Flags&(1<<0) == 0 {
+		t.Errorf("tap attrs: alias %q group %#x flags %v", a.Alias, a.Group, a.Flags)
+	}
+	addrs, _ := netlink.AddrList(link, netlink.FAMILY_V4)
+	if len(addrs) != 1 || addrs[0].IPNet.String() != att.Host.String()+"/30" {
+		t.Errorf("tap addresses %v, want %s/30", addrs, att.Host)
+	}
+	if ch := chains(t, m.Table()); !ch["in-"+id1] || !ch["fwd-"+id1] || !ch["input"] || !ch["forward"] || !ch["postrouting"] {
+		t.Errorf("chains %v", ch)
+	}
+
+	// The pool has two /30s: the second sandbox gets the other, the third
+	// finds none and leaves nothing.
+	att2, err := m.Setup(ctx, id2, netpolicy.Policy{Mode: netpolicy.ModeOpen})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if att2.Subnet() == att.Subnet() {
+		t.Fatalf("two sandboxes share %s", att.Subnet())
+	}
+	if _, err := m.Setup(ctx, id3, pol); err == nil || !strings.Contains(err.Error(), "exhausted") {
+		t.Fatalf("third Setup: %v, want the pool exhausted", err)
+	}
+	if _, err := netlink.LinkByName("abx" + id3); err == nil || chains(t, m.Table())["in-"+id3] {
+		t.Fatal("a failed Setup left its tap or chains")
+	}
+	for _, bad := range []netpolicy.Policy{{Mode: netpolicy.ModeNone}, mustParse(t, "allowlist", "[2001:db8::]/32:443")} {
+		if _, err := m.Setup(ctx, id3, bad); err == nil {
+			t.Errorf("Setup(%s) accepted", bad)
+		}
+	}
+
+	// Teardown removes everything of id1 and frees its subnet.
+	if err := m.Teardown(ctx, id1); err != nil {
+		t.Fatal(err)
+	}
+	if closed != 1 {
+		t.Errorf("egress closed %d times, want 1", closed)
+	}
+	if _, err := netlink.LinkByName(att.Tap); err == nil || chains(t, m.Table())["in-"+id1] {
+		t.Fatal("Teardown left the tap or chains")
+	}
+	if err := m.Teardown(ctx, id1); err != nil {
+		t.Fatalf("second Teardown: %v", err)
+	}
+	if _, err := m.Setup(ctx, id3, pol); err != nil {
+		t.Fatalf("Setup after a Teardown freed a subnet: %v", err)
+	}
+
+	// A new manager on the same table (a restarted daemon) adopts id2 and
+	// sweeps id3, which no record keeps.
+	m2, err := New(Config{Pool: netip.MustParsePrefix("10.213.250.0/29"), Table: m.Table()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m2.Adopt(ctx, id2, att2, netpolicy.Policy{Mode: netpolicy.ModeOpen}); err != nil {
+		t.Fatal(err)
+	}
+	removed, err := m2.Sweep(ctx, func(id string) bool { return id == id2 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(removed, ",") != "rules "+id3+",tap abx"+id3 {
+		t.Errorf("Sweep removed %v", removed)
+	}
+	if ch := chains(t, m.Table()); !ch["in-"+id2] || ch["in-"+id3] {
+		t.Errorf("after Sweep: chains %v", ch)
+	}
+	if err := m2.Teardown(ctx, id2); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func mustParse(t *testing.T, mode string, allow ...string) netpolicy.Policy {
+	p, err := netpolicy.Parse(mode, allow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
