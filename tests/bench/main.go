@@ -13,7 +13,10 @@
 //     10 MiB output, against agentbox's agent doing the same;
 //  5. the daemon: create → first exec through the REST API;
 //  6. exec round trip through the API against the in-process manager;
-//  7. the daemon's memory with 20 idle sandboxes.
+//  7. the daemon's memory with 20 idle sandboxes;
+//  8. with --snapshots (and only those): cold vs warm create → first
+//     exec, snapshot save and restore at 256 MiB and 1 GiB, disk bytes
+//     per snapshot (snapshots.go).
 //
 // Usage: go run ./tests/bench --image DIR --agentbox bin/agentbox
 package main
@@ -55,6 +58,8 @@ func main() {
 	daemonOnly := flag.Bool("daemon-only", false, "run only the daemon benchmarks (5-7)")
 	creates := flag.Int("creates", 5, "daemon creates timed to their first exec")
 	idle := flag.Int("idle", 20, "idle sandboxes for the daemon memory figure")
+	snapshots := flag.Bool("snapshots", false, "run only the snapshot benchmarks (8-9): cold vs warm creates (--creates runs), save/restore at 256 MiB and 1 GiB (--snapshot-runs)")
+	snapshotRuns := flag.Int("snapshot-runs", 3, "save/restore runs per memory size")
 	flag.Parse()
 	if *imgDir == "" {
 		fail(errors.New("--image DIR is required"))
@@ -67,6 +72,10 @@ func main() {
 	host, _ := os.Hostname()
 	fmt.Printf("# agentbox benchmarks\n\nhost %s, %s, image %s (kernel %s), TCG\n\n", host, time.Now().UTC().Format(time.RFC3339), img.Manifest.Name, img.Manifest.KernelVersion)
 
+	if *snapshots {
+		benchSnapshots(ctx, img, *bin, *uri, *creates, *snapshotRuns)
+		return
+	}
 	if !*daemonOnly {
 		benchBoot(ctx, img, *bin, *uri, *boots)
 		benchGuest(ctx, img, *uri, *execs, *gaRuns)

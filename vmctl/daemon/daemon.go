@@ -57,6 +57,10 @@ type Config struct {
 	// StopOnShutdown stops every running sandbox on Shutdown; by default
 	// they keep running and the next daemon adopts them.
 	StopOnShutdown bool
+	// WarmPool is the number of sandboxes per warm template kept restored
+	// and paused for `create --warm` (sandbox.Manager.SetWarmPool); 0
+	// keeps none. They are destroyed on Shutdown.
+	WarmPool int
 	// AuditMaxBytes and AuditMaxFiles rotate the audit log (0: the audit
 	// package's defaults, 64 MiB × 10 files).
 	AuditMaxBytes int64
@@ -195,6 +199,7 @@ func New(ctx context.Context, cfg Config) (_ *Daemon, err error) {
 	if err != nil {
 		return nil, err
 	}
+	d.mgr.SetWarmPool(cfg.WarmPool)
 	d.report, err = d.mgr.Reconcile(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("reconcile with libvirt: %w", err)
@@ -254,7 +259,7 @@ func (d *Daemon) Shutdown(ctx context.Context) error {
 		b.cancel()
 	}
 	d.events.close()
-	return errors.Join(d.audit.Close(), d.store.Close())
+	return errors.Join(d.mgr.DrainWarmPool(context.WithoutCancel(ctx)), d.audit.Close(), d.store.Close())
 }
 
 // addBox creates the daemon's state for sb from its record's Extra.

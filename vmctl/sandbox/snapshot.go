@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -33,6 +34,14 @@ type snapState struct {
 	byName map[string]SnapshotRecord
 	files  map[string]*sync.Mutex
 	warm   map[string]*sync.Mutex
+
+	// The warm pool (snapshot_warm.go): per template key, sandboxes
+	// restored up to the loaded, paused domain.
+	poolSize  int
+	poolShut  bool
+	pool      map[string][]*restoring
+	refilling map[string]bool
+	refills   sync.WaitGroup
 }
 
 // fileLock returns the lock of one qcow2 file.
@@ -491,17 +500,47 @@ func (sb *Sandbox) LastRestore() RestoreTimes {
 }
 
 func (m *Manager) restore(ctx context.Context, src restoreSource, opts RestoreOptions) (_ *Sandbox, err error) {
-	snap, err := m.snapshotter()
+	r, err := m.newRestoring(src, opts.Image)
 	if err != nil {
 		return nil, err
 	}
+	defer func() {
+		if err != nil {
+			if rerr := r.undo.run(ctx); rerr != nil {
+				err = errors.Join(err, rerr)
+			}
+		}
+	}()
+	if err := m.admitRestoring(r, opts); err != nil {
+		return nil, err
+	}
+	if err := m.prepareRestoring(ctx, r); err != nil {
+		return nil, err
+	}
+	return m.finishRestoring(ctx, r, opts)
+}
+
+// restoring is a sandbox on its way from a snapshot: made by
+// newRestoring, admitted (registry, record) by admitRestoring, its domain
+// started paused with the snapshot loaded by prepareRestoring (a warm
+// pool keeps sandboxes in that state, not admitted yet), and resumed and
+// connected by finishRestoring. undo removes whatever was made.
+type restoring struct {
+	sb    *Sandbox
+	src   restoreSource
+	spec  domain.Spec
+	times RestoreTimes
+	start time.Time // the paused domain's start
+	undo  revert
+}
+
+func (m *Manager) newRestoring(src restoreSource, img *image.Image) (*restoring, error) {
 	id, err := newID()
 	if err != nil {
 		return nil, err
 	}
-	img := opts.Image
 	sb := &Sandbox{
-		ID: id, Name: opts.Name, Labels: maps.Clone(opts.Labels), Domain: DomainPrefix + id,
+		ID: id, Domain: DomainPrefix + id,
 		Dir: filepath.Join(m.cfg.StateDir, "sandboxes", id), Image: img, Accel: src.accel,
 		VCPUs: src.vcpus, Memory: src.memory, mgr: m, stopped: make(chan struct{}),
 	}
@@ -512,89 +551,116 @@ func (m *Manager) restore(ctx context.Context, src restoreSource, opts RestoreOp
 		sb.GuestAgentSocket = filepath.Join(m.cfg.RuntimeDir, id+".qga.sock")
 	}
 	sb.rec = src.base
-	sb.rec.ID, sb.rec.Name, sb.rec.State, sb.rec.Reason, sb.rec.Domain = id, opts.Name, StateCreating, "", sb.Domain
+	sb.rec.ID, sb.rec.Name, sb.rec.State, sb.rec.Reason, sb.rec.Domain = id, "", StateCreating, "", sb.Domain
 	sb.rec.ImageName, sb.rec.ImageDigest, sb.rec.ImageDir = img.Manifest.Name, img.Digest, img.Dir
 	sb.rec.Accel, sb.rec.DomainType = string(src.accel.Accel), src.accel.DomainType
-	sb.rec.VCPUs, sb.rec.MemoryMiB, sb.rec.Labels = sb.VCPUs, sb.Memory, sb.Labels
+	sb.rec.VCPUs, sb.rec.MemoryMiB, sb.rec.Labels = sb.VCPUs, sb.Memory, nil
 	sb.rec.Dir, sb.rec.Overlay, sb.rec.ConsoleLog, sb.rec.AgentSocket = sb.Dir, sb.Overlay, sb.ConsoleLog, sb.AgentSocket
 	sb.rec.CreatedAt, sb.rec.StartedAt, sb.rec.StoppedAt, sb.rec.BootMs = time.Now().UTC(), time.Time{}, time.Time{}, 0
-	sb.rec.Extra, sb.rec.Spec, sb.rec.Network = append([]byte(nil), opts.Extra...), nil, nil
-	log := m.log.With("sandbox", id, "domain", sb.Domain, "snapshot", src.name)
-	var times RestoreTimes
+	sb.rec.Extra, sb.rec.Spec, sb.rec.Network = nil, nil, nil
+	return &restoring{sb: sb, src: src}, nil
+}
 
-	var undo revert
-	defer func() {
-		if err != nil {
-			if rerr := undo.run(ctx); rerr != nil {
-				err = errors.Join(err, rerr)
-			}
-		}
-	}()
+// admitRestoring gives r its name, labels and extra, registers it (name
+// reserved, admission checked) and writes its record.
+func (m *Manager) admitRestoring(r *restoring, opts RestoreOptions) error {
+	sb := r.sb
+	sb.Name, sb.Labels = opts.Name, maps.Clone(opts.Labels)
+	sb.mu.Lock()
+	sb.rec.Name, sb.rec.Labels, sb.rec.Extra = sb.Name, sb.Labels, append([]byte(nil), opts.Extra...)
+	sb.rec.CreatedAt = time.Now().UTC()
+	sb.mu.Unlock()
 	if err := m.register(sb, opts.Admit); err != nil {
-		return nil, err
+		return err
 	}
-	undo.add("registry", func(context.Context) error { m.unregister(sb); return nil })
+	r.undo.add("registry", func(context.Context) error { m.unregister(sb); return nil })
 	if err := m.store(sb.Record()); err != nil {
-		return nil, err
+		return err
 	}
-	undo.add("record", func(context.Context) error { return m.unstore(sb.ID) })
+	r.undo.add("record", func(context.Context) error { return m.unstore(sb.ID) })
+	return nil
+}
 
-	// The overlay: a copy of the snapshot's file.
+// prepareRestoring copies the snapshot's file, gives r its network and
+// starts its domain paused with the snapshot loaded.
+func (m *Manager) prepareRestoring(ctx context.Context, r *restoring) error {
+	snap, err := m.snapshotter()
+	if err != nil {
+		return err
+	}
+	sb, src := r.sb, r.src
 	if err := os.MkdirAll(filepath.Dir(sb.Dir), 0o700); err != nil {
-		return nil, fmt.Errorf("state dir: %w", err)
+		return fmt.Errorf("state dir: %w", err)
 	}
 	if err := os.Mkdir(sb.Dir, 0o700); err != nil {
-		return nil, fmt.Errorf("sandbox dir: %w", err)
+		return fmt.Errorf("sandbox dir: %w", err)
 	}
-	undo.add("sandbox dir", func(context.Context) error { return os.RemoveAll(sb.Dir) })
-	if err := m.copySnapshotFile(ctx, src, sb.Overlay, &times); err != nil {
-		return nil, err
+	r.undo.add("sandbox dir", func(context.Context) error { return os.RemoveAll(sb.Dir) })
+	if err := m.copySnapshotFile(ctx, src, sb.Overlay, &r.times); err != nil {
+		return err
 	}
 
 	// The domain, paused, with the source's devices and our own paths.
 	spec := src.spec
-	spec.Name, spec.SandboxID, spec.Owner = sb.Domain, id, m.cfg.Owner
-	spec.Image = img.Digest
+	spec.Name, spec.SandboxID, spec.Owner = sb.Domain, sb.ID, m.cfg.Owner
+	spec.Image = sb.Image.Digest
 	spec.Disk, spec.AgentSocket, spec.ConsoleLog = sb.Overlay, sb.AgentSocket, sb.ConsoleLog
 	spec.GuestAgentSocket = sb.GuestAgentSocket
 	spec.UUID = ""
 	spec.Cmdline = hostnameRE.ReplaceAllString(spec.Cmdline, "agentbox.hostname="+sb.Domain)
 	// The source's network policy on a network of our own (same device
 	// set: a NIC exactly when the source had one).
-	if err := m.attachNetwork(ctx, sb, src.policy(), &spec, &undo); err != nil {
-		return nil, err
+	if err := m.attachNetwork(ctx, sb, src.policy(), &spec, &r.undo); err != nil {
+		return err
 	}
 	if err := m.watch(sb); err != nil {
-		return nil, err
+		return err
 	}
-	undo.add("domain watch", func(context.Context) error { sb.stopWatch(); return nil })
-	start := time.Now()
+	r.undo.add("domain watch", func(context.Context) error { sb.stopWatch(); return nil })
+	r.start = time.Now()
+	if noLibvirtHardLimit.Load() {
+		spec.Tune.MemoryHardLimitMiB = 0
+	}
 	err = snap.StartDomainPaused(ctx, spec)
 	if err != nil && spec.Tune.MemoryHardLimitMiB > 0 && strings.Contains(err.Error(), "cannot limit locked memory") {
 		// As in Create: libvirtd without CAP_SYS_RESOURCE cannot apply
-		// <memtune><hard_limit>; the limit is the cgroup's then.
+		// <memtune><hard_limit> (remembered, so later restores do not
+		// pay the failed start); the limit is the cgroup's then.
+		noLibvirtHardLimit.Store(true)
 		spec.Tune.MemoryHardLimitMiB = 0
 		err = snap.StartDomainPaused(ctx, spec)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("start domain paused: %w", err)
+		return fmt.Errorf("start domain paused: %w", err)
 	}
-	undo.add("domain", func(ctx context.Context) error {
+	r.undo.add("domain", func(ctx context.Context) error {
 		err := m.cfg.Driver.DestroyDomain(ctx, sb.Domain)
 		removeFiles(sb.AgentSocket, sb.GuestAgentSocket)
 		return err
 	})
-	times.Start = time.Since(start)
+	r.times.Start = time.Since(r.start)
 	t := time.Now()
 	if err := snap.LoadSnapshot(ctx, sb.Domain, src.tag); err != nil {
-		return nil, fmt.Errorf("%w: load snapshot %q into sandbox %s: %v: the snapshot's file may be damaged; remove the snapshot", ErrSnapshotUnusable, src.name, id, err)
+		return fmt.Errorf("%w: load snapshot %q into sandbox %s: %v: the snapshot's file may be damaged; remove the snapshot", ErrSnapshotUnusable, src.name, sb.ID, err)
 	}
-	times.Load = time.Since(t)
-	t = time.Now()
+	r.times.Load = time.Since(t)
+	r.spec = spec
+	return nil
+}
+
+// finishRestoring resumes r's loaded domain, reconnects the agent, sets
+// the guest's clock and identity, and marks the sandbox running.
+func (m *Manager) finishRestoring(ctx context.Context, r *restoring, opts RestoreOptions) (*Sandbox, error) {
+	snap, err := m.snapshotter()
+	if err != nil {
+		return nil, err
+	}
+	sb := r.sb
+	t := time.Now()
 	if err := snap.ResumeDomain(ctx, sb.Domain); err != nil {
 		return nil, fmt.Errorf("resume restored domain: %w", err)
 	}
-	times.Resume = time.Since(t)
+	r.times.Resume = time.Since(t)
 
 	// The agent: a new hello ends the session the guest was in when the
 	// snapshot was taken (see vmctl/guestagent's sessionConn).
@@ -607,7 +673,7 @@ func (m *Manager) restore(ctx context.Context, src restoreSource, opts RestoreOp
 	if err != nil {
 		return nil, err
 	}
-	undo.add("agent", func(context.Context) error { return client.Close() })
+	r.undo.add("agent", func(context.Context) error { return client.Close() })
 	if err := client.SetTime(ctx, time.Now()); err != nil {
 		return nil, fmt.Errorf("set the restored guest's clock: %w", err)
 	}
@@ -618,29 +684,36 @@ func (m *Manager) restore(ctx context.Context, src restoreSource, opts RestoreOp
 	if _, err := client.SetIdentity(ctx, sb.Domain, machineID); err != nil {
 		return nil, fmt.Errorf("give the restored guest its identity: %w", err)
 	}
-	times.Agent = time.Since(t)
-	sb.BootTime = time.Since(start)
+	r.times.Agent = time.Since(t)
+	sb.BootTime = time.Since(r.start)
+	spec := r.spec
 	sb.mu.Lock()
 	sb.agent = client
 	sb.rec.BootMs = sb.BootTime.Milliseconds()
 	sb.rec.Spec = &spec
-	sb.restoreTimes = times
+	sb.restoreTimes = r.times
 	sb.mu.Unlock()
 	if err := sb.setState(StateRunning, ""); err != nil {
 		return nil, err
 	}
-	undo.release()
+	r.undo.release()
 	// The guest still has its source's addresses: give it its own (the
 	// NIC keeps the source's MAC in its migrated state, hence anyMAC).
 	if err := sb.ConfigureGuestNetwork(ctx, true); err != nil {
 		return nil, errors.Join(fmt.Errorf("configure the restored guest's network: %w", err), m.Remove(ctx, sb, true))
 	}
-	log.Debug("sandbox restored", "copy_ms", times.Copy.Milliseconds(), "source_pause_ms", times.SourcePause.Milliseconds(),
-		"start_ms", times.Start.Milliseconds(), "load_ms", times.Load.Milliseconds(), "agent_ms", times.Agent.Milliseconds())
+	m.log.Debug("sandbox restored", "sandbox", sb.ID, "domain", sb.Domain, "snapshot", r.src.name,
+		"copy_ms", r.times.Copy.Milliseconds(), "source_pause_ms", r.times.SourcePause.Milliseconds(),
+		"start_ms", r.times.Start.Milliseconds(), "load_ms", r.times.Load.Milliseconds(),
+		"resume_ms", r.times.Resume.Milliseconds(), "agent_ms", r.times.Agent.Milliseconds())
 	return sb, nil
 }
 
 var hostnameRE = regexp.MustCompile(`agentbox\.hostname=\S*`)
+
+// noLibvirtHardLimit is set once libvirt failed to apply a restored
+// domain's <memtune><hard_limit> on this host.
+var noLibvirtHardLimit atomic.Bool
 
 // copySnapshotFile copies src's qcow2 file to dst (reflink where the
 // filesystem has it). A running source is paused for the copy: QMP stop

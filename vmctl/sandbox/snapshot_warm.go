@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/agentbox/agentbox/vmctl/domain"
+	"github.com/agentbox/agentbox/vmctl/image"
 )
 
 // WarmLabel marks the short-lived sandbox that boots once to build a
@@ -98,10 +99,18 @@ func (m *Manager) CreateWarm(ctx context.Context, opts Options) (*Sandbox, error
 		spec: man.Spec, accel: opts.Accel, vcpus: man.VCPUs, memory: man.MemoryMiB, base: man.Source,
 	}
 	src.base.Network = &NetworkRecord{Policy: opts.Network}
-	sb, err := m.restore(ctx, src, RestoreOptions{
+	ropts := RestoreOptions{
 		Image: opts.Image, Name: opts.Name, Labels: opts.Labels, Extra: opts.Extra, Admit: opts.Admit,
 		Timeout: opts.BootTimeout,
-	})
+	}
+	pooled := !opts.Network.HasNIC() // a pooled sandbox's network would be set up before its policy is known
+	if pooled {
+		defer m.refillPool(key, src, opts.Image)
+		if r := m.takePooled(key); r != nil {
+			return m.finishPooled(ctx, r, ropts)
+		}
+	}
+	sb, err := m.restore(ctx, src, ropts)
 	if errors.Is(err, ErrSnapshotUnusable) {
 		l := m.warmLock(key)
 		l.Lock()
@@ -185,4 +194,128 @@ func (m *Manager) buildWarm(ctx context.Context, key string, opts Options) (_ wa
 	}
 	m.log.Info("warm template built", "key", key, "image", opts.Image.Manifest.Name, "build_ms", man.BuildMs)
 	return man, nil
+}
+
+// SetWarmPool sets how many sandboxes per warm template the manager keeps
+// restored up to the loaded, paused domain, so that a warm create only
+// resumes one and reconnects its agent (0, the default, keeps none). Pool
+// members are not sandboxes yet: not listed, not counted by admission
+// control (they hold their memory on the host, though), and destroyed by
+// DrainWarmPool; a daemon that died leaves domains and directories that
+// the next Reconcile removes. Only sandboxes without a NIC are pooled.
+func (m *Manager) SetWarmPool(n int) {
+	m.snap.mu.Lock()
+	defer m.snap.mu.Unlock()
+	m.snap.poolSize = max(n, 0)
+}
+
+// DrainWarmPool destroys the warm pool's members and stops refills; call
+// it on shutdown.
+func (m *Manager) DrainWarmPool(ctx context.Context) error {
+	m.snap.mu.Lock()
+	m.snap.poolShut = true
+	var all []*restoring
+	for k, rs := range m.snap.pool {
+		all = append(all, rs...)
+		delete(m.snap.pool, k)
+	}
+	m.snap.mu.Unlock()
+	m.snap.refills.Wait() // a refill in flight drops its member itself
+	var errs []error
+	for _, r := range all {
+		errs = append(errs, r.undo.run(ctx))
+	}
+	return errors.Join(errs...)
+}
+
+// takePooled returns a pool member of key whose domain still runs, or
+// nil; dead members are discarded.
+func (m *Manager) takePooled(key string) *restoring {
+	for {
+		m.snap.mu.Lock()
+		rs := m.snap.pool[key]
+		if len(rs) == 0 {
+			m.snap.mu.Unlock()
+			return nil
+		}
+		r := rs[0]
+		m.snap.pool[key] = rs[1:]
+		m.snap.mu.Unlock()
+		if !r.sb.stoppedNow() {
+			return r
+		}
+		m.log.Warn("warm pool member died while waiting; discarded", "sandbox", r.sb.ID)
+		r.undo.run(context.Background())
+	}
+}
+
+// finishPooled turns pool member r into the requested sandbox.
+func (m *Manager) finishPooled(ctx context.Context, r *restoring, opts RestoreOptions) (_ *Sandbox, err error) {
+	defer func() {
+		if err != nil {
+			if rerr := r.undo.run(ctx); rerr != nil {
+				err = errors.Join(err, rerr)
+			}
+		}
+	}()
+	r.start = time.Now()
+	r.times.Copy, r.times.SourcePause, r.times.Start, r.times.Load = 0, 0, 0, 0
+	if err := m.admitRestoring(r, opts); err != nil {
+		return nil, err
+	}
+	return m.finishRestoring(ctx, r, opts)
+}
+
+// refillPool starts filling key's pool up to the pool size in the
+// background (one refill per key at a time).
+func (m *Manager) refillPool(key string, src restoreSource, img *image.Image) {
+	m.snap.mu.Lock()
+	if m.snap.poolSize == 0 || m.snap.poolShut || m.snap.refilling[key] {
+		m.snap.mu.Unlock()
+		return
+	}
+	if m.snap.refilling == nil {
+		m.snap.refilling, m.snap.pool = map[string]bool{}, map[string][]*restoring{}
+	}
+	m.snap.refilling[key] = true
+	m.snap.refills.Add(1)
+	m.snap.mu.Unlock()
+	go func() {
+		defer m.snap.refills.Done()
+		defer func() {
+			m.snap.mu.Lock()
+			delete(m.snap.refilling, key)
+			m.snap.mu.Unlock()
+		}()
+		ctx := context.Background()
+		for {
+			m.snap.mu.Lock()
+			full := m.snap.poolShut || len(m.snap.pool[key]) >= m.snap.poolSize
+			m.snap.mu.Unlock()
+			if full {
+				return
+			}
+			r, err := m.newRestoring(src, img)
+			if err == nil {
+				if err = m.prepareRestoring(ctx, r); err != nil {
+					r.undo.run(ctx)
+				}
+			}
+			if err != nil {
+				m.log.Warn("warm pool refill failed", "key", key, "err", err)
+				return
+			}
+			m.snap.mu.Lock()
+			shut := m.snap.poolShut
+			if !shut {
+				m.snap.pool[key] = append(m.snap.pool[key], r)
+			}
+			m.snap.mu.Unlock()
+			if shut {
+				r.undo.run(ctx)
+				return
+			}
+			m.log.Info("warm pool refilled", "key", key, "sandbox", r.sb.ID)
+		}
+	}()
 }
