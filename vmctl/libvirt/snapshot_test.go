@@ -14,6 +14,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/digitalocean/go-qemu/qemu"
+	goqmp "github.com/digitalocean/go-qemu/qmp"
+	"github.com/digitalocean/go-qemu/qmp/raw"
+
 	"github.com/agentbox/agentbox/tests/testenv"
 	"github.com/agentbox/agentbox/vmctl/agent"
 	"github.com/agentbox/agentbox/vmctl/agentproto"
@@ -112,9 +116,14 @@ func startGuest(t *testing.T, d *Driver, spec domain.Spec, paused bool) *testGue
 	return g
 }
 
-// connect dials the guest's agent and waits for its handshake.
+// connect dials the guest's agent and waits for its handshake, after
+// closing an earlier session (QEMU's chardev socket serves one client).
 func (g *testGuest) connect() {
 	g.t.Helper()
+	if g.agent != nil {
+		g.agent.Close()
+		g.agent = nil
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), bootTimeout)
 	defer cancel()
 	var dl net.Dialer
@@ -126,9 +135,6 @@ func (g *testGuest) connect() {
 	if err != nil {
 		b, _ := os.ReadFile(g.spec.ConsoleLog)
 		g.t.Fatalf("agent of %s: %v\nconsole:\n%s", g.name, err, b)
-	}
-	if g.agent != nil {
-		g.agent.Close()
 	}
 	g.agent = c
 }
@@ -457,6 +463,24 @@ func TestMonitorEventsReconnect(t *testing.T) {
 		readers[i] = ev
 	}
 	m := qmp.New(c, name, qmp.Options{})
+	// go-qemu's generated types and its Domain helpers over libvirt's
+	// connection.
+	if st, err := raw.NewMonitor(m).QueryStatus(); err != nil || st.Status != raw.RunStateRunning || !st.Running {
+		t.Errorf("raw QueryStatus = %+v, %v", st, err)
+	}
+	gd, err := qemu.NewDomain(m, name)
+	if err != nil {
+		t.Fatalf("qemu.NewDomain: %v", err)
+	}
+	if st, err := gd.Status(); err != nil || st != qemu.StatusRunning {
+		t.Errorf("qemu.Domain.Status = %v, %v", st, err)
+	}
+	if v, err := gd.Version(); err != nil || !strings.Contains(v, ".") {
+		t.Errorf("qemu.Domain.Version = %q, %v", v, err)
+	}
+	if _, err := gd.Run(goqmp.Command{Execute: "no-such-command"}); err == nil || !strings.Contains(err.Error(), "CommandNotFound") {
+		t.Errorf("unknown command through go-qemu: %v", err)
+	}
 	// A job that fails at once (this BIOS-only domain has no disk).
 	job := func(id string) {
 		t.Helper()
@@ -511,5 +535,47 @@ func TestMonitorEventsReconnect(t *testing.T) {
 	for _, r := range readers {
 		for range r { // closed once ctx ended
 		}
+	}
+	if err := gd.Close(); err != nil {
+		t.Errorf("qemu.Domain.Close: %v", err)
+	}
+}
+
+// TestDomainLocks: snapshot operations on one domain are serialised,
+// others proceed, and a waiter gives up with its ctx.
+func TestDomainLocks(t *testing.T) {
+	var l domainLocks
+	ctx := context.Background()
+	unlockA, err := l.lock(ctx, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	unlockB, err := l.lock(ctx, "b") // another domain: not blocked
+	if err != nil {
+		t.Fatal(err)
+	}
+	short, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := l.lock(short, "a"); !errors.Is(err, context.Canceled) {
+		t.Errorf("second lock of a with a cancelled ctx: %v", err)
+	}
+	got := make(chan func(), 1)
+	go func() {
+		u, err := l.lock(ctx, "a")
+		if err != nil {
+			t.Error(err)
+		}
+		got <- u
+	}()
+	select {
+	case <-got:
+		t.Fatal("second lock of a did not wait")
+	case <-time.After(50 * time.Millisecond):
+	}
+	unlockA()
+	(<-got)()
+	unlockB()
+	if len(l.m) != 0 {
+		t.Errorf("locks left: %v", l.m)
 	}
 }
