@@ -410,10 +410,11 @@ func TestSnapshotDiskFull(t *testing.T) {
 
 // TestWarmCreate: two concurrent first warm creates build the template
 // once; warm sandboxes are independent, have their own hostnames and the
-// host's time; the template outlives them; a cold create of the same
-// image is untouched.
+// host's time; the template outlives them; a pool member (--warm-pool 1)
+// becomes the next warm sandbox, and the daemon's shutdown destroys the
+// refilled member (the cleanup's leak checks).
 func TestWarmCreate(t *testing.T) {
-	d := startDaemon(t)
+	d := startDaemon(t, "--warm-pool", "1")
 	var wg sync.WaitGroup
 	warm := make([]wireSandbox, 2)
 	errs := make([]string, 2)
@@ -456,9 +457,21 @@ func TestWarmCreate(t *testing.T) {
 	if d.exists(warm[1].ID, "/root/w") {
 		t.Error("a file written in one warm sandbox appeared in the other")
 	}
-	// A third warm create restores from the kept template.
+	// A third warm create takes the pool's member (restored from the kept
+	// template once the first creates were done); the pool refills.
+	refilled := func(n int) func() bool {
+		return func() bool { return strings.Count(d.log.String(), "warm pool refilled") >= n }
+	}
+	waitFor(t, 2*time.Minute, "the warm pool to hold a member", refilled(1))
 	w3 := d.create(createBody(t, `"memory_mib":256,"warm":true`))
 	d.out(w3.ID, "true")
+	if h := strings.TrimSpace(d.out(w3.ID, "hostname")); h != w3.Domain {
+		t.Errorf("pooled warm sandbox: hostname %q, want %q", h, w3.Domain)
+	}
+	if off := d.guestClockOffset(w3.ID); off < -2*time.Second || off > 2*time.Second {
+		t.Errorf("pooled warm sandbox: guest clock off by %s", off)
+	}
+	waitFor(t, 2*time.Minute, "the warm pool to refill after a member was taken", refilled(2))
 	if sbs := d.list(""); len(sbs) != 3 {
 		t.Errorf("sandboxes: %+v; want 3", sbs)
 	}
