@@ -143,6 +143,14 @@ func runAction(c *cli.Context) error {
 		return err
 	}
 	defer env.Close()
+	if policy.HasNIC() {
+		logger, _ := newLogger(c.String("log-level"))
+		netw, err := localNetwork(logger)
+		if err != nil {
+			return err
+		}
+		env.mgr.SetNetwork(netw)
+	}
 
 	resources, err := resourceRequest(c)
 	if err != nil {

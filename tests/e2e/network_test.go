@@ -361,3 +361,33 @@ func TestNetworkPolicies(t *testing.T) {
 
 // imageDir is the test image directory.
 func imageDir(t *testing.T) string { return testenv.Image(t) }
+
+// TestNetworkRunLocal: an in-process `run --local` gets the same network:
+// host:PORT reaches the host's loopback port as host.agentbox.internal,
+// nothing else of the host; nothing is left afterwards.
+func TestNetworkRunLocal(t *testing.T) {
+	if os.Geteuid() != 0 {
+		testenv.SkipOrFail(t, "network tests need root (taps, nftables)")
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	must(t, "listen", err)
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "host loopback %s\n", r.URL.Path)
+	}))
+	srv.Listener = ln
+	srv.Start()
+	t.Cleanup(srv.Close)
+	port := fmt.Sprint(ln.Addr().(*net.TCPAddr).Port)
+	t.Cleanup(func() { deleteTable(t, "agentbox_run") })
+
+	r := run(t, runOpts{flags: []string{"--local", "--boot-timeout", "180s", "--network", "allowlist", "--allow", "host:" + port}},
+		"python3", "-c", probePy, "get", "http://host.agentbox.internal:"+port+"/x")
+	expect(t, r, 0, "host loopback /x\n", "")
+	// The forwarder serves only that port: another loopback port of the
+	// host, where the same server would answer, is not there.
+	r = run(t, runOpts{flags: []string{"--local", "--boot-timeout", "180s", "--network", "allowlist", "--allow", "host:" + port}},
+		"sh", "-c", "python3 -c \"$0\" resolve host.agentbox.internal && python3 -c \"$0\" connect host.agentbox.internal 22", probePy)
+	if lines := strings.Split(string(r.stdout), "\n"); r.code != 0 || len(lines) != 3 || lines[1] != "timeout" {
+		t.Errorf("run --local: exit %d, stdout %q; want the gateway's address, then timeout", r.code, r.stdout)
+	}
+}

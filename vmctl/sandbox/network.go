@@ -152,3 +152,8 @@ func (sb *Sandbox) NetworkPolicy() netpolicy.Policy {
 	}
 	return r.Network.Policy
 }
+
+// SetNetwork gives the manager its network provider after NewManager (an
+// in-process `agentbox run` makes one only when its policy needs it). Call
+// it before Create.
+func (m *Manager) SetNetwork(p NetworkProvider) { m.cfg.Network = p }
