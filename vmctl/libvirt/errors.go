@@ -53,6 +53,10 @@ func (e *QMPError) Error() string {
 	return fmt.Sprintf("qemu error %s: %s", e.Class, e.Desc)
 }
 
+// QMPErrorClass returns Class; it marks the error as QEMU's own reply for
+// vmctl/qmp (qmp.ReplyError), as opposed to a transport failure.
+func (e *QMPError) QMPErrorClass() string { return e.Class }
+
 // isDisconnect reports whether err means the connection to libvirtd went
 // away (as opposed to libvirtd answering with an error).
 func isDisconnect(err error) bool {

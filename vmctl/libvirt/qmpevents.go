@@ -266,3 +266,6 @@ func (c *Conn) detachQEMU(sub *qemuSub, l *qemuListener) {
 		sub.cancel()
 	}
 }
+
+// QEMU's error replies are told apart from transport failures by vmctl/qmp.
+var _ qmp.ReplyError = (*QMPError)(nil)

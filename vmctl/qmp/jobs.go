@@ -53,7 +53,9 @@ func NewJobID(prefix string) string {
 // stream), since events may be lost across a reconnection. It then reads
 // the job's "error" member and always sends job-dismiss.
 //
-// Errors: the command's own error reply (no job was created); a
+// Errors: the command's own error reply (a [ReplyError]: no job was
+// created; a command that failed in transit is followed by query-jobs, and
+// if the job exists it is waited for as usual); a
 // *[JobError] when the job concluded with an error; an error saying the
 // job vanished when query-jobs no longer lists it before it concluded
 // (QEMU restarted, or someone else dismissed it). When ctx ends first,
@@ -81,7 +83,13 @@ func (m *Monitor) RunJob(ctx context.Context, id, verb string, args any) error {
 
 	start := time.Now()
 	if err := m.Execute(ctx, verb, args, nil); err != nil {
-		return err
+		var re ReplyError
+		if errors.As(err, &re) || !m.jobListed(ctx, id) {
+			return err
+		}
+		// The command was delivered although its reply was lost (the
+		// transport reconnected meanwhile): wait for the job as usual.
+		m.log.Info("job started although its command failed in transit; waiting for it", slog.String("job", id), slog.Any("err", err))
 	}
 	job, err := m.waitJob(ctx, id, &events)
 	if err != nil && ctx.Err() != nil {
@@ -112,6 +120,21 @@ func (m *Monitor) RunJob(ctx context.Context, id, verb string, args any) error {
 		return &JobError{ID: id, Type: job.Type, Desc: job.Error}
 	}
 	return nil
+}
+
+// jobListed reports whether query-jobs lists id (false when it cannot
+// be asked).
+func (m *Monitor) jobListed(ctx context.Context, id string) bool {
+	jobs, err := m.QueryJobs(ctx)
+	if err != nil {
+		return false
+	}
+	for _, j := range jobs {
+		if j.ID == id {
+			return true
+		}
+	}
+	return false
 }
 
 // dismiss sends job-dismiss. A failure is logged, not returned: the job's

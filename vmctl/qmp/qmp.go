@@ -36,8 +36,7 @@ type Transport interface {
 	// MonitorCommand sends one QMP command, a JSON object such as
 	// {"execute":"query-status"} or {"execute":"x","arguments":{...}}, to
 	// the QEMU of domain and returns the "return" member of the reply. An
-	// error reply of QEMU is returned as an error carrying QEMU's class and
-	// description.
+	// error reply of QEMU is returned as a [ReplyError].
 	MonitorCommand(ctx context.Context, domain string, cmd []byte) (json.RawMessage, error)
 	// MonitorEvents delivers the QMP events of domain, in order, until ctx
 	// ends; then (or when the domain goes away) the channel is closed. An
@@ -45,6 +44,16 @@ type Transport interface {
 	// (the transport reconnected); the reader must re-read the state it
 	// waits for.
 	MonitorEvents(ctx context.Context, domain string) (<-chan Event, error)
+}
+
+// ReplyError is implemented by a Transport's errors that are QEMU's own
+// error reply ({"error":{"class":...,"desc":...}}), as opposed to a
+// failure to deliver the command (vmctl/libvirt's *QMPError implements
+// it). Find it with errors.As.
+type ReplyError interface {
+	error
+	// QMPErrorClass is QEMU's error class, e.g. "GenericError".
+	QMPErrorClass() string
 }
 
 // Event is one QMP event, e.g. {"event":"JOB_STATUS_CHANGE",

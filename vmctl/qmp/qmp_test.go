@@ -83,6 +83,12 @@ func (f *fakeQEMU) verbs() []string {
 	return append([]string(nil), f.sent...)
 }
 
+// replyErr is QEMU's error reply as a transport reports it.
+type replyErr struct{ class, desc string }
+
+func (e *replyErr) Error() string         { return "qemu error " + e.class + ": " + e.desc }
+func (e *replyErr) QMPErrorClass() string { return e.class }
+
 func jobsReply(jobs ...Job) json.RawMessage {
 	b, _ := json.Marshal(jobs)
 	return b
@@ -234,7 +240,7 @@ func TestRunJobGap(t *testing.T) {
 // exists: nothing to wait for or dismiss.
 func TestRunJobRejected(t *testing.T) {
 	f := newFake(t, func(verb string, args json.RawMessage) (json.RawMessage, error) {
-		return nil, errors.New("qemu error GenericError: Job ID 'j' already in use")
+		return nil, &replyErr{"GenericError", "Job ID 'j' already in use"}
 	})
 	m := New(f, "dom", Options{})
 	err := m.SnapshotSave(context.Background(), "j", "t", "n", []string{"n"})
@@ -243,6 +249,43 @@ func TestRunJobRejected(t *testing.T) {
 	}
 	if got := f.verbs(); !reflect.DeepEqual(got, []string{"snapshot-save"}) {
 		t.Errorf("commands %v", got)
+	}
+}
+
+// TestRunJobLostReply: a command whose reply was lost in transit (not a
+// QEMU error reply) is followed by query-jobs: a listed job is waited for
+// and dismissed; an unlisted one returns the transport's error.
+func TestRunJobLostReply(t *testing.T) {
+	for _, listed := range []bool{true, false} {
+		t.Run(fmt.Sprintf("listed=%v", listed), func(t *testing.T) {
+			lost := errors.New("libvirt unavailable: connection lost during call")
+			f := newFake(t, func(verb string, args json.RawMessage) (json.RawMessage, error) {
+				switch verb {
+				case "snapshot-save":
+					return nil, lost
+				case "query-jobs":
+					if !listed {
+						return jobsReply(), nil
+					}
+					return jobsReply(Job{ID: "j", Type: "snapshot-save", Status: "concluded"}), nil
+				}
+				return json.RawMessage(`{}`), nil
+			})
+			m := New(f, "dom", Options{PollInterval: time.Millisecond})
+			err := m.SnapshotSave(context.Background(), "j", "t", "n", []string{"n"})
+			want := []string{"snapshot-save", "query-jobs"}
+			if listed {
+				want = append(want, "query-jobs", "job-dismiss")
+				if err != nil {
+					t.Errorf("SnapshotSave = %v", err)
+				}
+			} else if !errors.Is(err, lost) {
+				t.Errorf("SnapshotSave = %v, want the transport's error", err)
+			}
+			if got := f.verbs(); !reflect.DeepEqual(got, want) {
+				t.Errorf("commands %v, want %v", got, want)
+			}
+		})
 	}
 }
 
@@ -312,7 +355,7 @@ func TestGoQemu(t *testing.T) {
 			return json.RawMessage(`[{"node-name":"libvirt-1-format","drv":"qcow2","ro":false,"file":"/x.qcow2","backing_file_depth":1,
 				"image":{"filename":"/x.qcow2","format":"qcow2","virtual-size":2147483648,"snapshots":[{"id":"1","name":"t1","vm-state-size":97845583,"date-sec":1795967438,"date-nsec":139677000,"vm-clock-sec":23,"vm-clock-nsec":821070424}]}}]`), nil
 		}
-		return nil, fmt.Errorf("qemu error CommandNotFound: The command %s has not been found", verb)
+		return nil, &replyErr{"CommandNotFound", "The command " + verb + " has not been found"}
 	})
 	m := New(f, "dom", Options{})
 	if err := m.Connect(); err != nil {
