@@ -12,18 +12,19 @@ import (
 	"github.com/agentbox/agentbox/vmctl/agentproto"
 )
 
-// Where OpIdentity acts; tests point them elsewhere.
-var (
-	sethostname = func(name string) error { return unix.Sethostname([]byte(name)) }
-	etcDir      = "/etc"
-)
-
 // identity gives a guest restored from a snapshot its own identity: the
 // kernel hostname (the kernel command line's agentbox.hostname was read
 // at boot of the snapshot's source, not again), /etc/hostname and
 // /etc/machine-id where they exist (replaced atomically; an image without
 // machine-id keeps none).
 func (s *server) identity(fw *agentproto.Writer, req *agentproto.IdentityRequest) error {
+	sethostname, etcDir := s.opts.SetHostname, s.opts.EtcDir
+	if sethostname == nil {
+		sethostname = func(name string) error { return unix.Sethostname([]byte(name)) }
+	}
+	if etcDir == "" {
+		etcDir = "/etc"
+	}
 	if err := sethostname(req.Hostname); err != nil {
 		return fmt.Errorf("set hostname: %w", err)
 	}

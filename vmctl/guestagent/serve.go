@@ -30,6 +30,11 @@ type Options struct {
 	// SetClock sets the realtime clock for OpSetTime; nil means
 	// clock_settime(CLOCK_REALTIME). Tests inject a fake.
 	SetClock func(time.Time) error
+	// SetHostname sets the kernel hostname for OpIdentity; nil means
+	// sethostname(2). EtcDir is where OpIdentity replaces hostname and
+	// machine-id; empty means /etc. Tests inject both.
+	SetHostname func(name string) error
+	EtcDir      string
 	// Shutdown is called for OpShutdown after the response was sent, with
 	// reboot false for power-off. It is expected not to return (the guest
 	// goes down); nil answers the request with CodeUnsupported.
