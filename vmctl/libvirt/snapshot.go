@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -308,7 +309,9 @@ func (d *Driver) monitor(name string) *qmp.Monitor {
 
 // snapshotNodes returns the domain's writable qcow2 format nodes (the
 // sandbox overlay: libvirt names it libvirt-N-format; the backing image
-// is read-only and never snapshotted).
+// is read-only and never snapshotted). A writable format node of another
+// driver (libvirt-*-format, e.g. raw pflash) fails with
+// sandbox.ErrInvalid naming the file.
 func snapshotNodes(ctx context.Context, m *qmp.Monitor) ([]qmp.BlockNode, error) {
 	all, err := m.QueryNamedBlockNodes(ctx)
 	if err != nil {
@@ -316,8 +319,15 @@ func snapshotNodes(ctx context.Context, m *qmp.Monitor) ([]qmp.BlockNode, error)
 	}
 	var nodes []qmp.BlockNode
 	for _, n := range all {
-		if n.Driver == "qcow2" && !n.ReadOnly && n.NodeName != "" {
+		switch {
+		case n.ReadOnly || n.NodeName == "":
+		case n.Driver == "qcow2":
 			nodes = append(nodes, n)
+		case strings.HasSuffix(n.NodeName, "-format"):
+			// A writable disk of another format (e.g. raw UEFI vars in
+			// pflash) cannot hold a snapshot: QEMU would fail the job.
+			return nil, fmt.Errorf("%w: domain %s has a writable %s disk %s (node %s), which cannot hold an internal snapshot: make it read-only or qcow2",
+				sandbox.ErrInvalid, m.Domain(), n.Driver, n.File, n.NodeName)
 		}
 	}
 	if len(nodes) == 0 {
