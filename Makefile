@@ -55,6 +55,7 @@ unit:
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzReadFrame$$' -fuzztime $(FUZZTIME) ./vmctl/agentproto
 	$(GO) test -run '^$$' -fuzz '^FuzzReadHello$$' -fuzztime $(FUZZTIME) ./vmctl/agentproto
+	$(GO) test -run '^$$' -fuzz '^FuzzParseNetworkConfig$$' -fuzztime $(FUZZTIME) ./vmctl/agentproto
 	$(GO) test -run '^$$' -fuzz '^FuzzParseManifest$$' -fuzztime $(FUZZTIME) ./vmctl/image
 
 # Benchmarks against raw QEMU and qemu-ga (tests/bench); figures on stdout.

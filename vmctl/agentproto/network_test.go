@@ -21,3 +21,25 @@ func TestNetworkConfigRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// FuzzParseNetworkConfig: the guest parses agentbox.net= from its kernel
+// command line; whatever it accepts is a valid request that prints back to
+// the same value.
+func FuzzParseNetworkConfig(f *testing.F) {
+	for _, s := range []string{"10.213.0.2/30,gw=10.213.0.1,dns=10.213.0.1,mac=02:ab:01:23:45:67", "10.0.0.2/8", "", ",", "1.2.3.4/33,gw=", "10.213.0.2/30,mac=02:AB:01:23:45:67"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		r, err := ParseNetworkConfig(s)
+		if err != nil {
+			return
+		}
+		if err := r.Validate(); err != nil {
+			t.Fatalf("accepted %q but Validate: %v", s, err)
+		}
+		r2, err := ParseNetworkConfig(r.String())
+		if err != nil || r2 != r {
+			t.Fatalf("%q: String %q parses to %+v, %v", s, r.String(), r2, err)
+		}
+	})
+}
