@@ -579,3 +579,40 @@ func TestDomainLocks(t *testing.T) {
 		t.Errorf("locks left: %v", l.m)
 	}
 }
+
+// TestSnapshotRefusesRawDisk: a writable raw disk (as UEFI vars in
+// pflash would be) cannot hold a snapshot; the save is refused up front
+// with the file's name and nothing is sent to QEMU's snapshot job.
+func TestSnapshotRefusesRawDisk(t *testing.T) {
+	c := connectSystem(t)
+	d := NewDriver(c)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	raw := filepath.Join(t.TempDir(), "vars.raw")
+	if err := os.WriteFile(raw, make([]byte, 1<<20), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	name := uniqueName()
+	xml := strings.Replace(biosDomainXML(name, "sb-"+name), "<devices>", `<devices>
+    <disk type='file' device='disk'><driver name='qemu' type='raw'/><source file='`+raw+`'/><target dev='vdb' bus='virtio'/></disk>`, 1)
+	if _, err := c.CreateDomain(ctx, xml, CreateOptions{}); err != nil {
+		t.Fatalf("CreateDomain: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := c.DestroyDomain(context.Background(), name); err != nil {
+			t.Errorf("destroy: %v", err)
+		}
+	})
+	err := d.SaveSnapshot(ctx, name, "t")
+	if !errors.Is(err, sandbox.ErrInvalid) || !strings.Contains(err.Error(), raw) {
+		t.Fatalf("SaveSnapshot with a raw disk = %v, want ErrInvalid naming %s", err, raw)
+	}
+	t.Log(err)
+	m := qmp.New(c, name, qmp.Options{})
+	if jobs, err := m.QueryJobs(ctx); err != nil || len(jobs) != 0 {
+		t.Errorf("jobs after the refused save: %+v, %v", jobs, err)
+	}
+	if st := qemuStatus(t, c, name); st != "running" {
+		t.Errorf("status %q after the refused save", st)
+	}
+}
