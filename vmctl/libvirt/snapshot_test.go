@@ -283,6 +283,27 @@ func TestSnapshotRestore(t *testing.T) {
 		t.Errorf("ResumeDomain of a running domain: %v", err)
 	}
 
+	// Another shape (512 MiB instead of 256): QEMU's load fails (RAM
+	// block size mismatch) and leaves the domain paused for the caller
+	// to destroy.
+	copy2 := filepath.Join(t.TempDir(), "copy2.qcow2")
+	if err := overlay.Copy(ctx, copyPath, copy2); err != nil {
+		t.Fatal(err)
+	}
+	g3 := startGuest(t, d, guestSpec(t, uniqueName(), 512, copy2), true)
+	err := d.LoadSnapshot(ctx, g3.name, "snap1")
+	var je *qmp.JobError
+	if !errors.As(err, &je) || errors.Is(err, sandbox.ErrNoSnapshot) || !strings.Contains(err.Error(), "left paused") {
+		t.Errorf("LoadSnapshot into another shape = %v, want the job's error", err)
+	}
+	t.Logf("LoadSnapshot into another shape: %v", err)
+	if st := qemuStatus(t, c, g3.name); st == "running" {
+		t.Errorf("QEMU status after a failed load = %q, want paused", st)
+	}
+	if err := d.DestroyDomain(ctx, g3.name); err != nil {
+		t.Errorf("destroy after a failed load: %v", err)
+	}
+
 	// The fork: same shape, its own name, sockets and console.
 	spec2 := guestSpec(t, uniqueName(), 256, copyPath)
 	g2 := startGuest(t, d, spec2, true)
