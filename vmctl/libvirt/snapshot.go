@@ -304,7 +304,9 @@ func (d *Driver) DeleteSnapshot(ctx context.Context, name, tag string) error {
 }
 
 func (d *Driver) monitor(name string) *qmp.Monitor {
-	return qmp.New(d.conn, name, qmp.Options{Logger: d.conn.log})
+	return qmp.New(d.conn, name, qmp.Options{Logger: d.conn.log, Gone: func(err error) bool {
+		return errors.Is(err, ErrDomainNotFound) || errors.Is(err, ErrNotRunning)
+	}})
 }
 
 // snapshotNodes returns the domain's writable qcow2 format nodes (the

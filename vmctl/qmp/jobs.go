@@ -58,7 +58,8 @@ func NewJobID(prefix string) string {
 // if the job exists it is waited for as usual); a
 // *[JobError] when the job concluded with an error; an error saying the
 // job vanished when query-jobs no longer lists it before it concluded
-// (QEMU restarted, or someone else dismissed it). When ctx ends first,
+// (QEMU restarted, or someone else dismissed it), or that the domain is
+// gone (Options.Gone). When ctx ends first,
 // RunJob sends job-cancel, waits up to two more minutes for the job to
 // conclude so that it can still be dismissed, and returns an error
 // wrapping ctx.Err() (joined with the job's error, if any).
@@ -155,6 +156,9 @@ func (m *Monitor) waitJob(ctx context.Context, id string, events *<-chan Event) 
 	var lastErr error
 	check := func() (Job, bool, error) {
 		jobs, err := m.QueryJobs(ctx)
+		if err != nil && m.opts.Gone != nil && m.opts.Gone(err) {
+			return Job{}, false, fmt.Errorf("job %s: the domain is gone: %w", id, err)
+		}
 		if err != nil {
 			// The transport may be reconnecting: retry on the next tick.
 			lastErr = err

@@ -84,6 +84,11 @@ type Options struct {
 	// addition to waiting for JOB_STATUS_CHANGE events (a fallback for
 	// events lost across a reconnection); default 1 s.
 	PollInterval time.Duration
+	// Gone reports whether a transport error means the domain no longer
+	// exists (vmctl/libvirt: ErrDomainNotFound). [Monitor.RunJob] then
+	// stops waiting at once; other query-jobs failures are retried (the
+	// transport may be reconnecting). Default: never.
+	Gone func(error) bool
 	// Logger receives debug records (jobs, lost events) with the key
 	// "domain"; default discard.
 	Logger *slog.Logger

@@ -289,6 +289,32 @@ func TestRunJobLostReply(t *testing.T) {
 	}
 }
 
+// TestRunJobDomainGone: query-jobs failing because the domain is gone
+// ends the wait; other failures are retried.
+func TestRunJobDomainGone(t *testing.T) {
+	gone := errors.New("domain not found")
+	polls := 0
+	f := newFake(t, func(verb string, args json.RawMessage) (json.RawMessage, error) {
+		switch verb {
+		case "query-jobs":
+			polls++
+			if polls < 3 {
+				return nil, errors.New("libvirt unavailable")
+			}
+			return nil, gone
+		}
+		return json.RawMessage(`{}`), nil
+	})
+	m := New(f, "dom", Options{PollInterval: time.Millisecond, Gone: func(err error) bool { return errors.Is(err, gone) }})
+	err := m.SnapshotSave(context.Background(), "j", "t", "n", []string{"n"})
+	if !errors.Is(err, gone) {
+		t.Fatalf("SnapshotSave = %v, want the domain-gone error", err)
+	}
+	if got, want := f.verbs(), []string{"snapshot-save", "query-jobs", "query-jobs", "query-jobs"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("commands %v, want %v", got, want)
+	}
+}
+
 // TestRunJobVanished: a job that disappears from query-jobs before it
 // concluded is an error (nothing to dismiss).
 func TestRunJobVanished(t *testing.T) {
