@@ -52,6 +52,8 @@ type Manager struct {
 	pool *pool
 	fw   *firewall
 
+	teardownMu sync.Mutex
+
 	mu     sync.Mutex
 	live   map[string]*attached
 	fwdSet bool // ip_forward was switched on (once per process)
@@ -220,6 +222,10 @@ func (m *Manager) Adopt(ctx context.Context, id string, att Attachment, policy n
 // already torn-down sandbox only removes what is left of it; its errors are
 // joined.
 func (m *Manager) Teardown(ctx context.Context, id string) error {
+	// One teardown at a time: the domain's stop event and the remove that
+	// caused it both ask.
+	m.teardownMu.Lock()
+	defer m.teardownMu.Unlock()
 	m.mu.Lock()
 	a := m.live[id]
 	delete(m.live, id)

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 )
 
 // tapGroup is the interface group (IFLA_GROUP) of the taps of table: a
@@ -80,7 +81,9 @@ func deleteTap(name string) error {
 		}
 		return fmt.Errorf("find tap %s: %w", name, err)
 	}
-	if err := netlink.LinkDel(link); err != nil {
+	// ENODEV: a concurrent teardown (the domain's stop event and the
+	// remove that caused it) got there first.
+	if err := netlink.LinkDel(link); err != nil && !errors.Is(err, unix.ENODEV) {
 		return fmt.Errorf("delete tap %s: %w", name, err)
 	}
 	return nil
