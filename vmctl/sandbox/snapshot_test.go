@@ -530,7 +530,18 @@ func TestWarmFake(t *testing.T) {
 	if host, _ := fd.told(w3.Domain); host != w3.Domain || w3.State() != sandbox.StateRunning || w3.Name != "w3" {
 		t.Errorf("pooled sandbox %+v: hostname %q", w3.Record(), host)
 	}
-	for _, sb := range append(sbs, w3) {
+	// The image changed (another digest in the same directory): a new
+	// template replaces the old one.
+	changed := *f.img
+	changed.Digest = "d2"
+	w4, err := f.mgr.CreateWarm(t0, sandbox.Options{Image: &changed, Accel: tcg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if now, _ := filepath.Glob(filepath.Join(f.state, "warm", "*", "manifest.json")); len(now) != 1 || now[0] == manifests[0] {
+		t.Errorf("templates after the image changed: %v (before: %v); want only a new one", now, manifests)
+	}
+	for _, sb := range append(sbs, w3, w4) {
 		if err := f.mgr.Destroy(t0, sb); err != nil {
 			t.Error(err)
 		}

@@ -193,7 +193,31 @@ func (m *Manager) buildWarm(ctx context.Context, key string, opts Options) (_ wa
 		return warmManifest{}, fmt.Errorf("keep warm template: %w", err)
 	}
 	m.log.Info("warm template built", "key", key, "image", opts.Image.Manifest.Name, "build_ms", man.BuildMs)
+	m.pruneWarm(key, opts.Image.Dir, opts.Image.Digest)
 	return man, nil
+}
+
+// pruneWarm removes the templates of earlier contents of image directory
+// dir (another digest): the image changed, they can never be used again.
+// It runs under key's lock and takes each other template's lock in turn
+// (TryLock: one in use is left for a later build).
+func (m *Manager) pruneWarm(key, dir, digest string) {
+	mans, _ := filepath.Glob(filepath.Join(m.cfg.StateDir, "warm", "*", "manifest.json"))
+	for _, p := range mans {
+		var man warmManifest
+		data, err := os.ReadFile(p)
+		if err != nil || json.Unmarshal(data, &man) != nil || man.Key == key || man.Source.ImageDir != dir || man.ImageDigest == digest {
+			continue
+		}
+		l := m.warmLock(man.Key)
+		if !l.TryLock() {
+			continue
+		}
+		if err := os.RemoveAll(m.warmDir(man.Key)); err == nil {
+			m.log.Info("warm template of a changed image removed", "key", man.Key, "image_dir", dir)
+		}
+		l.Unlock()
+	}
 }
 
 // SetWarmPool sets how many sandboxes per warm template the manager keeps
