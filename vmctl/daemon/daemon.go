@@ -186,6 +186,7 @@ func New(ctx context.Context, cfg Config) (_ *Daemon, err error) {
 		}
 	}()
 	d.metrics = newMetrics(cfg.Registerer, d)
+	d.snapMetrics() // registered now, so /metrics shows them before the first snapshot
 	d.mgr, err = sandbox.NewManager(sandbox.Config{
 		Driver:     cfg.Driver,
 		StateDir:   cfg.StateDir,
