@@ -293,7 +293,7 @@ func (m *Manager) DeleteSnapshot(ctx context.Context, ref string) error {
 	}
 	kept := strings.HasPrefix(r.File, m.snapshotsDir()+string(os.PathSeparator))
 	last := true
-	for _, o := range mustSnapshots(m) {
+	for _, o := range m.allSnapshots() {
 		if o.ID != r.ID && o.File == r.File {
 			last = false
 		}
@@ -321,7 +321,9 @@ func (m *Manager) DeleteSnapshot(ctx context.Context, ref string) error {
 	return m.dropSnapshot(r)
 }
 
-func mustSnapshots(m *Manager) []SnapshotRecord {
+// allSnapshots is Snapshots("") for internal use: a store that cannot be
+// read yields none (the error surfaces on the next listing).
+func (m *Manager) allSnapshots() []SnapshotRecord {
 	all, _ := m.Snapshots("")
 	return all
 }
@@ -331,7 +333,7 @@ func mustSnapshots(m *Manager) []SnapshotRecord {
 // and their records follow it, so they survive the sandbox.
 func (m *Manager) keepSnapshotFile(sb *Sandbox) error {
 	var mine []SnapshotRecord
-	for _, r := range mustSnapshots(m) {
+	for _, r := range m.allSnapshots() {
 		if r.File == sb.Overlay {
 			mine = append(mine, r)
 		}
