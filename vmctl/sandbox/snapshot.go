@@ -14,7 +14,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -560,6 +559,11 @@ func (m *Manager) newRestoring(src restoreSource, img *image.Image) (*restoring,
 	sb.rec.Dir, sb.rec.Overlay, sb.rec.ConsoleLog, sb.rec.AgentSocket = sb.Dir, sb.Overlay, sb.ConsoleLog, sb.AgentSocket
 	sb.rec.CreatedAt, sb.rec.StartedAt, sb.rec.StoppedAt, sb.rec.BootMs = time.Now().UTC(), time.Time{}, time.Time{}, 0
 	sb.rec.Extra, sb.rec.Spec, sb.rec.Network = nil, nil, nil
+	if res := sb.rec.Resources; res != nil { // our own copy, without the source's enforcement
+		c := *res
+		c.Status = nil
+		sb.rec.Resources = &c
+	}
 	return &restoring{sb: sb, src: src}, nil
 }
 
@@ -620,15 +624,12 @@ func (m *Manager) prepareRestoring(ctx context.Context, r *restoring) error {
 	}
 	r.undo.add("domain watch", func(context.Context) error { sb.stopWatch(); return nil })
 	r.start = time.Now()
-	if noLibvirtHardLimit.Load() {
-		spec.Tune.MemoryHardLimitMiB = 0
-	}
+	// The limits as Create sets them (resources.go): the XML's share, with
+	// libvirt's memlock failure remembered, and the cgroups' after the start.
+	spec.Tune = m.tune(sb, spec.Type)
 	err = snap.StartDomainPaused(ctx, spec)
-	if err != nil && spec.Tune.MemoryHardLimitMiB > 0 && strings.Contains(err.Error(), "cannot limit locked memory") {
-		// As in Create: libvirtd without CAP_SYS_RESOURCE cannot apply
-		// <memtune><hard_limit> (remembered, so later restores do not
-		// pay the failed start); the limit is the cgroup's then.
-		noLibvirtHardLimit.Store(true)
+	if spec.Tune.MemoryHardLimitMiB > 0 && memlockFailure(err) {
+		libvirtHardLimit.Store(false)
 		spec.Tune.MemoryHardLimitMiB = 0
 		err = snap.StartDomainPaused(ctx, spec)
 	}
@@ -640,6 +641,7 @@ func (m *Manager) prepareRestoring(ctx context.Context, r *restoring) error {
 		removeFiles(sb.AgentSocket, sb.GuestAgentSocket)
 		return err
 	})
+	m.applyResources(ctx, sb)
 	r.times.Start = time.Since(r.start)
 	t := time.Now()
 	if err := snap.LoadSnapshot(ctx, sb.Domain, src.tag); err != nil {
@@ -712,10 +714,6 @@ func (m *Manager) finishRestoring(ctx context.Context, r *restoring, opts Restor
 }
 
 var hostnameRE = regexp.MustCompile(`agentbox\.hostname=\S*`)
-
-// noLibvirtHardLimit is set once libvirt failed to apply a restored
-// domain's <memtune><hard_limit> on this host.
-var noLibvirtHardLimit atomic.Bool
 
 // copySnapshotFile copies src's qcow2 file to dst (reflink where the
 // filesystem has it). A running source is paused for the copy: QMP stop
