@@ -39,12 +39,14 @@ type warmManifest struct {
 	Source Record `json:"source"`
 }
 
-// warmKey is the template key: a hash of everything the saved memory
-// state depends on — image digest, domain type, machine, vCPUs, memory
-// (MiB) and the device set (the qemu-ga channel, a NIC).
-func warmKey(digest, domainType, machine string, vcpus, memory int, qga, nic bool) string {
+// warmKey is the template key: a hash of everything the saved state
+// depends on — image digest, domain type, machine, vCPUs, memory (MiB),
+// the device set (the qemu-ga channel, a NIC) — and of the resource
+// request (disk size, host-side limits), which the template's record
+// carries to the sandboxes made from it.
+func warmKey(digest, domainType, machine string, vcpus, memory int, qga, nic bool, res ResourceRequest) string {
 	h := sha256.New()
-	for _, s := range []string{digest, domainType, machine, strconv.Itoa(vcpus), strconv.Itoa(memory), strconv.FormatBool(qga), strconv.FormatBool(nic)} {
+	for _, s := range []string{digest, domainType, machine, strconv.Itoa(vcpus), strconv.Itoa(memory), strconv.FormatBool(qga), strconv.FormatBool(nic), fmt.Sprintf("%+v", res)} {
 		h.Write([]byte(s))
 		h.Write([]byte{0})
 	}
@@ -89,7 +91,7 @@ func (m *Manager) CreateWarm(ctx context.Context, opts Options) (*Sandbox, error
 	}
 	vcpus := pick(opts.VCPUs, opts.Image.Manifest.Resources.VCPUs)
 	memory := pick(opts.MemoryMiB, opts.Image.Manifest.Resources.MemoryMiB)
-	key := warmKey(opts.Image.Digest, opts.Accel.DomainType, domain.DefaultMachine, vcpus, memory, opts.GuestAgentChannel, opts.Network.HasNIC())
+	key := warmKey(opts.Image.Digest, opts.Accel.DomainType, domain.DefaultMachine, vcpus, memory, opts.GuestAgentChannel, opts.Network.HasNIC(), opts.Resources)
 	man, err := m.warmTemplate(ctx, key, opts)
 	if err != nil {
 		return nil, err
