@@ -123,9 +123,11 @@ func restoreCommand() *cli.Command {
 		Name:      "restore",
 		Usage:     "start a new sandbox from a snapshot and print its ID",
 		ArgsUsage: "SNAPSHOT",
-		Description: "Starts a NEW sandbox that continues from snapshot SNAPSHOT: same memory (running processes\n" +
-			"go on), same disk, same machine shape; its own ID, hostname, machine id and MAC, and its clock\n" +
-			"set to the host's. The source sandbox, if it still runs, is paused for the copy of its disk.\n" +
+		Description: "Starts a NEW sandbox that continues from snapshot SNAPSHOT: same memory (processes the\n" +
+			"guest started go on; commands run through exec at the snapshot end, their streams are gone),\n" +
+			"same disk, same machine shape and network policy; its own ID, hostname, machine id and network,\n" +
+			"and its clock set to the host's. The source sandbox, if it still runs, is paused for the copy of\n" +
+			"its disk.\n" +
 			"Restoring one snapshot again gives another independent sandbox. Limits start from the\n" +
 			"snapshot's sandbox; the flags override them. Only the ID is printed on stdout.\n\n" +
 			"Exit status: 0 once it runs; 125 if it could not be restored (no such snapshot, name taken,\n" +
