@@ -16,7 +16,10 @@
 //  7. the daemon's memory with 20 idle sandboxes;
 //  8. with --snapshots (and only those): cold vs warm create → first
 //     exec, snapshot save and restore at 256 MiB and 1 GiB, disk bytes
-//     per snapshot (snapshots.go).
+//     per snapshot (snapshots.go);
+//  10. with --neighbours (and only that): exec latency of an idle sandbox
+//     while a neighbour runs a fork bomb, a memory hog, disk saturation
+//     (neighbours.go).
 //
 // Usage: go run ./tests/bench --image DIR --agentbox bin/agentbox
 package main
@@ -60,6 +63,7 @@ func main() {
 	idle := flag.Int("idle", 20, "idle sandboxes for the daemon memory figure")
 	snapshots := flag.Bool("snapshots", false, "run only the snapshot benchmarks (8-9): cold vs warm creates (--creates runs), save/restore at 256 MiB and 1 GiB (--snapshot-runs)")
 	snapshotRuns := flag.Int("snapshot-runs", 3, "save/restore runs per memory size")
+	neighbours := flag.Bool("neighbours", false, "run only the noisy-neighbour benchmark (10): exec latency of an idle sandbox (--execs runs) next to a fork bomb, a memory hog and disk saturation")
 	flag.Parse()
 	if *imgDir == "" {
 		fail(errors.New("--image DIR is required"))
@@ -74,6 +78,10 @@ func main() {
 
 	if *snapshots {
 		benchSnapshots(ctx, img, *bin, *uri, *creates, *snapshotRuns)
+		return
+	}
+	if *neighbours {
+		benchNeighbours(ctx, img, *bin, *uri, *execs)
 		return
 	}
 	if !*daemonOnly {

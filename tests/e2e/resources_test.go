@@ -194,8 +194,8 @@ func TestResourcesGuest(t *testing.T) {
 				t.Errorf("%s: %+v", l, e)
 			}
 		}
-		// Guest RAM + 192 + RAM/8 + the 256 MiB TCG cache.
-		const hardMiB = 512 + 192 + 64 + 256
+		// Guest RAM + 192 + RAM/4 + the 256 MiB TCG cache.
+		const hardMiB = 512 + 192 + 128 + 256
 		mem := rs.enforcement(t, "memory_hard_limit")
 		if mem.Value != hardMiB || rs.Resources.MemoryHardLimitMiB != hardMiB {
 			t.Errorf("memory_hard_limit: %+v, resources %d", mem, rs.Resources.MemoryHardLimitMiB)
@@ -303,7 +303,7 @@ func TestResourcesGuest(t *testing.T) {
 		if got := d.getResources(sb.ID); got.State != "running" {
 			t.Fatalf("sandbox after the hog: %s (%s)", got.State, got.Reason)
 		}
-		if rss := rssBytes(t, pid); rss > (512+192+64+256)<<20 {
+		if rss := rssBytes(t, pid); rss > (512+192+128+256)<<20 {
 			t.Errorf("QEMU RSS %d above its hard limit", rss)
 		}
 	})

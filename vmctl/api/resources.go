@@ -17,7 +17,7 @@ type Resources struct {
 	// 0: none.
 	CPUQuotaPercent int `json:"cpu_quota_percent,omitempty"`
 	// MemoryHardLimitMiB is the QEMU process's memory limit in MiB: guest
-	// RAM + 192 MiB + RAM/8 for QEMU itself, + 256 MiB of TCG translation
+	// RAM + 192 MiB + RAM/4 for QEMU itself, + 256 MiB of TCG translation
 	// cache under TCG.
 	MemoryHardLimitMiB int64 `json:"memory_hard_limit_mib"`
 	// IOBps, IOPS and IOWeight: see CreateSandboxRequest; 0: none.

@@ -109,13 +109,13 @@ type ResourceLimits struct {
 }
 
 // MemoryHardLimitMiB is the memory limit agentbox puts on a QEMU process
-// running a guest of guestMiB: the guest's RAM, plus 192 MiB and 1/8 of
+// running a guest of guestMiB: the guest's RAM, plus 192 MiB and 1/4 of
 // the RAM for QEMU itself (its heap, device emulation, I/O buffers, page
 // tables of the guest RAM mapping), plus TCGCacheMiB for the translation
 // cache of a TCG domain. A guest that touches all its RAM stays below 80 %
 // of it, so the default warning threshold means QEMU itself grows.
 func MemoryHardLimitMiB(guestMiB int64, tcg bool) int64 {
-	l := guestMiB + 192 + guestMiB/8
+	l := guestMiB + 192 + guestMiB/4
 	if tcg {
 		l += TCGCacheMiB
 	}

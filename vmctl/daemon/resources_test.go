@@ -1,0 +1,44 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/agentbox/agentbox/vmctl/api"
+	"github.com/agentbox/agentbox/vmctl/image"
+)
+
+func TestApplyCeilings(t *testing.T) {
+	img := &image.Image{Manifest: image.Manifest{Resources: image.Resources{VCPUs: 1, MemoryMiB: 512, DiskMiB: 4096}}}
+	d := &Daemon{cfg: Config{Ceilings: Ceilings{VCPUs: 2, MemoryMiB: 4096, DiskMiB: 3072, CPUQuotaPercent: 100, IOBps: 1 << 20, IOPS: 100, Pids: 512}}}
+	for _, tc := range []struct {
+		req  api.CreateSandboxRequest
+		want string
+	}{
+		{api.CreateSandboxRequest{MemoryMiB: 8192}, "memory 8192 MiB is above the daemon's ceiling of 4096 MiB (--max-memory): ask for at most 4096 MiB"},
+		{api.CreateSandboxRequest{VCPUs: 3}, "vcpus 3 is above the daemon's ceiling of 2 (--max-vcpus)"},
+		{api.CreateSandboxRequest{CPUQuotaPercent: 101}, "cpu quota 101% is above the daemon's ceiling of 100% (--max-cpu-quota)"},
+		{api.CreateSandboxRequest{IOBps: 2 << 20}, "io 2097152 bytes/s is above the daemon's ceiling of 1048576 bytes/s (--max-io-bps)"},
+		{api.CreateSandboxRequest{IOPS: 101}, "iops 101 ops/s is above the daemon's ceiling of 100 ops/s (--max-iops)"},
+		{api.CreateSandboxRequest{Pids: 513}, "pids 513 is above the daemon's ceiling of 512 (--max-pids)"},
+		// The image's default disk (4096 MiB) is above the ceiling too.
+		{api.CreateSandboxRequest{}, "disk 4096 MiB is above the daemon's ceiling of 3072 MiB (--max-disk)"},
+	} {
+		err := d.applyCeilings(context.Background(), img, &tc.req)
+		var ae *api.Error
+		if !errors.As(err, &ae) || ae.Status != http.StatusUnprocessableEntity || !strings.HasPrefix(ae.Message, tc.want) {
+			t.Errorf("%+v: %v, want 422 %q", tc.req, err, tc.want)
+		}
+	}
+	// Within the ceilings: unset capped values get the ceiling.
+	req := api.CreateSandboxRequest{DiskMiB: 3072}
+	if err := d.applyCeilings(context.Background(), img, &req); err != nil {
+		t.Fatal(err)
+	}
+	if req.CPUQuotaPercent != 100 || req.IOBps != 1<<20 || req.IOPS != 100 || req.Pids != 256 {
+		t.Errorf("defaults from the ceilings: %+v", req)
+	}
+}
