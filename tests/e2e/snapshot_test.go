@@ -238,6 +238,18 @@ func TestSnapshotRestore(t *testing.T) {
 		t.Errorf("snapshot of a stopped sandbox: %q; want it to say only a running sandbox can be snapshotted", e.Message)
 	}
 
+	// A snapshot removed while its sandbox runs leaves the overlay (QMP
+	// snapshot-delete through the driver).
+	tmp := d.save(src.ID, "tmp")
+	if list := d.snapshots("?sandbox=src"); len(list) != 2 {
+		t.Errorf("snapshots of src: %+v; want cp1 and tmp", list)
+	}
+	d.call("DELETE", "/v1/snapshots/tmp", nil, http.StatusNoContent)
+	if out, err := exec.Command("qemu-img", "snapshot", "-U", "-l", filepath.Join(d.state, "sandboxes", src.ID, "overlay.qcow2")).CombinedOutput(); err != nil || strings.Contains(string(out), "s"+tmp.ID) || !strings.Contains(string(out), "s"+snap.ID) {
+		t.Errorf("the overlay after a live delete of tmp: %v\n%s\nwant cp1's tag only", err, out)
+	}
+	d.out(src.ID, "true")
+
 	// The snapshot outlives its sandbox...
 	d.call("DELETE", "/v1/sandboxes/src?force=true", nil, http.StatusNoContent)
 	d.assertGone(src.ID)
