@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -106,6 +107,21 @@ type ResourceLimits struct {
 	Pids int64 `json:"pids"`
 	// Status lists every limit with its enforcement.
 	Status []LimitStatus `json:"status,omitempty"`
+	// MadeCgroups are the cgroup directories agentbox made for the domain
+	// (v1 pids, which libvirt leaves out); they are removed after the
+	// domain ends, also by a daemon that adopted the sandbox.
+	MadeCgroups []string `json:"made_cgroups,omitempty"`
+}
+
+// clone returns a deep copy of r (nil for nil).
+func (r *ResourceLimits) clone() *ResourceLimits {
+	if r == nil {
+		return nil
+	}
+	c := *r
+	c.Status = append([]LimitStatus(nil), r.Status...)
+	c.MadeCgroups = append([]string(nil), r.MadeCgroups...)
+	return &c
 }
 
 // MemoryHardLimitMiB is the memory limit agentbox puts on a QEMU process
@@ -334,8 +350,11 @@ func (m *Manager) applyResources(ctx context.Context, sb *Sandbox) {
 		} else {
 			st = append(st, notEnforced(LimitPids, lim.Pids, "tasks", perr))
 		}
-		if len(g.Made()) > 0 {
-			go removeWhenEmpty(sb.ID, g)
+		if made := g.Made(); len(made) > 0 {
+			sb.mu.Lock()
+			sb.rec.Resources.MadeCgroups = made
+			sb.mu.Unlock()
+			go sb.removeWhenEmpty(made)
 		}
 	} else {
 		st = append(st, notEnforced(LimitPids, lim.Pids, "tasks", err))
@@ -345,40 +364,41 @@ func (m *Manager) applyResources(ctx context.Context, sb *Sandbox) {
 	sb.mu.Unlock()
 }
 
-// madeGroups holds, by sandbox ID, the cgroups agentbox made for a
-// running domain (v1 pids), until they are removed.
-var madeGroups sync.Map
-
 // removeWhenEmpty deletes the groups agentbox made for a domain once its
-// QEMU process has left them (rmdir fails with EBUSY until then): tried
-// every 2 s, and at once by releaseResources after a destroy.
-func removeWhenEmpty(id string, g *cgroup.Group) {
-	madeGroups.Store(id, g)
+// QEMU process has left them (rmdir fails with EBUSY until then), trying
+// every 2 s until the sandbox is final; releaseResources does it at once
+// after a destroy.
+func (sb *Sandbox) removeWhenEmpty(dirs []string) {
 	for {
 		time.Sleep(2 * time.Second)
-		if cur, ok := madeGroups.Load(id); !ok || cur != g {
-			return
-		}
-		if g.Remove() == nil {
-			madeGroups.CompareAndDelete(id, g)
+		if removeDirs(dirs) == nil || sb.State().Final() {
+			sb.releaseResources()
 			return
 		}
 	}
 }
 
-// releaseResources removes the cgroups agentbox made for sb's domain,
-// after the domain was destroyed.
+// releaseResources removes the cgroups agentbox made for sb's domain
+// (listed in its record), after the domain ended.
 func (sb *Sandbox) releaseResources() {
-	v, ok := madeGroups.Load(sb.ID)
-	if !ok {
+	r := sb.Record().Resources
+	if r == nil || len(r.MadeCgroups) == 0 {
 		return
 	}
-	g := v.(*cgroup.Group)
-	if err := g.Remove(); err != nil {
-		sb.mgr.log.Debug("cgroup not removed yet (retried in the background)", "sandbox", sb.ID, "err", err)
-		return
+	if err := removeDirs(r.MadeCgroups); err != nil {
+		sb.mgr.log.Warn("cgroup of a stopped sandbox not removed", "sandbox", sb.ID, "err", err)
 	}
-	madeGroups.CompareAndDelete(sb.ID, g)
+}
+
+// removeDirs removes empty cgroup directories; missing ones are fine.
+func removeDirs(dirs []string) error {
+	var errs []error
+	for _, dir := range dirs {
+		if err := os.Remove(dir); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // UsageDriver is the part of a driver that reports a running domain's

@@ -84,6 +84,7 @@ func (sb *Sandbox) Record() Record {
 	r := sb.rec
 	r.Labels = maps.Clone(r.Labels)
 	r.Extra = append([]byte(nil), r.Extra...)
+	r.Resources = r.Resources.clone()
 	return r
 }
 
