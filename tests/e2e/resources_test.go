@@ -17,6 +17,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/agentbox/agentbox/tests/testenv"
 )
 
 type (
@@ -161,6 +163,11 @@ func TestResourcesCeilings(t *testing.T) {
 			t.Errorf("create with %s: details %v lack requested/ceiling", tc.extra, e.Details)
 		}
 	}
+	// The CLI's flags reach the same check.
+	r := d.cli(nil, "create", "--image", testenv.Image(t), "--accel", "tcg", "--memory", "2048", "--disk", "2048")
+	if r.code == 0 || !strings.Contains(string(r.stderr), "memory 2048 MiB is above the daemon's ceiling of 1024 MiB (--max-memory)") {
+		t.Errorf("agentbox create --memory 2048: exit %d, stderr %q", r.code, r.stderr)
+	}
 	// A disk below the image's: refused with both numbers.
 	e := d.apiError("POST", "/v1/sandboxes", "application/json", []byte(createBody(t, `"disk_mib":1000`)), http.StatusBadRequest, "invalid_argument")
 	if want := "disk 1000 MiB is smaller than the image's disk of 2048 MiB (2147483648 bytes)"; !strings.Contains(e.Message, want) {
@@ -240,6 +247,20 @@ func TestResourcesGuest(t *testing.T) {
 			u.MemoryLimitBytes != uint64(rs.Resources.MemoryHardLimitMiB)<<20 || u.DiskBytes == 0 || u.DiskBytes > u.DiskCapBytes ||
 			u.DiskCapBytes != diskMiB<<20 || u.Pids <= 0 || u.Pids > 200 || u.PidsMax != 200 || u.NetRxBytes != 0 || u.NetTxBytes != 0 {
 			t.Errorf("usage not sane: %+v", *u)
+		}
+		// agentbox inspect shows the limits' enforcement and the usage.
+		r := d.cli(nil, "inspect", sb.ID)
+		for _, want := range []string{`"limit": "pids"`, `"enforcement": "cgroup"`, `"enforcement": "libvirt"`, `"memory_rss_bytes"`} {
+			if r.code != 0 || !strings.Contains(string(r.stdout), want) {
+				t.Errorf("agentbox inspect: exit %d, output lacks %s:\n%s", r.code, want, r.stdout)
+			}
+		}
+		// Prometheus gauges per sandbox.
+		body, _ := d.call("GET", "/metrics", nil, http.StatusOK)
+		for _, name := range []string{"agentbox_sandbox_memory_rss_bytes", "agentbox_sandbox_cpu_seconds", "agentbox_sandbox_disk_bytes", "agentbox_sandbox_host_tasks"} {
+			if !strings.Contains(string(body), name+`{sandbox="`+sb.ID+`"}`) {
+				t.Errorf("/metrics lacks %s for %s", name, sb.ID)
+			}
 		}
 	})
 
