@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -384,6 +385,31 @@ func TestResourcesGuest(t *testing.T) {
 		// The host side never exceeded the QEMU process's own limit.
 		if n := len(taskIDs(t, pid)); n > 200 {
 			t.Errorf("QEMU has %d tasks, above pids.max 200", n)
+		}
+	})
+
+	t.Run("paused", func(t *testing.T) {
+		// A paused domain (here by hand; QEMU's werror=enospc pause on a
+		// full host disk looks the same with reason ioerror) is reported.
+		virsh := func(verb string) {
+			if out, err := exec.Command("virsh", "-c", testenv.URI(), verb, sb.Domain).CombinedOutput(); err != nil {
+				t.Fatalf("virsh %s: %v %s", verb, err, out)
+			}
+		}
+		virsh("suspend")
+		defer virsh("resume")
+		var u *wireUsage
+		for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(time.Second) {
+			if u = d.getResources(sb.ID).Usage; u != nil && u.DomainState == "paused" {
+				break
+			}
+		}
+		if u == nil || u.DomainState != "paused" {
+			t.Fatalf("usage of a suspended domain: %+v", u)
+		}
+		body, _ := d.call("GET", "/v1/sandboxes/"+sb.ID+"/audit", nil, http.StatusOK)
+		if !strings.Contains(string(body), `"the domain is paused (user)"`) {
+			t.Errorf("no audit entry for the pause:\n%s", body)
 		}
 	})
 
