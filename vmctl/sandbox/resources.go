@@ -257,7 +257,12 @@ func (m *Manager) tune(sb *Sandbox, typ domain.Type) domain.Tune {
 // (and remembered); applyResources then sets it on the cgroup. It records
 // how each XML limit is enforced.
 func (m *Manager) startDomain(ctx context.Context, sb *Sandbox, spec domain.Spec) error {
-	start := m.cfg.Driver.StartDomain
+	return m.startDomainWith(ctx, sb, spec, m.cfg.Driver.StartDomain)
+}
+
+// startDomainWith is startDomain with another start function, e.g. a
+// Snapshotter's StartDomainPaused for a restore.
+func (m *Manager) startDomainWith(ctx context.Context, sb *Sandbox, spec domain.Spec, start func(context.Context, domain.Spec) error) error {
 	lim := sb.Record().Resources
 	if lim == nil {
 		return start(ctx, spec)
