@@ -28,6 +28,10 @@
   # Default resources: vCPU count and memory in MiB.
   vcpus,
   memoryMiB,
+  # Default network policy of sandboxes from this image (manifest [network]):
+  # policy "none" | "allowlist" | "open", allow a list of DEST strings.
+  networkPolicy ? "none",
+  networkAllow ? [ ],
   # Free space of the root file system beyond the closure, in MiB.
   extraSpaceMiB,
   fsUUID,
@@ -64,6 +68,8 @@ stdenvNoCC.mkDerivation {
     inherit cmdline kernelVersion agentPort fsUUID fsHashSeed fsLabel;
     vcpus = toString vcpus;
     memoryMiB = toString memoryMiB;
+    inherit networkPolicy;
+    networkAllow = lib.concatStringsSep "\n" networkAllow;
     extraSpaceMiB = toString extraSpaceMiB;
     SOURCE_DATE_EPOCH = toString sourceDateEpoch;
     mke2fsConf = "${./mke2fs.conf}";

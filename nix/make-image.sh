@@ -13,6 +13,8 @@
 #   imageName, cmdline, kernelVersion, agentPort
 #                    manifest fields (cmdline starts with init=<toplevel>/init)
 #   vcpus, memoryMiB default resources written to [resources] (count, MiB)
+#   networkPolicy, networkAllow  optional default network policy written to [network]
+#                 (none|allowlist|open; allow: DEST strings, one per line)
 #   extraSpaceMiB    free space left in the root file system, in MiB
 #   fsUUID, fsHashSeed, fsLabel
 #                    ext4 UUID, directory hash seed (a UUID) and label
@@ -168,6 +170,15 @@ sha() { sha256sum "$1" | cut -d' ' -f1; }
 	echo "[resources]"
 	echo "vcpus = $vcpus"
 	echo "memory_mib = $memoryMiB"
+	if [ -n "${networkPolicy:-}" ] && [ "$networkPolicy" != none ]; then
+		echo "[network]"
+		echo "policy = $(toml_str "$networkPolicy")"
+		allow=
+		while IFS= read -r dest; do
+			[ -n "$dest" ] && allow="$allow${allow:+, }$(toml_str "$dest")"
+		done <<<"${networkAllow:-}"
+		echo "allow = [$allow]"
+	fi
 	echo "[sha256]"
 	echo "vmlinuz = \"$(sha "$out/vmlinuz")\""
 	echo "\"initrd.img\" = \"$(sha "$out/initrd.img")\""

@@ -18,13 +18,14 @@ func networkPolicy(c *cli.Context) (netpolicy.Policy, error) {
 	return netpolicy.Parse(c.String("network"), c.StringSlice("allow"))
 }
 
-// networkRequest is the API form of --network and --allow, nil for none.
+// networkRequest is the API form of --network and --allow; nil when
+// neither flag is given, so the image's default policy applies.
 func networkRequest(c *cli.Context) (*api.NetworkPolicy, error) {
 	p, err := networkPolicy(c)
 	if err != nil {
 		return nil, err
 	}
-	if !p.HasNIC() {
+	if !c.IsSet("network") && !c.IsSet("allow") {
 		return nil, nil
 	}
 	return &api.NetworkPolicy{Mode: string(p.Mode), Allow: p.Strings()}, nil

@@ -138,6 +138,9 @@ func runAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	if !c.IsSet("network") && !c.IsSet("allow") {
+		policy = img.Manifest.DefaultNetwork() // the profile's policy
+	}
 	env, err := openEnv(ctx, c)
 	if err != nil {
 		return err

@@ -41,6 +41,8 @@ lib.mkIf cfg.enable {
     kernelVersion = config.boot.kernelPackages.kernel.modDirVersion;
     agentPort = cfg.agent.port;
     inherit (cfg.resources) vcpus memoryMiB;
+    networkPolicy = cfg.network.policy;
+    networkAllow = cfg.network.allow;
     fsUUID = cfg.image.fsUUID;
     fsHashSeed = cfg.image.hashSeed;
     fsLabel = cfg.image.label;

@@ -109,8 +109,9 @@ in
           Network policy this profile asks for. `none` (default): the guest
           has no network device and runs no network service. `allowlist`:
           egress only to `agentbox.guest.network.allow`. `open`: NAT to the
-          outside, never to the host's services. The host decides: this is
-          the profile's wish, the create request (`--network`) what counts.
+          outside, never to the host's services. It is written into the
+          image's manifest as the default policy of sandboxes made from it;
+          a create request that names a policy (`--network`) replaces it.
           With anything but `none` the host gives the sandbox one virtio NIC
           and its address on the kernel command line (`agentbox.net=`), which
           the guest agent configures; enforcement is on the host.

@@ -390,4 +390,30 @@ func TestNetworkRunLocal(t *testing.T) {
 	if lines := strings.Split(string(r.stdout), "\n"); r.code != 0 || len(lines) != 3 || lines[1] != "timeout" {
 		t.Errorf("run --local: exit %d, stdout %q; want the gateway's address, then timeout", r.code, r.stdout)
 	}
+
+	// Without --network the image's default policy (manifest [network],
+	// written from a profile's agentbox.guest.network) applies.
+	img := withNetworkDefault(t, imageDir(t), "policy = \"allowlist\"\nallow = [\"host:"+port+"\"]\n")
+	r = run(t, runOpts{flags: []string{"--image", img, "--local", "--boot-timeout", "180s"}},
+		"python3", "-c", probePy, "get", "http://host.agentbox.internal:"+port+"/default")
+	expect(t, r, 0, "host loopback /default\n", "")
+}
+
+// withNetworkDefault returns an image directory that is img with a
+// [network] table (body given) added to its manifest: the other files are
+// symlinks to img's.
+func withNetworkDefault(t *testing.T, img, body string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for _, f := range []string{"vmlinuz", "initrd.img", "rootfs.qcow2"} {
+		must(t, "symlink", os.Symlink(filepath.Join(img, f), filepath.Join(dir, f)))
+	}
+	m, err := os.ReadFile(filepath.Join(img, "manifest.toml"))
+	must(t, "read manifest", err)
+	out := strings.Replace(string(m), "[sha256]", "[network]\n"+body+"[sha256]", 1)
+	if out == string(m) {
+		t.Fatalf("manifest of %s has no [sha256] table", img)
+	}
+	must(t, "write manifest", os.WriteFile(filepath.Join(dir, "manifest.toml"), []byte(out), 0o644))
+	return dir
 }

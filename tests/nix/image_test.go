@@ -166,6 +166,8 @@ func build(t *testing.T, closure, out string) {
 		"agentPort=org.agentbox.agent.0",
 		"vcpus=2",
 		"memoryMiB=768",
+		"networkPolicy=allowlist",
+		"networkAllow=pypi.org\nhost:5432\n198.51.100.0/24:8080",
 		"extraSpaceMiB=16",
 		"fsUUID=6a0b0c5e-a9e1-4b1f-9a3c-0b0e0a9e0101",
 		"fsHashSeed=6a0b0c5e-a9e1-4b1f-9a3c-0b0e0a9e0102",
@@ -225,6 +227,9 @@ func TestImageBuilderIsReproducible(t *testing.T) {
 		m.Resources.VCPUs != 2 || m.Resources.MemoryMiB != 768 ||
 		m.Cmdline != "init=/nix/store/cccccccccccccccccccccccccccccccc-nixos-system/init root=/dev/vda rw console=ttyS0 panic=-1" {
 		t.Errorf("manifest = %+v", m)
+	}
+	if got := m.DefaultNetwork(); got.Mode != "allowlist" || strings.Join(got.Strings(), " ") != "pypi.org host:5432 198.51.100.0/24:8080" {
+		t.Errorf("manifest default network = %v %q, want allowlist [pypi.org host:5432 198.51.100.0/24:8080]", got.Mode, got.Strings())
 	}
 
 	// Every inode normalised: root-owned, times fixed, no hard link left.

@@ -4,15 +4,17 @@ import (
 	"net/http"
 
 	"github.com/agentbox/agentbox/vmctl/api"
+	"github.com/agentbox/agentbox/vmctl/image"
 	"github.com/agentbox/agentbox/vmctl/netpolicy"
 	"github.com/agentbox/agentbox/vmctl/sandbox"
 )
 
-// networkPolicy parses a create request's network; nil is mode none.
+// networkPolicy parses a create request's network; nil takes the image's
+// default (manifest [network], mode none when absent).
 // Errors: 400 invalid_argument with netpolicy's message.
-func networkPolicy(req *api.NetworkPolicy) (netpolicy.Policy, error) {
+func networkPolicy(req *api.NetworkPolicy, img *image.Image) (netpolicy.Policy, error) {
 	if req == nil {
-		return netpolicy.Policy{Mode: netpolicy.ModeNone}, nil
+		return img.Manifest.DefaultNetwork(), nil
 	}
 	p, err := netpolicy.Parse(req.Mode, req.Allow)
 	if err != nil {
@@ -21,14 +23,13 @@ func networkPolicy(req *api.NetworkPolicy) (netpolicy.Policy, error) {
 	return p, nil
 }
 
-// networkArg is the audit argument of a create's network: "none", "open"
+// networkArg is the audit argument of a sandbox's network: "none", "open"
 // or "allowlist[example.com host:5432]".
-func networkArg(req *api.NetworkPolicy) string {
-	p, err := networkPolicy(req)
-	if err != nil {
-		return "invalid"
+func networkArg(r sandbox.Record) string {
+	if r.Network == nil {
+		return string(netpolicy.ModeNone)
 	}
-	return p.String()
+	return r.Network.Policy.String()
 }
 
 // networkView renders a record's network for inspect; records without one

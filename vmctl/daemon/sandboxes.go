@@ -50,7 +50,6 @@ func (d *Daemon) CreateSandbox(ctx context.Context, req api.CreateSandboxRequest
 	if len(req.Labels) > 0 {
 		args["labels"] = req.Labels
 	}
-	args["network"] = networkArg(req.Network)
 	sb, err := d.create(ctx, req)
 	e := audit.Entry{Time: start.UTC(), Caller: caller, Action: audit.ActionCreate, Args: args, DurationMs: ms(time.Since(start))}
 	if err != nil {
@@ -62,6 +61,7 @@ func (d *Daemon) CreateSandbox(ctx context.Context, req api.CreateSandboxRequest
 	}
 	e.Sandbox = sb.ID
 	args["vcpus"], args["memory_mib"], args["accel"] = sb.VCPUs, sb.Memory, string(sb.Accel.Accel)
+	args["network"] = networkArg(sb.Record())
 	resourceArgs(args, sb.Record()) // resources.go
 	if b := d.box(sb.ID); b != nil {
 		b.mu.Lock()
@@ -99,7 +99,7 @@ func (d *Daemon) create(ctx context.Context, req api.CreateSandboxRequest) (*san
 	if err != nil {
 		return nil, api.Errorf(http.StatusUnprocessableEntity, api.CodeInvalidArgument, "accelerator: %v", err)
 	}
-	policy, err := networkPolicy(req.Network)
+	policy, err := networkPolicy(req.Network, img)
 	if err != nil {
 		return nil, err
 	}

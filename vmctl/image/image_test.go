@@ -80,6 +80,23 @@ func TestLoadValid(t *testing.T) {
 	if len(img.Digest) != 64 {
 		t.Fatalf("digest %q", img.Digest)
 	}
+	if p := img.Manifest.DefaultNetwork(); p.Mode != "none" || len(p.Allow) != 0 {
+		t.Fatalf("default network without [network] = %+v, want mode none", p)
+	}
+}
+
+func TestManifestNetwork(t *testing.T) {
+	dir := writeImage(t, func(f map[string][]byte, m *string) {
+		*m = strings.Replace(*m, "[sha256]", "[network]\npolicy = \"allowlist\"\nallow = [\"pypi.org\", \"host:5432\"]\n[sha256]", 1)
+	})
+	img, err := Load(context.Background(), dir, LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := img.Manifest.DefaultNetwork()
+	if p.Mode != "allowlist" || strings.Join(p.Strings(), " ") != "pypi.org host:5432" {
+		t.Fatalf("default network = %v %q, want allowlist [pypi.org host:5432]", p.Mode, p.Strings())
+	}
 }
 
 func TestLoadErrors(t *testing.T) {
@@ -109,6 +126,9 @@ func TestLoadErrors(t *testing.T) {
 			*m = strings.Replace(*m, "memory_mib = 256", "memory_mib = 0", 1)
 		}, "memory_mib = 0"},
 		{"bad toml", func(f map[string][]byte, m *string) { *m = "format = = 1" }, "manifest.toml"},
+		{"bad network", func(f map[string][]byte, m *string) {
+			*m = strings.Replace(*m, "[sha256]", "[network]\npolicy = \"allowlist\"\nallow = [\"10.0.0.0/8\"]\n[sha256]", 1)
+		}, "network: "},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

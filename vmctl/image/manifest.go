@@ -16,6 +16,8 @@ import (
 	"strings"
 
 	"github.com/BurntSushi/toml"
+
+	"github.com/agentbox/agentbox/vmctl/netpolicy"
 )
 
 // ManifestName is the file name of the manifest inside an image directory.
@@ -50,6 +52,10 @@ type Manifest struct {
 	KernelVersion string `toml:"kernel_version"`
 	// Resources are the sandbox defaults for this image.
 	Resources Resources `toml:"resources"`
+	// Network is the image's default network policy (a profile's
+	// agentbox.guest.network.{policy,allow}); optional, absent means
+	// none. A create request that names a policy replaces it.
+	Network Network `toml:"network,omitempty"`
 	// SHA256 maps every file name above to its lowercase hex sha256.
 	SHA256 map[string]string `toml:"sha256"`
 }
@@ -67,6 +73,26 @@ type Resources struct {
 	// CPUQuotaPercent is the default whole-VM CPU cap in percent of one
 	// host CPU; optional, 0 means none.
 	CPUQuotaPercent int `toml:"cpu_quota_percent,omitempty"`
+}
+
+// Network is an image's default network policy, in the forms of
+// vmctl/netpolicy: Policy is "none", "allowlist" or "open"; Allow holds
+// DEST strings such as "pypi.org", "example.com:8443", "198.51.100.0/24:80"
+// or "host:5432".
+type Network struct {
+	Policy string   `toml:"policy"`
+	Allow  []string `toml:"allow,omitempty"`
+}
+
+// DefaultNetwork returns the image's default network policy (mode none when
+// the manifest has no [network]). The manifest was validated when it was
+// parsed, so the policy parses.
+func (m Manifest) DefaultNetwork() netpolicy.Policy {
+	p, err := netpolicy.Parse(m.Network.Policy, m.Network.Allow)
+	if err != nil {
+		return netpolicy.Policy{Mode: netpolicy.ModeNone}
+	}
+	return p
 }
 
 var (
@@ -143,6 +169,9 @@ func (m Manifest) Validate() error {
 	}
 	if m.Resources.CPUQuotaPercent < 0 {
 		bad("resources.cpu_quota_percent = %d: want a percentage of one host CPU, or leave it out for no cap", m.Resources.CPUQuotaPercent)
+	}
+	if _, err := netpolicy.Parse(m.Network.Policy, m.Network.Allow); err != nil {
+		bad("network: %v", err)
 	}
 	if len(problems) > 0 {
 		return fmt.Errorf("%w: manifest.toml: %s", ErrInvalid, strings.Join(problems, "; "))

@@ -17,9 +17,11 @@
 //     the policy's CIDR:PORT rules (allowlist) or anywhere but link-local,
 //     loopback, multicast and other sandboxes (open), masqueraded; IPv6
 //     dropped; source addresses other than G dropped; replies via conntrack.
-//     A catch-all rule drops everything from and to any "abx*" interface
-//     that has no rules of its own, so a tap is never open, not even
-//     between its creation and its rules or during teardown.
+//     Catch-all rules drop everything from and to the taps of this table
+//     (they carry an interface group derived from the table's name, so two
+//     daemons never drop each other's) that no sandbox rule accepted, so a
+//     tap is never open, not even between its creation and its rules or
+//     during teardown.
 //
 // Why this mechanism (the alternatives were tried on a Debian 12 host with
 // libvirt 9.0): an isolated libvirt network still lets the guest reach
