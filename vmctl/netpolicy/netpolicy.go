@@ -384,6 +384,9 @@ func ParseRule(dest string) (Rule, error) {
 	if s == "" {
 		return bad("empty destination: write NAME, NAME:PORT, CIDR:PORT or host:PORT")
 	}
+	if scheme, rest, ok := strings.Cut(s, "://"); ok {
+		return bad("%s", urlAdvice(scheme, rest))
+	}
 	// [IPv6]/LEN:PORT or [IPv6]:PORT
 	if rest, ok := strings.CutPrefix(s, "["); ok {
 		addrS, after, ok := strings.Cut(rest, "]")
@@ -482,12 +485,46 @@ func cidrRule(dest, prefix, portS string) (Rule, error) {
 	if err != nil {
 		return bad("%v", err)
 	}
+	if inLoopback(pfx) {
+		return bad("the host's loopback is reached with host:PORT (as %s:PORT): --allow host:%d", HostAlias, port)
+	}
 	for _, r := range refused {
 		if pfx.Overlaps(r.prefix) {
 			return bad("the range covers %s, which a sandbox may never reach; list narrower ranges, or use --network open for the whole outside", r.what)
 		}
 	}
 	return Rule{Kind: RuleCIDR, Prefix: pfx, Port: port}, nil
+}
+
+// inLoopback reports whether all of p lies in the host's loopback
+// (127.0.0.0/8 or ::1): a destination host:PORT serves, unlike a range that
+// merely overlaps loopback (0.0.0.0/0), which is refused as too wide.
+func inLoopback(p netip.Prefix) bool {
+	lo := netip.MustParsePrefix("127.0.0.0/8")
+	if p.Addr().Is6() {
+		lo = netip.MustParsePrefix("::1/128")
+	}
+	return p.Bits() >= lo.Bits() && lo.Contains(p.Addr())
+}
+
+// urlAdvice is the error text for a DEST written as a URL (scheme://rest):
+// the host part, with its port if the URL has one, is what --allow wants.
+func urlAdvice(scheme, rest string) string {
+	host := rest
+	if i := strings.IndexAny(host, "/?#"); i >= 0 {
+		host = host[:i]
+	}
+	if _, after, ok := strings.Cut(host, "@"); ok {
+		host = after
+	}
+	name, port, hasPort := strings.Cut(host, ":")
+	if strings.HasPrefix(host, "[") || name == "" {
+		return fmt.Sprintf("give a host name, not a URL (%s://...): --allow NAME (or NAME:PORT)", scheme)
+	}
+	if hasPort && port != "" {
+		return fmt.Sprintf("give a host name, not a URL: --allow %s:%s (or --allow %s for TCP 80 and 443)", name, port, name)
+	}
+	return fmt.Sprintf("give a host name, not a URL: --allow %s (or %s:PORT)", name, name)
 }
 
 // prefixString writes IPv4 as 198.51.100.0/24 and IPv6 as [2001:db8::]/32.
