@@ -112,6 +112,10 @@ func serveAction(c *cli.Context) error {
 			l.Close()
 		}
 	}
+	if c.Bool("network-cleanup") {
+		defer closeAll()
+		return networkCleanup(c) // servenet.go
+	}
 
 	conn, err := libvirt.Connect(ctx, libvirt.Config{URI: c.String("uri"), Socket: c.String("libvirt-socket"), Logger: logger})
 	if err != nil {

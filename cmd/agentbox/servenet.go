@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"net/netip"
@@ -19,6 +20,7 @@ func networkFlags() []cli.Flag {
 		&cli.StringFlag{Name: "network-pool", Value: network.DefaultPool.String(), Usage: "IPv4 `CIDR` the sandboxes' /30 subnets come from (subnets already on a host interface are skipped)"},
 		&cli.StringFlag{Name: "network-table", Value: network.DefaultTable, Usage: "nftables table (family inet) of this daemon's firewall rules; two daemons on one host need two `NAME`s"},
 		&cli.StringSliceFlag{Name: "network-host", Usage: "resolve `NAME=IP` on the host for allowlisted names (repeatable; before the host's resolver; trusted, may be loopback)"},
+		&cli.BoolFlag{Name: "network-cleanup", Usage: "do not serve: remove the nftables table --network-table and its taps, which a daemon leaves while sandboxes run for the next daemon, then exit (when that daemon will never come back; refused while a daemon answers on --socket)"},
 	}
 }
 
@@ -57,7 +59,28 @@ func newNetwork(c *cli.Context, log *slog.Logger) (sandbox.NetworkProvider, func
 		log.Warn("sandbox networks are unavailable (only --network none works)", "err", err)
 		return nil, func() {}, nil
 	}
-	return m, func() { m.Close() }, nil
+	return m, func() {
+		if _, err := m.Release(context.Background()); err != nil {
+			log.Warn("release the sandbox network table", "table", m.Table(), "err", err)
+		}
+	}, nil
+}
+
+// networkCleanup implements `serve --network-cleanup`: with the API
+// socket held (so no daemon serves it), it removes the table and taps of
+// --network-table and prints what it removed.
+func networkCleanup(c *cli.Context) error {
+	removed, err := network.Cleanup(c.Context, c.String("network-table"))
+	for _, r := range removed {
+		fmt.Fprintf(c.App.Writer, "removed %s\n", r)
+	}
+	if err != nil {
+		return fmt.Errorf("--network-cleanup (run as root): %w", err)
+	}
+	if len(removed) == 0 {
+		fmt.Fprintf(c.App.Writer, "nothing to remove: no table inet %s and no taps of it\n", c.String("network-table"))
+	}
+	return nil
 }
 
 // localNetworkTable is the nftables table of in-process sandboxes (`run

@@ -37,7 +37,10 @@
 //
 // Nothing is left behind: a sandbox's rules and tap are removed when its
 // domain is gone (stop, remove, crash) and [Manager.Sweep] removes those of
-// sandboxes no record knows when the daemon starts. Taps carry an alias
-// naming their table, so two daemons (different tables) on one host never
-// touch each other's.
+// sandboxes no record knows when the daemon starts. When the daemon exits,
+// [Manager.Release] deletes the table unless a tap of it is left (a
+// sandbox running for the next daemon, which needs the rules); [Cleanup]
+// (`agentbox serve --network-cleanup`) removes a table and its taps that
+// no daemon will come back for. Taps carry an alias naming their table,
+// so two daemons (different tables) on one host never touch each other's.
 package network

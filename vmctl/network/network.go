@@ -294,7 +294,7 @@ func (m *Manager) Sweep(ctx context.Context, keep func(id string) bool) ([]strin
 
 // Close stops every egress service this manager started; taps and rules
 // stay for the sandboxes, which outlive the daemon (the next one adopts
-// them).
+// them). Release also deletes the table when no sandbox needs it.
 func (m *Manager) Close() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()

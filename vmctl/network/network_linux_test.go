@@ -187,3 +187,95 @@ func mustParse(t *testing.T, mode string, allow ...string) netpolicy.Policy {
 	}
 	return p
 }
+
+// TestReleaseAndCleanup checks the daemon's exit: the
+// table stays while a tap of it is left (a sandbox running for the next
+// daemon) and is deleted once none is; Cleanup removes table and taps
+// without a manager (a daemon that will not come back).
+func TestReleaseAndCleanup(t *testing.T) {
+	closed := 0
+	egress := func(context.Context, string, Attachment, netpolicy.Policy) (io.Closer, error) {
+		return closer{&closed}, nil
+	}
+	m := newTestManager(t, "10.213.251.0/29", egress)
+	ctx := context.Background()
+	table := m.Table()
+	const id1, id2 = "bbbbbbbbbbb1", "bbbbbbbbbbb2"
+
+	// A daemon that never gave a sandbox a network has no table to remove.
+	if kept, err := m.Release(ctx); err != nil || kept != nil {
+		t.Fatalf("Release with no table: kept %v, %v", kept, err)
+	}
+	if tables(t)[table] {
+		t.Fatalf("table %s made by Release", table)
+	}
+
+	// A sandbox left running keeps the table; its egress service stops.
+	if _, err := m.Setup(ctx, id1, netpolicy.Policy{Mode: netpolicy.ModeOpen}); err != nil {
+		t.Fatal(err)
+	}
+	kept, err := m.Release(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(kept, ",") != "abx"+id1 || closed != 1 {
+		t.Fatalf("Release with a running sandbox: kept %v, egress closed %d times; want [abx%s], 1", kept, closed, id1)
+	}
+	if !tables(t)[table] || !chains(t, table)["in-"+id1] || !tapExists("abx"+id1) {
+		t.Fatal("Release removed the table, rules or tap of a sandbox left running")
+	}
+
+	// The next daemon adopts it; once it is stopped, Release deletes the
+	// table (with the chains of the stopped sandbox).
+	m2, err := New(Config{Pool: netip.MustParsePrefix("10.213.251.0/29"), Table: table})
+	if err != nil {
+		t.Fatal(err)
+	}
+	att, err := m.Setup(ctx, id2, netpolicy.Policy{Mode: netpolicy.ModeAllowlist})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m2.Adopt(ctx, id2, att, netpolicy.Policy{Mode: netpolicy.ModeAllowlist}); err != nil {
+		t.Fatal(err)
+	}
+	if err := m2.Teardown(ctx, id2); err != nil {
+		t.Fatal(err)
+	}
+	if err := deleteTap("abx" + id1); err != nil { // id1's domain died
+		t.Fatal(err)
+	}
+	if kept, err := m2.Release(ctx); err != nil || kept != nil {
+		t.Fatalf("Release with no sandbox left: kept %v, %v", kept, err)
+	}
+	if tables(t)[table] {
+		t.Fatalf("table %s left after the last sandbox was stopped", table)
+	}
+
+	// Cleanup: two sandboxes left by a daemon that will not come back.
+	m3, err := New(Config{Pool: netip.MustParsePrefix("10.213.251.0/29"), Table: table, Egress: egress})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m3.Close()
+	for _, id := range []string{id1, id2} {
+		if _, err := m3.Setup(ctx, id, netpolicy.Policy{Mode: netpolicy.ModeOpen}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	removed, err := Cleanup(ctx, table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "tap abx" + id1 + ",tap abx" + id2 + ",table inet " + table; strings.Join(removed, ",") != want {
+		t.Errorf("Cleanup removed %v, want %s", removed, want)
+	}
+	if tables(t)[table] || tapExists("abx"+id1) || tapExists("abx"+id2) {
+		t.Fatal("Cleanup left the table or a tap")
+	}
+	if removed, err := Cleanup(ctx, table); err != nil || removed != nil {
+		t.Errorf("second Cleanup: %v, %v; want nothing", removed, err)
+	}
+	if _, err := Cleanup(ctx, "bad-name"); err == nil || !strings.Contains(err.Error(), "want a letter") {
+		t.Errorf("Cleanup(bad-name): %v", err)
+	}
+}
