@@ -249,8 +249,8 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request, _ url.Values) erro
 	}
 	status, err := s.backend.Exec(r.Context(), id, req, started, output{st, EventStdout}, output{st, EventStderr})
 	if err != nil {
-		if !st.started() {
-			return err // an ordinary error answer with its status
+		if !st.started() || clientGone(r, err) {
+			return err // an ordinary error answer with its status, or nobody to answer
 		}
 		e := s.apiError(r, "/v1/sandboxes/{id}/exec", err)
 		st.send(ExecEvent{Type: EventError, Error: e})
@@ -343,7 +343,7 @@ func (s *Server) processOutput(w http.ResponseWriter, r *http.Request, q url.Val
 	case err == nil:
 	case s.drain.Err() != nil && r.Context().Err() == nil && errors.Is(err, context.Canceled):
 		// Shutting down: end the stream cleanly below.
-	case !st.started():
+	case !st.started(), clientGone(r, err):
 		return err
 	default:
 		e := s.apiError(r, "/v1/sandboxes/{id}/processes/{pid}/output", err)

@@ -293,7 +293,7 @@ func (s *Server) routeHandler(rt route) http.Handler {
 		if err == nil {
 			return
 		}
-		if r.Context().Err() != nil && errors.Is(err, r.Context().Err()) {
+		if clientGone(r, err) {
 			// The client went away (Ctrl-C on an exec): nobody reads an
 			// answer, and it is not the server's failure.
 			s.log.Debug("API request abandoned by the client", "route", rt.path, "method", r.Method, "caller", CallerFrom(r.Context()).ID)
@@ -311,6 +311,14 @@ func (s *Server) routeHandler(rt route) http.Handler {
 		}
 		s.serveError(w, r, rt.path, err)
 	})
+}
+
+// clientGone reports whether err is the end of r's context: the client
+// closed the connection (or cancelled the request), so err is no failure
+// of the server's and is neither answered nor counted, only logged at
+// Debug level by routeHandler.
+func clientGone(r *http.Request, err error) bool {
+	return r.Context().Err() != nil && errors.Is(err, r.Context().Err())
 }
 
 // serveError answers err as an ErrorResponse with its status, counts it and

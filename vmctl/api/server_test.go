@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -14,6 +15,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"math/big"
 	"net"
 	"net/http"
@@ -21,6 +23,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -204,9 +207,29 @@ func TestExecSplitsBigWritesWithOffsets(t *testing.T) {
 	}
 }
 
+// logBuffer collects a server's log lines (safe for the handlers'
+// goroutines).
+type logBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
 // TestExecStreamsAndDisconnectCancels: events reach the client while the
 // command runs (flushed per event), and a client that goes away cancels
-// the backend's context.
+// the backend's context; the backend's context error is then a client
+// cancel (Debug log), not a 500 internal error (Error log, counted).
 func TestExecStreamsAndDisconnectCancels(t *testing.T) {
 	release := make(chan struct{})
 	cancelled := make(chan error, 1)
@@ -218,7 +241,10 @@ func TestExecStreamsAndDisconnectCancels(t *testing.T) {
 		cancelled <- ctx.Err()
 		return api.ExitStatus{}, ctx.Err()
 	}}
-	ts := httptest.NewServer(newServer(t, api.Config{Backend: b}).Handler())
+	var logs logBuffer
+	reg := prometheus.NewRegistry()
+	logger := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	ts := httptest.NewServer(newServer(t, api.Config{Backend: b, Logger: logger, Registerer: reg}).Handler())
 	defer ts.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	req, _ := http.NewRequestWithContext(ctx, "POST", ts.URL+"/v1/sandboxes/w/exec", strings.NewReader(`{"cmd":["sleep","1000"]}`))
@@ -238,6 +264,14 @@ func TestExecStreamsAndDisconnectCancels(t *testing.T) {
 	cancel()
 	if err := waitFor(t, cancelled, "the backend's context to end"); !errors.Is(err, context.Canceled) {
 		t.Errorf("backend ctx error %v", err)
+	}
+	ts.Close() // waits for the handler to return
+	out := logs.String()
+	if strings.Contains(out, "level=ERROR") || strings.Contains(out, "status=500") || !strings.Contains(out, `level=DEBUG msg="API request abandoned by the client" route=/v1/sandboxes/{id}/exec`) {
+		t.Errorf("server log of a client-cancelled exec:\n%s", out)
+	}
+	if got := counterValue(t, reg, "agentbox_api_errors_total", "code", api.CodeInternal); got != 0 {
+		t.Errorf("errors_total{code=internal} = %v after a client cancel, want 0", got)
 	}
 }
 
