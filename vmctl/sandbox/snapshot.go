@@ -36,11 +36,13 @@ type snapState struct {
 
 	// The warm pool (snapshot_warm.go): per template key, sandboxes
 	// restored up to the loaded, paused domain.
-	poolSize  int
-	poolShut  bool
-	pool      map[string][]*restoring
-	refilling map[string]bool
-	refills   sync.WaitGroup
+	poolSize int
+	poolShut bool
+	// maxTemplates caps the warm templates (SetWarmTemplates).
+	maxTemplates int
+	pool         map[string][]*restoring
+	refilling    map[string]bool
+	refills      sync.WaitGroup
 }
 
 // fileLock returns the lock of one qcow2 file.
@@ -415,8 +417,9 @@ type RestoreOptions struct {
 // starts a domain of the same shape paused, loads the snapshot, resumes
 // it, reconnects the guest agent, sets the guest's clock to the host's and
 // gives the guest its own identity (hostname = the new domain name, a new
-// /etc/machine-id if the image has one; the MAC comes from the new
-// domain). Restoring one snapshot twice gives two independent sandboxes.
+// /etc/machine-id if the image has one; its own tap and addresses, but
+// the source's MAC, which the NIC's saved state keeps: see keepGuestMAC).
+// Restoring one snapshot twice gives two independent sandboxes.
 //
 // Errors: ErrNoSnapshot; ErrSnapshotUnusable when the image changed or the
 // file is gone or corrupt; ErrNameTaken; ErrNoSpace; the admission error;
@@ -619,6 +622,7 @@ func (m *Manager) prepareRestoring(ctx context.Context, r *restoring) error {
 	if err := m.attachNetwork(ctx, sb, src.policy(), &spec, &r.undo); err != nil {
 		return err
 	}
+	keepGuestMAC(sb, src.spec, &spec) // the NIC's saved state keeps the source's MAC
 	if err := m.watch(sb); err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package sandbox_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/agentbox/agentbox/tests/testenv"
+	"github.com/agentbox/agentbox/vmctl/agentproto"
 	"github.com/agentbox/agentbox/vmctl/domain"
 	"github.com/agentbox/agentbox/vmctl/guestagent"
 	"github.com/agentbox/agentbox/vmctl/image"
@@ -98,6 +100,10 @@ func TestMain(m *testing.M) {
 				return os.WriteFile(filepath.Join(dir, "clock.set"), []byte(t.Format(time.RFC3339Nano)), 0o600)
 			},
 			SetHostname: func(h string) error { return os.WriteFile(filepath.Join(dir, "hostname.set"), []byte(h), 0o600) },
+			ConfigureNetwork: func(req agentproto.NetworkRequest) error {
+				data, _ := json.Marshal(req)
+				return os.WriteFile(filepath.Join(dir, "network.set"), data, 0o600)
+			},
 		}
 		for {
 			conn, err := ln.Accept()

@@ -9,10 +9,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"sync"
 	"time"
 
+	"github.com/agentbox/agentbox/vmctl/accel"
 	"github.com/agentbox/agentbox/vmctl/domain"
 	"github.com/agentbox/agentbox/vmctl/image"
 )
@@ -23,6 +25,9 @@ const WarmLabel = "agentbox.warm-template"
 
 // warmTag is the snapshot tag of a warm template's "ready" state.
 const warmTag = "ready"
+
+// warmKeyRE matches a template key (see warmKey).
+var warmKeyRE = regexp.MustCompile(`^[0-9a-f]{24}$`)
 
 // warmManifest is STATE_DIR/warm/<key>/manifest.json: what a warm create
 // needs besides the template's overlay.
@@ -96,10 +101,8 @@ func (m *Manager) CreateWarm(ctx context.Context, opts Options) (*Sandbox, error
 	if err != nil {
 		return nil, err
 	}
-	src := restoreSource{
-		name: "warm template " + key, file: filepath.Join(m.warmDir(key), "overlay.qcow2"), tag: warmTag,
-		spec: man.Spec, accel: opts.Accel, vcpus: man.VCPUs, memory: man.MemoryMiB, base: man.Source,
-	}
+	m.touchWarm(key)
+	src := m.warmSource(man, opts.Accel)
 	src.base.Network = &NetworkRecord{Policy: opts.Network}
 	ropts := RestoreOptions{
 		Image: opts.Image, Name: opts.Name, Labels: opts.Labels, Extra: opts.Extra, Admit: opts.Admit,
@@ -121,6 +124,15 @@ func (m *Manager) CreateWarm(ctx context.Context, opts Options) (*Sandbox, error
 		return nil, fmt.Errorf("%w (the warm template was removed; the next --warm create rebuilds it)", err)
 	}
 	return sb, err
+}
+
+// warmSource is what a restore from template man starts from (the
+// template's network policy; CreateWarm sets the request's).
+func (m *Manager) warmSource(man warmManifest, ac accel.Choice) restoreSource {
+	return restoreSource{
+		name: "warm template " + man.Key, file: filepath.Join(m.warmDir(man.Key), "overlay.qcow2"), tag: warmTag,
+		spec: man.Spec, accel: ac, vcpus: man.VCPUs, memory: man.MemoryMiB, base: man.Source,
+	}
 }
 
 // warmTemplate returns the manifest of the template for key, building it
@@ -196,6 +208,7 @@ func (m *Manager) buildWarm(ctx context.Context, key string, opts Options) (_ wa
 	}
 	m.log.Info("warm template built", "key", key, "image", opts.Image.Manifest.Name, "build_ms", man.BuildMs)
 	m.pruneWarm(key, opts.Image.Dir, opts.Image.Digest)
+	m.evictWarm(key)
 	return man, nil
 }
 
@@ -295,53 +308,77 @@ func (m *Manager) finishPooled(ctx context.Context, r *restoring, opts RestoreOp
 // refillPool starts filling key's pool up to the pool size in the
 // background (one refill per key at a time).
 func (m *Manager) refillPool(key string, src restoreSource, img *image.Image) {
-	m.snap.mu.Lock()
-	if m.snap.poolSize == 0 || m.snap.poolShut || m.snap.refilling[key] {
-		m.snap.mu.Unlock()
+	if !m.startRefill(key) {
 		return
+	}
+	go func() {
+		defer m.endRefill(key)
+		m.fillPool(key, src, img)
+	}()
+}
+
+// startRefill claims key's refill (false: no pool, shutting down, or a
+// refill of key already runs); endRefill releases it.
+func (m *Manager) startRefill(key string) bool {
+	m.snap.mu.Lock()
+	defer m.snap.mu.Unlock()
+	if m.snap.poolSize == 0 || m.snap.poolShut || m.snap.refilling[key] {
+		return false
 	}
 	if m.snap.refilling == nil {
 		m.snap.refilling, m.snap.pool = map[string]bool{}, map[string][]*restoring{}
 	}
 	m.snap.refilling[key] = true
 	m.snap.refills.Add(1)
+	return true
+}
+
+func (m *Manager) endRefill(key string) {
+	m.snap.mu.Lock()
+	delete(m.snap.refilling, key)
 	m.snap.mu.Unlock()
-	go func() {
-		defer m.snap.refills.Done()
-		defer func() {
-			m.snap.mu.Lock()
-			delete(m.snap.refilling, key)
-			m.snap.mu.Unlock()
-		}()
-		ctx := context.Background()
-		for {
-			m.snap.mu.Lock()
-			full := m.snap.poolShut || len(m.snap.pool[key]) >= m.snap.poolSize
-			m.snap.mu.Unlock()
-			if full {
-				return
-			}
-			r, err := m.newRestoring(src, img)
-			if err == nil {
-				if err = m.prepareRestoring(ctx, r); err != nil {
-					r.undo.run(ctx)
-				}
-			}
-			if err != nil {
-				m.log.Warn("warm pool refill failed", "key", key, "err", err)
-				return
-			}
-			m.snap.mu.Lock()
-			shut := m.snap.poolShut
-			if !shut {
-				m.snap.pool[key] = append(m.snap.pool[key], r)
-			}
-			m.snap.mu.Unlock()
-			if shut {
-				r.undo.run(ctx)
-				return
-			}
-			m.log.Info("warm pool refilled", "key", key, "sandbox", r.sb.ID)
+	m.snap.refills.Done()
+}
+
+// fillPool restores members of key's pool one after the other until it
+// is full, the pool shuts down or the template is removed (a member
+// made meanwhile is destroyed).
+func (m *Manager) fillPool(key string, src restoreSource, img *image.Image) {
+	ctx := context.Background()
+	manifest := filepath.Join(m.warmDir(key), "manifest.json")
+	for {
+		m.snap.mu.Lock()
+		full := m.snap.poolShut || len(m.snap.pool[key]) >= m.snap.poolSize
+		m.snap.mu.Unlock()
+		if full {
+			return
 		}
-	}()
+		if _, err := os.Stat(manifest); err != nil {
+			return // the template was removed
+		}
+		r, err := m.newRestoring(src, img)
+		if err == nil {
+			if err = m.prepareRestoring(ctx, r); err != nil {
+				r.undo.run(ctx)
+			}
+		}
+		if err != nil {
+			m.log.Warn("warm pool refill failed", "key", key, "err", err)
+			return
+		}
+		// Under the lock: removeWarm deletes the directory before it
+		// empties the pool under the same lock.
+		m.snap.mu.Lock()
+		_, gone := os.Stat(manifest)
+		drop := m.snap.poolShut || gone != nil
+		if !drop {
+			m.snap.pool[key] = append(m.snap.pool[key], r)
+		}
+		m.snap.mu.Unlock()
+		if drop {
+			r.undo.run(ctx)
+			return
+		}
+		m.log.Info("warm pool refilled", "key", key, "sandbox", r.sb.ID)
+	}
 }

@@ -1,0 +1,174 @@
+package sandbox_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/agentbox/agentbox/tests/testenv"
+	"github.com/agentbox/agentbox/vmctl/image"
+	"github.com/agentbox/agentbox/vmctl/sandbox"
+)
+
+// warmKeys returns the keys of the manager's templates, most recently
+// used first.
+func warmKeys(m *sandbox.Manager) []string {
+	var keys []string
+	for _, t := range m.WarmTemplates() {
+		keys = append(keys, t.Key)
+	}
+	return keys
+}
+
+// TestWarmTemplatesCapFake: templates are listed most recently used
+// first with their shape; building one beyond the cap removes the least
+// recently used; DeleteWarmTemplate removes one (404 for an unknown key).
+func TestWarmTemplatesCapFake(t *testing.T) {
+	fd := newFakeDriver(t)
+	f := newFakeFixture(t, fd, fd)
+	f.mgr.SetWarmTemplates(2)
+	warm := func(mem int) string {
+		t.Helper()
+		sb, err := f.mgr.CreateWarm(t0, sandbox.Options{Image: f.img, Accel: tcg, MemoryMiB: mem})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := f.mgr.Destroy(t0, sb); err != nil {
+			t.Fatal(err)
+		}
+		return warmKeys(f.mgr)[0]
+	}
+	kA := warm(320)
+	kB := warm(256)
+	if got := warmKeys(f.mgr); len(got) != 2 || got[0] != kB || got[1] != kA {
+		t.Fatalf("templates %v; want [%s %s]", got, kB, kA)
+	}
+	tpl := f.mgr.WarmTemplates()[0]
+	if tpl.MemoryMiB != 256 || tpl.VCPUs != 1 || tpl.ImageName != "fake" || tpl.ImageDir != f.img.Dir || tpl.ImageDigest != "d1" ||
+		tpl.Network || tpl.SizeBytes <= 0 || tpl.Pooled != 0 || tpl.LastUsed.IsZero() || tpl.CreatedAt.IsZero() {
+		t.Errorf("template %+v", tpl)
+	}
+	if again := warm(320); again != kA { // used again: now the most recent
+		t.Fatalf("a second warm create of one shape made template %s, want %s", again, kA)
+	}
+	kC := warm(384) // a third shape: the least recently used (kB) goes
+	if got := warmKeys(f.mgr); len(got) != 2 || got[0] != kC || got[1] != kA {
+		t.Fatalf("templates after the cap: %v; want [%s %s] (%s evicted)", got, kC, kA, kB)
+	}
+	if _, err := os.Stat(filepath.Join(f.state, "warm", kB)); !os.IsNotExist(err) {
+		t.Errorf("evicted template's directory: %v", err)
+	}
+	if err := f.mgr.DeleteWarmTemplate(t0, kC); err != nil {
+		t.Fatal(err)
+	}
+	if got := warmKeys(f.mgr); len(got) != 1 || got[0] != kA {
+		t.Errorf("templates after rm: %v", got)
+	}
+	for _, k := range []string{kC, "nope", "../warm"} {
+		if err := f.mgr.DeleteWarmTemplate(t0, k); !errors.Is(err, sandbox.ErrNoWarmTemplate) {
+			t.Errorf("rm %q: %v; want ErrNoWarmTemplate", k, err)
+		}
+	}
+	if err := f.mgr.DeleteWarmTemplate(t0, kA); err != nil {
+		t.Fatal(err)
+	}
+	testenv.AssertNoLeaks(t, f.state, f.runtime)
+}
+
+// TestWarmPoolRefillOnStartFake: a new manager with a pool refills the
+// pools of existing templates whose image still loads, without a warm
+// create; the first warm create then takes the pooled sandbox, and
+// DeleteWarmTemplate destroys pooled members with the template.
+func TestWarmPoolRefillOnStartFake(t *testing.T) {
+	fd := newFakeDriver(t)
+	f := newFakeFixture(t, fd, fd)
+	gone := fakeImage(t, "d9")
+	for _, img := range []*image.Image{f.img, gone} { // gone is the most recently used
+		sb, err := f.mgr.CreateWarm(t0, sandbox.Options{Image: img, Accel: tcg})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := f.mgr.Destroy(t0, sb); err != nil {
+			t.Fatal(err)
+		}
+	}
+	keys := warmKeys(f.mgr)
+	if len(keys) != 2 {
+		t.Fatalf("templates %v", keys)
+	}
+	kGone, kLive := keys[0], keys[1]
+
+	mgr, err := sandbox.NewManager(sandbox.Config{Driver: fd, StateDir: f.state, RuntimeDir: f.runtime, Store: f.st, Owner: f.st.Instance()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mgr.Reconcile(t0); err != nil {
+		t.Fatal(err)
+	}
+	mgr.SetWarmPool(1)
+	mgr.RefillWarmPools(func(ctx context.Context, dir string) (*image.Image, error) {
+		if dir == f.img.Dir {
+			return f.img, nil
+		}
+		return nil, fmt.Errorf("image %s: no such directory", dir)
+	})
+	pooled := func() map[string]int {
+		p := map[string]int{}
+		for _, t := range mgr.WarmTemplates() {
+			p[t.Key] = t.Pooled
+		}
+		return p
+	}
+	for deadline := time.Now().Add(30 * time.Second); pooled()[kLive] != 1; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the pool was not refilled on start: %v", pooled())
+		}
+	}
+	if p := pooled(); p[kGone] != 0 {
+		t.Errorf("the template of a gone image was pooled: %v", p)
+	}
+	if doms, _ := fd.ListDomains(t0); len(doms) != 1 {
+		t.Errorf("domains %v; want the one pool member", doms)
+	}
+	if n := len(mgr.List()); n != 0 {
+		t.Errorf("%d sandboxes listed; a pool member is not one", n)
+	}
+	mgr.SetWarmPool(0) // no refill after the take: the test ends with no member
+	sb, err := mgr.CreateWarm(t0, sandbox.Options{Image: f.img, Accel: tcg, Name: "w"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := pooled(); p[kLive] != 0 {
+		t.Errorf("after a warm create the pool holds %v; want the member taken", p)
+	}
+	if doms, _ := fd.ListDomains(t0); len(doms) != 1 || sb.State() != sandbox.StateRunning {
+		t.Errorf("domains %v, sandbox %s; want only the taken member, running", doms, sb.State())
+	}
+	if err := mgr.Destroy(t0, sb); err != nil {
+		t.Fatal(err)
+	}
+	// A template's pool goes with it.
+	mgr.SetWarmPool(1)
+	mgr.RefillWarmPools(func(ctx context.Context, dir string) (*image.Image, error) { return f.img, nil })
+	for deadline := time.Now().Add(30 * time.Second); pooled()[kLive] != 1; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the pool was not refilled: %v", pooled())
+		}
+	}
+	for _, k := range keys {
+		if err := mgr.DeleteWarmTemplate(t0, k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := mgr.DrainWarmPool(t0); err != nil {
+		t.Fatal(err)
+	}
+	if doms, _ := fd.ListDomains(t0); len(doms) != 0 {
+		t.Errorf("domains after rm of the templates: %v", doms)
+	}
+	testenv.AssertNoLeaks(t, f.state, f.runtime)
+}
