@@ -1,6 +1,8 @@
 package main
 
 import (
+	"fmt"
+
 	"github.com/urfave/cli/v2"
 
 	"github.com/agentbox/agentbox/vmctl/api"
@@ -14,8 +16,14 @@ var (
 )
 
 // networkPolicy parses --network and --allow (errors say what to fix).
+// An explicit --network allowlist without --allow is legal (a NIC that
+// reaches nothing) but likely a mistake: it prints a note on stderr.
 func networkPolicy(c *cli.Context) (netpolicy.Policy, error) {
-	return netpolicy.Parse(c.String("network"), c.StringSlice("allow"))
+	p, err := netpolicy.Parse(c.String("network"), c.StringSlice("allow"))
+	if err == nil && c.IsSet("network") && p.Mode == netpolicy.ModeAllowlist && len(p.Allow) == 0 {
+		fmt.Fprintln(c.App.ErrWriter, "agentbox: note: --network allowlist without --allow: the sandbox can resolve and reach nothing")
+	}
+	return p, err
 }
 
 // networkRequest is the API form of --network and --allow; nil when
