@@ -1,7 +1,11 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"math"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -12,28 +16,112 @@ import (
 )
 
 // resourceFlags are the per-sandbox resource flags of create and run
-// (besides --cpus and --memory).
+// (besides --cpus and --memory). They are string flags parsed by
+// resourceRequest, so a bad value gets an error naming the flag and what
+// it takes.
 func resourceFlags() []cli.Flag {
 	return []cli.Flag{
-		&cli.Int64Flag{Name: "disk", Usage: "root disk size in `MiB`, at least the image's disk; the guest's root file system grows to it", DefaultText: "the image's"},
-		&cli.IntFlag{Name: "cpu-quota", Usage: "cap the whole VM at `PERCENT` of one host CPU (50: half a CPU, 200: two)", DefaultText: "none"},
-		&cli.Int64Flag{Name: "io-bps", Usage: "throttle the root disk to `BYTES` per second, reads and writes together", DefaultText: "none"},
-		&cli.Int64Flag{Name: "iops", Usage: "throttle the root disk to `N` operations per second", DefaultText: "none"},
-		&cli.IntFlag{Name: "io-weight", Usage: "relative block I/O `WEIGHT`, 100..1000", DefaultText: "none"},
-		&cli.Int64Flag{Name: "pids", Usage: "cap the host tasks (processes and threads) of the sandbox's QEMU process at `N`", DefaultText: "256"},
+		&cli.StringFlag{Name: "disk", Usage: "root disk size: `SIZE` in MiB, or with a K, M, G or T suffix (KiB, MiB, GiB, TiB; e.g. 4G), a whole number of MiB, at least the image's disk; the guest's root file system grows to it", DefaultText: "the image's"},
+		&cli.StringFlag{Name: "cpu-quota", Usage: "cap the whole VM at `PERCENT` of one host CPU (50: half a CPU, 200: two), at most 100 per vCPU; 0: the image's default", DefaultText: "the image's, else none"},
+		&cli.StringFlag{Name: "io-bps", Usage: fmt.Sprintf("throttle the root disk to `RATE` bytes per second, reads and writes together: bytes, or with a K, M or G suffix (KiB/s, MiB/s, GiB/s; e.g. 50M), at least 1M (%d); 0: none", sandbox.MinIOBytesPerSec), DefaultText: "none"},
+		&cli.StringFlag{Name: "iops", Usage: fmt.Sprintf("throttle the root disk to `N` operations per second, at least %d; 0: none", sandbox.MinIOPS), DefaultText: "none"},
+		&cli.StringFlag{Name: "io-weight", Usage: "relative block I/O `WEIGHT`, 100..1000; 0: none", DefaultText: "none"},
+		&cli.StringFlag{Name: "pids", Usage: fmt.Sprintf("cap the host tasks (processes and threads) of the sandbox's QEMU process at `N`, at least 32; 0: the default, %d", sandbox.DefaultPids), DefaultText: fmt.Sprint(sandbox.DefaultPids)},
 	}
 }
 
-// resourceRequest reads the resource flags.
+// resourceRequest reads the resource flags. Errors name the flag, its
+// value and what it takes; ranges beyond the sign (minimums, the quota's
+// 100 % per vCPU) are checked by the sandbox manager, for the daemon too.
 func resourceRequest(c *cli.Context) (sandbox.ResourceRequest, error) {
-	r := sandbox.ResourceRequest{
-		DiskMiB: c.Int64("disk"), CPUQuotaPercent: c.Int("cpu-quota"),
-		IOBytesPerSec: c.Int64("io-bps"), IOPS: c.Int64("iops"), IOWeight: c.Int("io-weight"), Pids: c.Int64("pids"),
+	var r sandbox.ResourceRequest
+	var err error
+	if r.DiskMiB, err = sizeFlag(c, "disk", 20, "a size in MiB, or with a K, M, G or T suffix (e.g. 4096 or 4G)"); err != nil {
+		return r, err
 	}
-	if r.DiskMiB < 0 || r.CPUQuotaPercent < 0 || r.IOBytesPerSec < 0 || r.IOPS < 0 || r.IOWeight < 0 || r.Pids < 0 {
-		return r, fmt.Errorf("--disk, --cpu-quota, --io-bps, --iops, --io-weight and --pids must be positive")
+	if r.IOBytesPerSec, err = sizeFlag(c, "io-bps", 0, "bytes per second, or with a K, M or G suffix (e.g. 52428800 or 50M)"); err != nil {
+		return r, err
+	}
+	var n int64
+	if n, err = countFlag(c, "cpu-quota", "a whole number of percent of one host CPU (e.g. 50)"); err != nil {
+		return r, err
+	}
+	r.CPUQuotaPercent = int(n)
+	if r.IOPS, err = countFlag(c, "iops", "a whole number of operations per second (e.g. 100)"); err != nil {
+		return r, err
+	}
+	if n, err = countFlag(c, "io-weight", "a whole number 100..1000"); err != nil {
+		return r, err
+	}
+	r.IOWeight = int(n)
+	if r.Pids, err = countFlag(c, "pids", "a whole number of host tasks (e.g. 512)"); err != nil {
+		return r, err
 	}
 	return r, nil
+}
+
+// countFlag parses an unsuffixed non-negative integer flag (unset: 0).
+func countFlag(c *cli.Context, name, takes string) (int64, error) {
+	s := strings.TrimSpace(c.String(name))
+	if s == "" {
+		return 0, nil
+	}
+	v, err := strconv.ParseInt(s, 10, 32)
+	if err != nil {
+		return 0, fmt.Errorf("--%s %s: want %s", name, s, takes)
+	}
+	if v < 0 {
+		return 0, fmt.Errorf("--%s %d: must not be negative (want %s)", name, v, takes)
+	}
+	return v, nil
+}
+
+// sizeFlag parses a size flag (unset: 0): a non-negative integer in the
+// flag's unit (2^unitShift bytes: 20 for MiB, 0 for bytes), or an
+// integer with a binary suffix K, M, G or T (also written Ki, KiB, …;
+// powers of 1024 bytes), converted to the flag's unit, which it must be a
+// whole multiple of.
+func sizeFlag(c *cli.Context, name string, unitShift uint, takes string) (int64, error) {
+	s := strings.TrimSpace(c.String(name))
+	if s == "" {
+		return 0, nil
+	}
+	v, err := parseSize(s, unitShift)
+	if err != nil {
+		return 0, fmt.Errorf("--%s %s: %v: want %s", name, s, err, takes)
+	}
+	return v, nil
+}
+
+// parseSize is sizeFlag's parser; see there.
+func parseSize(s string, unitShift uint) (int64, error) {
+	num := strings.TrimRight(s, "KMGTkmgtiIbB")
+	suffix := strings.TrimPrefix(s, num)
+	v, err := strconv.ParseInt(num, 10, 64)
+	if err != nil {
+		return 0, errors.New("not a whole number")
+	}
+	if v < 0 {
+		return 0, errors.New("must not be negative")
+	}
+	if suffix == "" {
+		return v, nil
+	}
+	shifts := map[string]uint{"K": 10, "M": 20, "G": 30, "T": 40}
+	unit := strings.ToUpper(suffix[:1])
+	rest := suffix[1:]
+	shift, ok := shifts[unit]
+	if !ok || (rest != "" && rest != "i" && rest != "iB") {
+		return 0, fmt.Errorf("unknown suffix %q (K, M, G, T: powers of 1024)", suffix)
+	}
+	if v > math.MaxInt64>>shift {
+		return 0, errors.New("too large")
+	}
+	b := v << shift // bytes
+	if b%(1<<unitShift) != 0 {
+		return 0, errors.New("not a whole number of MiB")
+	}
+	return b >> unitShift, nil
 }
 
 // setResources copies the resource flags into a create request.

@@ -21,7 +21,8 @@ import (
 // TOML keys max_*). Zero means no ceiling. A request above one is refused
 // with 422 and the numbers, before anything is made. For the CPU quota,
 // I/O caps and pids a request that leaves the value unset gets the
-// ceiling, so the limit always holds.
+// ceiling (the CPU quota at most 100 % per vCPU), so the limit always
+// holds.
 type Ceilings struct {
 	VCPUs           int   // --max-vcpus
 	MemoryMiB       int   // --max-memory, MiB of guest RAM
@@ -102,7 +103,7 @@ func (d *Daemon) applyCeilings(ctx context.Context, img *image.Image, req *api.C
 		}
 	}
 	if c.CPUQuotaPercent > 0 && rr.CPUQuotaPercent == 0 {
-		req.CPUQuotaPercent = c.CPUQuotaPercent
+		req.CPUQuotaPercent = min(c.CPUQuotaPercent, 100*vcpus) // more has no effect (and is refused)
 	}
 	if c.IOBps > 0 && req.IOBps == 0 {
 		req.IOBps = c.IOBps

@@ -41,4 +41,13 @@ func TestApplyCeilings(t *testing.T) {
 	if req.CPUQuotaPercent != 100 || req.IOBps != 1<<20 || req.IOPS != 100 || req.Pids != 256 {
 		t.Errorf("defaults from the ceilings: %+v", req)
 	}
+	// A quota ceiling above what the sandbox's vCPUs can use fills in
+	// only 100 % per vCPU (more would be refused as having no effect).
+	d.cfg.Ceilings = Ceilings{CPUQuotaPercent: 300}
+	for vcpus, want := range map[int]int{1: 100, 2: 200, 4: 300} {
+		req := api.CreateSandboxRequest{VCPUs: vcpus}
+		if err := d.applyCeilings(context.Background(), img, &req); err != nil || req.CPUQuotaPercent != want {
+			t.Errorf("%d vCPUs under a 300%% ceiling: quota %d, %v; want %d", vcpus, req.CPUQuotaPercent, err, want)
+		}
+	}
 }

@@ -122,10 +122,32 @@ func init() { commandCgroupFD.Store(-1) }
 
 // CommandLimits are the limits SetupCommandCgroup applied.
 type CommandLimits struct {
-	// MemoryMaxBytes is the group's memory.max in bytes; Pids its
-	// pids.max.
+	// MemoryMaxBytes is the group's memory.max in bytes, 0 for none
+	// ("max": the guest has too little memory for a useful cap, see
+	// MinCommandMemoryBytes); Pids its pids.max.
 	MemoryMaxBytes int64
 	Pids           int64
+}
+
+// MinCommandMemoryBytes is the smallest memory.max the agent puts on its
+// commands' cgroup (64 MiB). A guest whose MemTotal leaves less after the
+// agent's headroom (booted with less RAM than the host's minimum, e.g. an
+// old template or a hand-made domain) runs its commands without a memory
+// cap rather than with an absurd one: a guest of 100 MiB got 580 KiB, and
+// every command thrashed in reclaim forever.
+const MinCommandMemoryBytes = 64 << 20
+
+// commandLimits computes the commands' cgroup limits from the guest's
+// MemTotal in bytes (see SetupCommandCgroup).
+func commandLimits(memTotal int64) CommandLimits {
+	l := CommandLimits{
+		MemoryMaxBytes: memTotal - max(64<<20, memTotal/8),
+		Pids:           min(max(2*(memTotal>>20), 256), 32768),
+	}
+	if l.MemoryMaxBytes < MinCommandMemoryBytes {
+		l.MemoryMaxBytes = 0
+	}
+	return l
 }
 
 // SetupCommandCgroup mounts cgroup2 on /sys/fs/cgroup (if nothing is
@@ -134,7 +156,8 @@ type CommandLimits struct {
 //
 //   - memory.max = MemTotal − max(64 MiB, MemTotal/8): a memory hog is
 //     OOM-killed inside the group while the agent (in the root group,
-//     oom_score_adj −1000) keeps the headroom for its own pages;
+//     oom_score_adj −1000) keeps the headroom for its own pages; no cap
+//     ("max") when that is below MinCommandMemoryBytes;
 //   - pids.max = 2 per MiB of MemTotal, within 256..32768: a fork bomb
 //     hits EAGAIN before its tasks' kernel memory fills the guest;
 //   - cpu.weight 100 (the default) as one group: the agent's threads in
@@ -163,12 +186,13 @@ func SetupCommandCgroup() (CommandLimits, error) {
 	if err != nil {
 		return CommandLimits{}, err
 	}
-	l := CommandLimits{
-		MemoryMaxBytes: memTotal - max(64<<20, memTotal/8),
-		Pids:           min(max(2*(memTotal>>20), 256), 32768),
+	l := commandLimits(memTotal)
+	mem := "max"
+	if l.MemoryMaxBytes > 0 {
+		mem = strconv.FormatInt(l.MemoryMaxBytes, 10)
 	}
-	for file, v := range map[string]int64{"memory.max": l.MemoryMaxBytes, "pids.max": l.Pids} {
-		if err := os.WriteFile(filepath.Join(CommandCgroup, file), []byte(strconv.FormatInt(v, 10)), 0); err != nil {
+	for file, v := range map[string]string{"memory.max": mem, "pids.max": strconv.FormatInt(l.Pids, 10)} {
+		if err := os.WriteFile(filepath.Join(CommandCgroup, file), []byte(v), 0); err != nil {
 			return CommandLimits{}, fmt.Errorf("set %s: %w", file, err)
 		}
 	}
@@ -223,6 +247,9 @@ func SetupLimits(log *slog.Logger, init bool) {
 	}
 	if l, err := SetupCommandCgroup(); err != nil {
 		log.Warn("commands run without a cgroup of their own: a fork bomb or memory hog may slow the agent", "err", err)
+	} else if l.MemoryMaxBytes == 0 {
+		log.Warn("commands cgroup without a memory cap: the guest has too little memory to leave the agent its headroom (give it at least 256 MiB)",
+			"min_cap_bytes", MinCommandMemoryBytes, "pids_max", l.Pids)
 	} else {
 		log.Info("commands cgroup ready", "memory_max_bytes", l.MemoryMaxBytes, "pids_max", l.Pids)
 	}

@@ -37,3 +37,21 @@ func TestExt4Size(t *testing.T) {
 		t.Error("ext4Size accepted a file without a superblock")
 	}
 }
+
+func TestCommandLimits(t *testing.T) {
+	for _, tc := range []struct {
+		memTotal int64
+		want     CommandLimits
+	}{
+		// A 100 MiB guest (MemTotal ≈ 64.6 MiB): no cap instead of 580 KiB.
+		{66148 << 10, CommandLimits{MemoryMaxBytes: 0, Pids: 256}},
+		{128 << 20, CommandLimits{MemoryMaxBytes: 64 << 20, Pids: 256}},
+		{200 << 20, CommandLimits{MemoryMaxBytes: 136 << 20, Pids: 400}},
+		{1024 << 20, CommandLimits{MemoryMaxBytes: 896 << 20, Pids: 2048}},
+		{64 << 30, CommandLimits{MemoryMaxBytes: 56 << 30, Pids: 32768}},
+	} {
+		if got := commandLimits(tc.memTotal); got != tc.want {
+			t.Errorf("commandLimits(%d) = %+v, want %+v", tc.memTotal, got, tc.want)
+		}
+	}
+}

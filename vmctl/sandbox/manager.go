@@ -156,9 +156,6 @@ func (m *Manager) Create(ctx context.Context, opts Options) (_ *Sandbox, err err
 	if opts.VCPUs < 0 || opts.VCPUs > 255 {
 		return nil, fmt.Errorf("%w: %d vCPUs: want 1..255", ErrInvalid, opts.VCPUs)
 	}
-	if opts.MemoryMiB != 0 && opts.MemoryMiB < 64 {
-		return nil, fmt.Errorf("%w: memory %d MiB: want at least 64 MiB", ErrInvalid, opts.MemoryMiB)
-	}
 	id, err := newID()
 	if err != nil {
 		return nil, err

@@ -44,6 +44,24 @@ const (
 // filling the host's pid space.
 const DefaultPids = 256
 
+// MinMemoryMiB is the least guest RAM, in MiB, a create may ask for. The
+// Nix guest module asserts the same floor for its images: below it the
+// kernel, the agent and the commands' cgroup (which leaves 64 MiB of
+// headroom to the agent, see vmctl/guestagent) do not fit, and a guest of
+// 100 MiB was seen booting with a command cgroup of 580 KiB that thrashed
+// forever. An image's own default is trusted (its profile checked it).
+const MinMemoryMiB = 256
+
+// MinIOBytesPerSec and MinIOPS are the lowest root disk throttles a create
+// may ask for, in bytes/s and operations/s: the guest reads its root file
+// system through the throttled disk while it boots, and below these the
+// boot cannot reach the agent's handshake within the boot timeout (see
+// RESOURCES.md for the measured boot I/O).
+const (
+	MinIOBytesPerSec = 1 << 20
+	MinIOPS          = 10
+)
+
 // TCGCacheMiB is the TCG translation cache agentbox gives TCG domains
 // (QEMU's default is 1 GiB, which would count toward the memory limit).
 const TCGCacheMiB = 256
@@ -56,18 +74,20 @@ type ResourceRequest struct {
 	// image's disk size.
 	DiskMiB int64
 	// CPUQuotaPercent caps the whole VM at this percentage of one host
-	// CPU (libvirt <cputune> global_quota); 0: the image's default, else
-	// none.
+	// CPU (libvirt <cputune> global_quota), at most 100 per vCPU (a VM
+	// cannot use more); 0: the image's default (lowered to 100 per vCPU),
+	// else none.
 	CPUQuotaPercent int
 	// IOBytesPerSec and IOPS throttle the root disk (reads and writes
-	// together; libvirt <iotune> total_bytes_sec, total_iops_sec); 0: none.
+	// together; libvirt <iotune> total_bytes_sec, total_iops_sec), at
+	// least MinIOBytesPerSec and MinIOPS; 0: none.
 	IOBytesPerSec int64
 	IOPS          int64
 	// IOWeight is the relative block I/O weight 100..1000 (libvirt
 	// <blkiotune><weight>); 0: none.
 	IOWeight int
 	// Pids caps the host tasks (processes and threads) of the QEMU
-	// process (cgroup pids.max); 0: DefaultPids.
+	// process (cgroup pids.max), at least 32; 0: DefaultPids.
 	Pids int64
 }
 
@@ -124,6 +144,18 @@ func (r *ResourceLimits) clone() *ResourceLimits {
 	return &c
 }
 
+// forRestore is a copy of a snapshot source's (or warm template's) limits
+// for the sandbox restored from it: the same values, without the source's
+// enforcement records and cgroups (startDomainWith and applyResources
+// record the restored domain's own). nil for nil.
+func (r *ResourceLimits) forRestore() *ResourceLimits {
+	c := r.clone()
+	if c != nil {
+		c.Status, c.MadeCgroups = nil, nil
+	}
+	return c
+}
+
 // MemoryHardLimitMiB is the memory limit agentbox puts on a QEMU process
 // running a guest of guestMiB: the guest's RAM, plus 192 MiB and 1/4 of
 // the RAM for QEMU itself (its heap, device emulation, I/O buffers, page
@@ -139,9 +171,10 @@ func MemoryHardLimitMiB(guestMiB int64, tcg bool) int64 {
 }
 
 // ResolveResources applies the image's defaults to a create's request:
-// vCPUs, memory (MiB) and the ResourceRequest, as Create will. It does no
-// I/O; the disk's lower bound (the image's virtual size) is checked by
-// Create.
+// vCPUs, memory (MiB) and the ResourceRequest, as Create will (an image's
+// default CPU quota is lowered to 100 % per vCPU). It does no I/O and no
+// range checks (Create refuses bad requests with ErrInvalid); the disk's
+// lower bound (the image's virtual size) is checked by Create.
 func ResolveResources(img *image.Image, vcpus, memoryMiB int, req ResourceRequest) (int, int, ResourceRequest) {
 	res := img.Manifest.Resources
 	vcpus, memoryMiB = pick(vcpus, res.VCPUs), pick(memoryMiB, res.MemoryMiB)
@@ -150,6 +183,9 @@ func ResolveResources(img *image.Image, vcpus, memoryMiB int, req ResourceReques
 	}
 	if req.CPUQuotaPercent == 0 {
 		req.CPUQuotaPercent = res.CPUQuotaPercent
+		if vcpus > 0 { // an image's default made for more vCPUs
+			req.CPUQuotaPercent = min(req.CPUQuotaPercent, 100*vcpus)
+		}
 	}
 	if req.Pids == 0 {
 		req.Pids = DefaultPids
@@ -157,19 +193,28 @@ func ResolveResources(img *image.Image, vcpus, memoryMiB int, req ResourceReques
 	return vcpus, memoryMiB, req
 }
 
-// checkResources validates a request's ranges. Errors wrap ErrInvalid.
-func checkResources(r ResourceRequest) error {
+// checkRequest validates a create's explicit resources before the
+// image's defaults apply: memoryMiB is the requested guest RAM (0: the
+// image's), vcpus the resolved vCPU count, r the request. Each error
+// names the value, the bound and what to ask for; errors wrap ErrInvalid.
+func checkRequest(vcpus, memoryMiB int, r ResourceRequest) error {
 	switch {
+	case memoryMiB < 0 || (memoryMiB > 0 && memoryMiB < MinMemoryMiB):
+		return fmt.Errorf("%w: memory %d MiB is below the minimum of %d MiB a guest needs (kernel, agent and commands): ask for at least %d MiB", ErrInvalid, memoryMiB, MinMemoryMiB, MinMemoryMiB)
 	case r.DiskMiB < 0:
 		return fmt.Errorf("%w: disk %d MiB: want a positive size", ErrInvalid, r.DiskMiB)
 	case r.CPUQuotaPercent < 0 || r.CPUQuotaPercent > domain.MaxCPUQuotaPercent:
 		return fmt.Errorf("%w: cpu quota %d%%: want 1..%d (percent of one host CPU)", ErrInvalid, r.CPUQuotaPercent, domain.MaxCPUQuotaPercent)
-	case r.IOBytesPerSec < 0 || r.IOPS < 0:
-		return fmt.Errorf("%w: io limits %d bytes/s, %d ops/s: want positive numbers", ErrInvalid, r.IOBytesPerSec, r.IOPS)
+	case vcpus > 0 && r.CPUQuotaPercent > 100*vcpus:
+		return fmt.Errorf("%w: cpu quota %d%% has no effect on %d vCPU(s): a VM uses at most 100%% per vCPU; ask for at most %d%%, or for more vCPUs", ErrInvalid, r.CPUQuotaPercent, vcpus, 100*vcpus)
+	case r.IOBytesPerSec < 0 || (r.IOBytesPerSec > 0 && r.IOBytesPerSec < MinIOBytesPerSec):
+		return fmt.Errorf("%w: io throughput cap %d bytes/s is below the minimum of %d bytes/s (1 MiB/s) the guest needs to boot from its throttled disk: ask for at least %d, or 0 for none", ErrInvalid, r.IOBytesPerSec, MinIOBytesPerSec, MinIOBytesPerSec)
+	case r.IOPS < 0 || (r.IOPS > 0 && r.IOPS < MinIOPS):
+		return fmt.Errorf("%w: io operations cap %d ops/s is below the minimum of %d ops/s the guest needs to boot from its throttled disk: ask for at least %d, or 0 for none", ErrInvalid, r.IOPS, MinIOPS, MinIOPS)
 	case r.IOWeight != 0 && (r.IOWeight < domain.MinBlkioWeight || r.IOWeight > domain.MaxBlkioWeight):
 		return fmt.Errorf("%w: io weight %d: want %d..%d", ErrInvalid, r.IOWeight, domain.MinBlkioWeight, domain.MaxBlkioWeight)
 	case r.Pids < 0 || (r.Pids > 0 && r.Pids < 32):
-		return fmt.Errorf("%w: pids %d: QEMU needs at least 32 host tasks", ErrInvalid, r.Pids)
+		return fmt.Errorf("%w: pids %d: QEMU needs at least 32 host tasks (0: the default, %d)", ErrInvalid, r.Pids, DefaultPids)
 	}
 	return nil
 }
@@ -178,10 +223,10 @@ func checkResources(r ResourceRequest) error {
 // the disk against the image's virtual size and records them. Called by
 // Create before anything is made.
 func (m *Manager) prepareResources(ctx context.Context, sb *Sandbox, opts Options) error {
-	_, _, req := ResolveResources(opts.Image, 0, 0, opts.Resources)
-	if err := checkResources(req); err != nil {
+	if err := checkRequest(sb.VCPUs, opts.MemoryMiB, opts.Resources); err != nil {
 		return err
 	}
+	_, _, req := ResolveResources(opts.Image, sb.VCPUs, 0, opts.Resources)
 	base, err := overlay.Inspect(ctx, opts.Image.Disk)
 	if err != nil {
 		return fmt.Errorf("image disk: %w", err)
@@ -257,25 +302,27 @@ func (m *Manager) tune(sb *Sandbox, typ domain.Type) domain.Tune {
 // (and remembered); applyResources then sets it on the cgroup. It records
 // how each XML limit is enforced.
 func (m *Manager) startDomain(ctx context.Context, sb *Sandbox, spec domain.Spec) error {
-	return m.startDomainWith(ctx, sb, spec, m.cfg.Driver.StartDomain)
+	return m.startDomainWith(ctx, sb, &spec, m.cfg.Driver.StartDomain)
 }
 
 // startDomainWith is startDomain with another start function, e.g. a
-// Snapshotter's StartDomainPaused for a restore.
-func (m *Manager) startDomainWith(ctx context.Context, sb *Sandbox, spec domain.Spec, start func(context.Context, domain.Spec) error) error {
+// Snapshotter's StartDomainPaused for a restore, a warm create or a pool
+// member, so every way a domain starts records the same enforcement.
+// spec.Tune loses the memory hard limit when libvirt could not apply it.
+func (m *Manager) startDomainWith(ctx context.Context, sb *Sandbox, spec *domain.Spec, start func(context.Context, domain.Spec) error) error {
 	lim := sb.Record().Resources
 	if lim == nil {
-		return start(ctx, spec)
+		return start(ctx, *spec)
 	}
 	viaLibvirt := spec.Tune.MemoryHardLimitMiB > 0
-	err := start(ctx, spec)
+	err := start(ctx, *spec)
 	if viaLibvirt && memlockFailure(err) {
 		libvirtHardLimit.Store(false)
 		m.log.Info("libvirt cannot apply <memtune><hard_limit> on this host (libvirtd lacks CAP_SYS_RESOURCE to raise the memlock rlimit); agentbox sets the memory cgroup limit itself",
 			"sandbox", sb.ID, "err", err)
 		spec.Tune.MemoryHardLimitMiB = 0
 		viaLibvirt = false
-		err = start(ctx, spec)
+		err = start(ctx, *spec)
 	}
 	if err != nil {
 		return err

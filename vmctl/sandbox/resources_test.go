@@ -2,6 +2,8 @@ package sandbox
 
 import (
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/agentbox/agentbox/vmctl/image"
@@ -38,17 +40,50 @@ func TestResolveResources(t *testing.T) {
 	if v != 1 || m != 256 || r != (ResourceRequest{DiskMiB: 5000, CPUQuotaPercent: 20, IOPS: 5, Pids: 64}) {
 		t.Errorf("overrides: %d %d %+v", v, m, r)
 	}
+	// The image's quota of 150 % (made for 2 vCPUs) is lowered to what 1
+	// vCPU can use.
+	if v, _, r = ResolveResources(img, 1, 0, ResourceRequest{}); v != 1 || r.CPUQuotaPercent != 100 {
+		t.Errorf("1 vCPU with the image's quota: %d %+v", v, r)
+	}
 }
 
-func TestCheckResources(t *testing.T) {
-	for _, r := range []ResourceRequest{
-		{DiskMiB: -1}, {CPUQuotaPercent: 6401}, {IOBytesPerSec: -1}, {IOWeight: 99}, {IOWeight: 1001}, {Pids: 31},
+func TestCheckRequest(t *testing.T) {
+	for _, tc := range []struct {
+		vcpus, mem int
+		r          ResourceRequest
+		want       string
+	}{
+		{1, 100, ResourceRequest{}, "memory 100 MiB is below the minimum of 256 MiB"},
+		{1, 255, ResourceRequest{}, "ask for at least 256 MiB"},
+		{1, -1, ResourceRequest{}, "memory -1 MiB"},
+		{1, 0, ResourceRequest{DiskMiB: -1}, "disk -1 MiB"},
+		{64, 0, ResourceRequest{CPUQuotaPercent: 6401}, "cpu quota 6401%: want 1..6400"},
+		{1, 0, ResourceRequest{CPUQuotaPercent: -5}, "cpu quota -5%"},
+		{1, 0, ResourceRequest{CPUQuotaPercent: 500}, "cpu quota 500% has no effect on 1 vCPU(s): a VM uses at most 100% per vCPU; ask for at most 100%"},
+		{2, 0, ResourceRequest{CPUQuotaPercent: 201}, "ask for at most 200%"},
+		{1, 0, ResourceRequest{IOBytesPerSec: -1}, "io throughput cap -1 bytes/s"},
+		{1, 0, ResourceRequest{IOBytesPerSec: 10}, "io throughput cap 10 bytes/s is below the minimum of 1048576 bytes/s (1 MiB/s)"},
+		{1, 0, ResourceRequest{IOBytesPerSec: MinIOBytesPerSec - 1}, "below the minimum"},
+		{1, 0, ResourceRequest{IOPS: 1}, fmt.Sprintf("io operations cap 1 ops/s is below the minimum of %d ops/s", MinIOPS)},
+		{1, 0, ResourceRequest{IOWeight: 99}, "io weight 99: want 100..1000"},
+		{1, 0, ResourceRequest{IOWeight: 1001}, "io weight 1001"},
+		{1, 0, ResourceRequest{Pids: 31}, "pids 31: QEMU needs at least 32 host tasks (0: the default, 256)"},
 	} {
-		if err := checkResources(r); !errors.Is(err, ErrInvalid) {
-			t.Errorf("checkResources(%+v) = %v, want ErrInvalid", r, err)
+		err := checkRequest(tc.vcpus, tc.mem, tc.r)
+		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("checkRequest(%d, %d, %+v) = %v, want ErrInvalid with %q", tc.vcpus, tc.mem, tc.r, err, tc.want)
 		}
 	}
-	if err := checkResources(ResourceRequest{DiskMiB: 1, CPUQuotaPercent: 50, IOWeight: 100, Pids: 32}); err != nil {
-		t.Error(err)
+	for _, tc := range []struct {
+		vcpus, mem int
+		r          ResourceRequest
+	}{
+		{1, 0, ResourceRequest{}},
+		{1, MinMemoryMiB, ResourceRequest{DiskMiB: 1, CPUQuotaPercent: 100, IOBytesPerSec: MinIOBytesPerSec, IOPS: MinIOPS, IOWeight: 100, Pids: 32}},
+		{4, 4096, ResourceRequest{CPUQuotaPercent: 400, IOWeight: 1000}},
+	} {
+		if err := checkRequest(tc.vcpus, tc.mem, tc.r); err != nil {
+			t.Errorf("checkRequest(%d, %d, %+v) = %v", tc.vcpus, tc.mem, tc.r, err)
+		}
 	}
 }

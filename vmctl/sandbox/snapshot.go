@@ -562,11 +562,7 @@ func (m *Manager) newRestoring(src restoreSource, img *image.Image) (*restoring,
 	sb.rec.Dir, sb.rec.Overlay, sb.rec.ConsoleLog, sb.rec.AgentSocket = sb.Dir, sb.Overlay, sb.ConsoleLog, sb.AgentSocket
 	sb.rec.CreatedAt, sb.rec.StartedAt, sb.rec.StoppedAt, sb.rec.BootMs = time.Now().UTC(), time.Time{}, time.Time{}, 0
 	sb.rec.Extra, sb.rec.Spec, sb.rec.Network = nil, nil, nil
-	if res := sb.rec.Resources; res != nil { // our own copy, without the source's enforcement
-		c := *res
-		c.Status = nil
-		sb.rec.Resources = &c
-	}
+	sb.rec.Resources = sb.rec.Resources.forRestore() // our own copy, without the source's enforcement and cgroups
 	return &restoring{sb: sb, src: src}, nil
 }
 
@@ -631,13 +627,7 @@ func (m *Manager) prepareRestoring(ctx context.Context, r *restoring) error {
 	// The limits as Create sets them (resources.go): the XML's share, with
 	// libvirt's memlock failure remembered, and the cgroups' after the start.
 	spec.Tune = m.tune(sb, spec.Type)
-	err = snap.StartDomainPaused(ctx, spec)
-	if spec.Tune.MemoryHardLimitMiB > 0 && memlockFailure(err) {
-		libvirtHardLimit.Store(false)
-		spec.Tune.MemoryHardLimitMiB = 0
-		err = snap.StartDomainPaused(ctx, spec)
-	}
-	if err != nil {
+	if err := m.startDomainWith(ctx, sb, &spec, snap.StartDomainPaused); err != nil {
 		return fmt.Errorf("start domain paused: %w", err)
 	}
 	r.undo.add("domain", func(ctx context.Context) error {

@@ -96,6 +96,9 @@ func (m *Manager) CreateWarm(ctx context.Context, opts Options) (*Sandbox, error
 	}
 	vcpus := pick(opts.VCPUs, opts.Image.Manifest.Resources.VCPUs)
 	memory := pick(opts.MemoryMiB, opts.Image.Manifest.Resources.MemoryMiB)
+	if err := checkRequest(vcpus, opts.MemoryMiB, opts.Resources); err != nil { // resources.go; also for a template built before
+		return nil, err
+	}
 	key := warmKey(opts.Image.Digest, opts.Accel.DomainType, domain.DefaultMachine, vcpus, memory, opts.GuestAgentChannel, opts.Network.HasNIC(), opts.Resources)
 	man, err := m.warmTemplate(ctx, key, opts)
 	if err != nil {
