@@ -325,7 +325,17 @@ step_begin "root filesystem image"
 mkdir -p "$WORK/root"
 zstd -q -d -c "$ROOTFS_TAR" | tar --numeric-owner --xattrs --xattrs-include='*' -xpf - -C "$WORK/root"
 install -m 0755 -o 0 -g 0 "$WORK/agentbox-guest" "$WORK/root/usr/local/bin/agentbox-guest"
-touch -h -d "@$SOURCE_DATE_EPOCH" "$WORK/root/usr/local/bin/agentbox-guest" "$WORK/root/usr/local/bin"
+# debootstrap copies the build host's resolver and hostname into the tree:
+# an image must not carry them. The guest agent writes resolv.conf when the
+# sandbox has a network (agentbox.net=) and the hostname at boot. (Here, not
+# in rootfs_cleanup, so the cached debootstrap tarball stays valid; the
+# script's hash in IMAGE_KEY changes the image.)
+rm -f "$WORK/root/etc/resolv.conf" "$WORK/root/etc/hostname"
+echo "# agentbox: written by the guest agent when the sandbox has a network" >"$WORK/root/etc/resolv.conf"
+echo "agentbox" >"$WORK/root/etc/hostname"
+chmod 0644 "$WORK/root/etc/resolv.conf" "$WORK/root/etc/hostname"
+touch -h -d "@$SOURCE_DATE_EPOCH" "$WORK/root/usr/local/bin/agentbox-guest" "$WORK/root/usr/local/bin" \
+	"$WORK/root/etc/resolv.conf" "$WORK/root/etc/hostname" "$WORK/root/etc"
 # E2FSPROGS_FAKE_TIME pins the superblock/inode creation times.
 E2FSPROGS_FAKE_TIME=$SOURCE_DATE_EPOCH mke2fs -q -F -t ext4 -L agentbox-root \
 	-U "$FS_UUID" -m 0 \
