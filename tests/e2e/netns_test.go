@@ -220,6 +220,25 @@ func (l countingListener) Accept() (net.Conn, error) {
 	return c, err
 }
 
+// nftTableExists reports whether the inet table name is in the kernel.
+func nftTableExists(t *testing.T, name string) bool {
+	t.Helper()
+	c, err := nftables.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts, err := c.ListTablesOfFamily(nftables.TableFamilyINet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tb := range ts {
+		if tb.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
 // deleteTable removes the daemon's nftables table after checking that no
 // sandbox's chains are left in it, and that no tap of the daemon is left.
 func deleteTable(t *testing.T, name string) {

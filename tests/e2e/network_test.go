@@ -173,7 +173,12 @@ func TestNetworkPolicies(t *testing.T) {
 	token := fmt.Sprintf("%x", payload[:32])
 	tokenFile := filepath.Join(t.TempDir(), "token")
 	must(t, "token", os.WriteFile(tokenFile, []byte(token), 0o600))
-	t.Cleanup(func() { deleteTable(t, table) }) // cleanups run last first: after the daemon's
+	t.Cleanup(func() { // cleanups run last first: after the daemon's, which removes every sandbox and stops it
+		if nftTableExists(t, table) {
+			t.Errorf("the daemon left its nftables table %s after it stopped with no sandbox", table)
+		}
+		deleteTable(t, table)
+	})
 	d := newDaemon(t, "--listen-tcp", "0.0.0.0:0", "--network-table", table, "--network-pool", pool.String(),
 		"--network-host", "example.test="+lo.String())
 	d.globals = []string{"--token-file", tokenFile}
@@ -241,6 +246,9 @@ func TestNetworkPolicies(t *testing.T) {
 
 	// Interfaces: none has only lo.
 	d.expectExec(c, `{"cmd":["ls","/sys/class/net"]}`, 0, "lo\n", "")
+	// The image carries no resolver of the build host; the agent writes
+	// one only for a sandbox with a network.
+	d.expectExec(c, `{"cmd":["cat","/etc/resolv.conf"]}`, 0, "# agentbox: written by the guest agent when the sandbox has a network\n", "")
 	d.expectExec(a, `{"cmd":["ls","/sys/class/net"]}`, 0, "eth0\nlo\n", "")
 	d.expectExec(a, `{"cmd":["cat","/etc/resolv.conf"]}`, 0, "nameserver "+hA+"\n", "")
 
@@ -350,6 +358,19 @@ func TestNetworkPolicies(t *testing.T) {
 		t.Errorf("netA after a daemon restart: https://example.test/payload: %d bytes, want the %d-byte payload", len(got), len(payload))
 	}
 	d.expectProbe(a, "timeout\n", "connect", gB, "9000")
+	d.expectProbe(b, "outside 198.51.100.10:8081\n", "get", "http://198.51.100.10:8081/")
+
+	// A daemon stopped with sandboxes left running keeps its table (their
+	// rules) and says why; the next one adopts them.
+	if code := d.terminate(); code != 0 {
+		t.Fatalf("agentbox serve exited with %d after SIGTERM, want 0", code)
+	}
+	if !nftTableExists(t, table) || !strings.Contains(d.log.String(), `msg="keeping the network table`) {
+		t.Errorf("a daemon stopped with sandboxes running: table %s exists %v; want it kept, with the reason in the log", table, nftTableExists(t, table))
+	}
+	if err := d.start(); err != nil {
+		t.Fatal(err)
+	}
 	d.expectProbe(b, "outside 198.51.100.10:8081\n", "get", "http://198.51.100.10:8081/")
 
 	// Removing a sandbox removes its tap and rules at once.
