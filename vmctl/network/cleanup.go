@@ -15,9 +15,15 @@ import (
 // the sandboxes left running for the next daemon need its rules, and its
 // catch-all rules keep any tap no sandbox rule covers closed. kept names
 // the taps that kept it (sorted; empty when the table was deleted or never
-// made). Call it once, after the last Setup, Adopt and Teardown. Errors:
+// made). Call it once, after the last Adopt and Teardown; a Setup racing
+// with it fails and leaves nothing, and later Setups fail. Errors:
 // netlink or nftables failures (the table then stays).
 func (m *Manager) Release(ctx context.Context) (kept []string, err error) {
+	// Released before the taps are listed: a Setup that made its tap
+	// after the listing sees it and removes its tap (see Setup).
+	m.mu.Lock()
+	m.released = true
+	m.mu.Unlock()
 	closeErr := m.Close()
 	taps, err := listTaps(tapAlias(m.cfg.Table))
 	if err != nil {

@@ -54,9 +54,10 @@ type Manager struct {
 
 	teardownMu sync.Mutex
 
-	mu     sync.Mutex
-	live   map[string]*attached
-	fwdSet bool // ip_forward was switched on (once per process)
+	mu       sync.Mutex
+	live     map[string]*attached
+	fwdSet   bool // ip_forward was switched on (once per process)
+	released bool // Release ran: Setup refuses (the table may be gone)
 }
 
 type attached struct {
@@ -95,6 +96,9 @@ func New(cfg Config) (*Manager, error) {
 // Table returns the nftables table name.
 func (m *Manager) Table() string { return m.cfg.Table }
 
+// errShutDown is Setup's error after Release.
+var errShutDown = errors.New("the daemon's network is shut down: no new sandbox networks")
+
 // Setup gives sandbox id a network for policy, before its domain starts:
 // a /30, the firewall rules (installed before the tap exists, so the
 // guest never sends a packet they do not see), the tap with the host
@@ -102,10 +106,17 @@ func (m *Manager) Table() string { return m.cfg.Table }
 // the egress service. It returns the attachment for the domain's
 // <interface> and the guest's command line. On error nothing is left.
 // Errors: policy none (it has no network), IPv6 CIDR rules (not
-// supported yet), an exhausted pool, netlink/nftables failures.
+// supported yet), an exhausted pool, netlink/nftables failures, Release
+// already called.
 func (m *Manager) Setup(ctx context.Context, id string, policy netpolicy.Policy) (_ Attachment, err error) {
 	if !policy.HasNIC() {
 		return Attachment{}, fmt.Errorf("network policy %s has no network device: nothing to set up", policy)
+	}
+	m.mu.Lock()
+	released := m.released
+	m.mu.Unlock()
+	if released {
+		return Attachment{}, errShutDown
 	}
 	for _, r := range policy.CIDRRules() {
 		if !r.Prefix.Addr().Is4() {
@@ -164,6 +175,15 @@ func (m *Manager) Setup(ctx context.Context, id string, policy netpolicy.Policy)
 		}
 	}
 	m.mu.Lock()
+	if m.released {
+		// Release may have deleted the table after this tap was made:
+		// the tap must not outlive its rules.
+		m.mu.Unlock()
+		if a.egress != nil {
+			a.egress.Close()
+		}
+		return Attachment{}, errShutDown
+	}
 	m.live[id] = a
 	m.mu.Unlock()
 	m.log.Info("sandbox network up", "sandbox", id, "tap", tap, "host", att.Host, "guest", att.Guest,

@@ -203,35 +203,47 @@ func TestReleaseAndCleanup(t *testing.T) {
 	const id1, id2 = "bbbbbbbbbbb1", "bbbbbbbbbbb2"
 
 	// A daemon that never gave a sandbox a network has no table to remove.
-	if kept, err := m.Release(ctx); err != nil || kept != nil {
+	m0, err := New(Config{Table: table})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if kept, err := m0.Release(ctx); err != nil || kept != nil {
 		t.Fatalf("Release with no table: kept %v, %v", kept, err)
 	}
 	if tables(t)[table] {
 		t.Fatalf("table %s made by Release", table)
 	}
 
-	// A sandbox left running keeps the table; its egress service stops.
+	// Sandboxes left running keep the table; their egress services stop.
 	if _, err := m.Setup(ctx, id1, netpolicy.Policy{Mode: netpolicy.ModeOpen}); err != nil {
+		t.Fatal(err)
+	}
+	att, err := m.Setup(ctx, id2, netpolicy.Policy{Mode: netpolicy.ModeAllowlist})
+	if err != nil {
 		t.Fatal(err)
 	}
 	kept, err := m.Release(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if strings.Join(kept, ",") != "abx"+id1 || closed != 1 {
-		t.Fatalf("Release with a running sandbox: kept %v, egress closed %d times; want [abx%s], 1", kept, closed, id1)
+	if strings.Join(kept, ",") != "abx"+id1+",abx"+id2 || closed != 2 {
+		t.Fatalf("Release with running sandboxes: kept %v, egress closed %d times; want [abx%s abx%s], 2", kept, closed, id1, id2)
 	}
 	if !tables(t)[table] || !chains(t, table)["in-"+id1] || !tapExists("abx"+id1) {
 		t.Fatal("Release removed the table, rules or tap of a sandbox left running")
 	}
-
-	// The next daemon adopts it; once it is stopped, Release deletes the
-	// table (with the chains of the stopped sandbox).
-	m2, err := New(Config{Pool: netip.MustParsePrefix("10.213.251.0/29"), Table: table})
-	if err != nil {
-		t.Fatal(err)
+	// After Release no new network is made (the table may be gone).
+	const id3 = "bbbbbbbbbbb3"
+	if _, err := m.Setup(ctx, id3, netpolicy.Policy{Mode: netpolicy.ModeOpen}); err == nil || !strings.Contains(err.Error(), "shut down") {
+		t.Fatalf("Setup after Release: %v, want refused", err)
 	}
-	att, err := m.Setup(ctx, id2, netpolicy.Policy{Mode: netpolicy.ModeAllowlist})
+	if tapExists("abx"+id3) || chains(t, table)["in-"+id3] {
+		t.Fatal("a refused Setup left its tap or chains")
+	}
+
+	// The next daemon adopts id2; once it is stopped and id1's domain is
+	// gone, Release deletes the table (with id1's chains).
+	m2, err := New(Config{Pool: netip.MustParsePrefix("10.213.251.0/29"), Table: table})
 	if err != nil {
 		t.Fatal(err)
 	}
