@@ -73,6 +73,7 @@ func newApp() *cli.App {
 			rmCommand(),
 			snapshotCommand(),
 			restoreCommand(),
+			warmCommand(),
 			eventsCommand(),
 			accelCommand(),
 			profileCommand(),

@@ -50,8 +50,8 @@ func snapshotCommand() *cli.Command {
 				Aliases:   []string{"list"},
 				Usage:     "list snapshots",
 				ArgsUsage: "[SANDBOX]",
-				Description: "Prints one line per snapshot, oldest first: NAME, ID, SANDBOX (the one it was taken of, which\n" +
-					"may be gone), IMAGE, CPUS, MEMORY, VMSTATE (saved memory and devices), DISK (what it costs on\n" +
+				Description: "Prints one line per snapshot, oldest first: NAME, ID, SANDBOX (the one it was taken of;\n" +
+					"\"NAME (removed)\" once it is gone — the snapshot still restores), IMAGE, CPUS, MEMORY, VMSTATE (saved memory and devices), DISK (what it costs on\n" +
 					"the host's disk), SAVE (how long the save took), AGE. With SANDBOX only its snapshots (a\n" +
 					"removed sandbox by its ID). -q prints only names; --json the API's objects.",
 				Flags: []cli.Flag{
@@ -125,17 +125,21 @@ func restoreCommand() *cli.Command {
 		ArgsUsage: "SNAPSHOT",
 		Description: "Starts a NEW sandbox that continues from snapshot SNAPSHOT: same memory (processes the\n" +
 			"guest started go on; commands run through exec at the snapshot end, their streams are gone),\n" +
-			"same disk, same machine shape and network policy; its own ID, hostname, machine id and network,\n" +
-			"and its clock set to the host's. The source sandbox, if it still runs, is paused for the copy of\n" +
-			"its disk.\n" +
-			"Restoring one snapshot again gives another independent sandbox. Limits start from the\n" +
-			"snapshot's sandbox; the flags override them. Only the ID is printed on stdout.\n\n" +
+			"same disk, same machine shape and network policy; its own ID, hostname, machine id and network\n" +
+			"(tap, addresses; the guest NIC keeps the source's MAC, part of its saved device state), and its\n" +
+			"clock set to the host's. The source sandbox, if it still runs, is paused for the copy of its disk.\n" +
+			"Restoring one snapshot again gives another independent sandbox.\n\n" +
+			"Lifetime limits (--ttl, --idle-timeout, --exec-timeout, --max-execs) start from the snapshot's\n" +
+			"sandbox; these flags override them. Resources (--cpus, --memory, --disk, --cpu-quota, I/O and\n" +
+			"pids limits) and the network policy cannot be changed by a restore: they are the snapshot's,\n" +
+			"because the restored machine must have exactly the shape its memory was saved with (create a\n" +
+			"new sandbox for another shape). Only the ID is printed on stdout.\n\n" +
 			"Exit status: 0 once it runs; 125 if it could not be restored (no such snapshot, name taken,\n" +
 			"the image changed since the snapshot, its file is gone or damaged, capacity, disk full).",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "name", Usage: "a unique `NAME` for the new sandbox"},
 			&cli.StringSliceFlag{Name: "label", Aliases: []string{"l"}, Usage: "attach label `KEY=VALUE` (repeatable)"},
-			&cli.DurationFlag{Name: "ttl", Usage: "stop and remove the sandbox `DURATION` after creation (whole seconds)", DefaultText: "the snapshot's"},
+			&cli.DurationFlag{Name: "ttl", Usage: "lifetime limit: stop and remove the sandbox `DURATION` after creation (whole seconds)", DefaultText: "the snapshot's"},
 			&cli.DurationFlag{Name: "idle-timeout", Usage: "stop and remove it after `DURATION` without an exec or file operation", DefaultText: "the snapshot's"},
 			&cli.DurationFlag{Name: "exec-timeout", Usage: "default timeout of each command run in it, `DURATION`", DefaultText: "the snapshot's"},
 			&cli.IntFlag{Name: "max-execs", Usage: "refuse commands after `N` have run in it", DefaultText: "the snapshot's"},
@@ -182,6 +186,9 @@ func writeSnapshotTable(w interface{ Write([]byte) (int, error) }, list []api.Sn
 		src := s.Sandbox
 		if s.SandboxName != "" {
 			src = s.SandboxName
+		}
+		if s.SourceRemoved {
+			src += " (removed)"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%dMiB\t%s\t%s\t%s\t%s\n", s.Name, s.ID, src, s.Image.Name, s.VCPUs, s.MemoryMiB,
 			mib(s.VMStateBytes), mib(s.DiskBytes), (time.Duration(s.SaveMs) * time.Millisecond).String(), age(now.Sub(s.CreatedAt)))

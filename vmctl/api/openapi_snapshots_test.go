@@ -4,12 +4,18 @@ import (
 	"context"
 	"encoding/json"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/agentbox/agentbox/vmctl/api"
 	"github.com/agentbox/agentbox/vmctl/api/apitest"
 )
+
+func init() {
+	schemaTypes["WarmTemplate"] = reflect.TypeFor[api.WarmTemplate]()
+	schemaTypes["WarmTemplateList"] = reflect.TypeFor[api.WarmTemplateList]()
+}
 
 // snapshotSuccessCases cover the snapshot routes (see successCases).
 func snapshotSuccessCases() []apiCase {
@@ -28,6 +34,11 @@ func snapshotSuccessCases() []apiCase {
 			check: header("Location", sb)},
 		{name: "restore minimal", method: "POST", target: "/v1/snapshots/before/restore", ct: "json", body: `{}`, status: 201, called: true},
 		{name: "create warm", method: "POST", target: "/v1/sandboxes", ct: "json", body: `{"image":"/i","warm":true}`, status: 201, called: true},
+		{name: "list warm templates", method: "GET", target: "/v1/warm", status: 200, called: true},
+		{name: "list no warm templates", method: "GET", target: "/v1/warm", status: 200, called: true, setup: func(b *apitest.Backend) {
+			b.Warm.ListFn = func(context.Context) ([]api.WarmTemplate, error) { return nil, nil }
+		}},
+		{name: "delete warm template", method: "DELETE", target: "/v1/warm/" + apitest.WarmKey, status: 204, called: true},
 	}
 }
 
@@ -47,6 +58,13 @@ func TestSnapshotRouteErrors(t *testing.T) {
 		{"restore bad name", "POST", "/v1/snapshots/before/restore", `{"name":"-x"}`, nil, 400, api.CodeInvalidArgument},
 		{"restore bad label", "POST", "/v1/snapshots/before/restore", `{"labels":{"-":"v"}}`, nil, 400, api.CodeInvalidArgument},
 		{"bad sandbox filter", "GET", "/v1/snapshots?sandbox=-", "", nil, 400, api.CodeInvalidArgument},
+		{"bad warm key", "DELETE", "/v1/warm/abc", "", nil, 400, api.CodeInvalidArgument},
+		{"warm key with upper case", "DELETE", "/v1/warm/ABCDEF0123456789ABCDEF01", "", nil, 400, api.CodeInvalidArgument},
+		{"no warm template", "DELETE", "/v1/warm/" + apitest.WarmKey, "", func(b *apitest.Backend) {
+			b.Warm.DeleteFn = func(context.Context, string) error {
+				return api.Errorf(404, api.CodeNotFound, "no warm template")
+			}
+		}, 404, api.CodeNotFound},
 		{"disk full", "POST", sb + "/snapshots", `{"name":"a"}`, func(b *apitest.Backend) {
 			b.Snapshot.SaveFn = func(context.Context, string, api.SaveSnapshotRequest) (api.Snapshot, error) {
 				return api.Snapshot{}, api.Errorf(507, api.CodeInsufficientStorage, "disk full")

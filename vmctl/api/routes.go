@@ -75,4 +75,6 @@ var routes = []route{
 	{"GET", "/v1/snapshots/{name}", nil, (*Server).getSnapshot},
 	{"DELETE", "/v1/snapshots/{name}", nil, (*Server).deleteSnapshot},
 	{"POST", "/v1/snapshots/{name}/restore", nil, (*Server).restoreSnapshot},
+	{"GET", "/v1/warm", nil, (*Server).listWarm},
+	{"DELETE", "/v1/warm/{key}", nil, (*Server).deleteWarm},
 }

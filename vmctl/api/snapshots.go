@@ -20,6 +20,9 @@ type Snapshot struct {
 	// have been removed since: snapshots outlive their sandbox).
 	Sandbox     string `json:"sandbox"`
 	SandboxName string `json:"sandbox_name,omitempty"`
+	// SourceRemoved says that sandbox has been removed since (the snapshot
+	// still restores; its name may now belong to another sandbox).
+	SourceRemoved bool `json:"source_removed,omitempty"`
 	// Image is the image the sandbox ran; a restore needs the same digest.
 	Image ImageRef `json:"image"`
 	// Accel, Machine, VCPUs and MemoryMiB are the machine shape a restore
@@ -28,8 +31,12 @@ type Snapshot struct {
 	Machine   string `json:"machine"`
 	VCPUs     int    `json:"vcpus"`
 	MemoryMiB int    `json:"memory_mib"`
-	// Limits are the source sandbox's limits when the snapshot was taken;
-	// a restore starts from them.
+	// Limits are the source sandbox's lifetime limits (TTL, idle timeout,
+	// exec timeout, max execs) when the snapshot was taken; a restore
+	// starts from them and RestoreRequest.Limits override them. Its
+	// host-side resources (Sandbox.Resources: disk, CPU quota, I/O,
+	// pids, memory limit) and network policy come from the snapshot
+	// unchanged: the restored machine must have the saved shape.
 	Limits Limits `json:"limits"`
 	// CreatedAt is when the save finished.
 	CreatedAt time.Time `json:"created_at"`
@@ -62,7 +69,9 @@ type RestoreRequest struct {
 	Name string `json:"name,omitempty"`
 	// Labels are the new sandbox's labels (as in a create).
 	Labels map[string]string `json:"labels,omitempty"`
-	// Limits override the snapshot's limits where non-zero.
+	// Limits override the snapshot's lifetime limits (TTL, idle timeout,
+	// exec timeout, max execs) where non-zero. Resources and network
+	// policy cannot be changed by a restore: they are the snapshot's.
 	Limits Limits `json:"limits,omitempty"`
 }
 

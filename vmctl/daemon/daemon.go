@@ -61,6 +61,10 @@ type Config struct {
 	// and paused for `create --warm` (sandbox.Manager.SetWarmPool); 0
 	// keeps none. They are destroyed on Shutdown.
 	WarmPool int
+	// WarmTemplates caps the warm templates kept in STATE_DIR/warm; the
+	// least recently used goes when another is built
+	// (sandbox.Manager.SetWarmTemplates); 0 means 8.
+	WarmTemplates int
 	// AuditMaxBytes and AuditMaxFiles rotate the audit log (0: the audit
 	// package's defaults, 64 MiB × 10 files).
 	AuditMaxBytes int64
@@ -211,6 +215,7 @@ func New(ctx context.Context, cfg Config) (_ *Daemon, err error) {
 		d.seen[sb.ID] = string(sb.State())
 		d.mu.Unlock()
 	}
+	d.startWarm() // snapshots.go
 	d.auditReconcile()
 	d.closeLostExecs()
 	log.Info("daemon ready", "instance", d.store.Instance(), "sandboxes", d.report.Loaded,

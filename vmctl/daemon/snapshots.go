@@ -88,7 +88,7 @@ func (d *Daemon) SaveSnapshot(ctx context.Context, ref string, req api.SaveSnaps
 	}
 	d.snapMetrics().save.Observe(float64(rec.SaveMs) / 1000)
 	d.events.publish(api.Event{Time: time.Now().UTC(), Type: api.EventSnapshotSaved, Sandbox: sb.ID, Name: sb.Name, Reason: "snapshot " + rec.Name})
-	return snapshotView(rec), nil
+	return d.snapshotView(rec), nil
 }
 
 // ListSnapshots implements api.SnapshotBackend.
@@ -109,7 +109,7 @@ func (d *Daemon) ListSnapshots(ctx context.Context, ref string) ([]api.Snapshot,
 	}
 	out := make([]api.Snapshot, 0, len(recs))
 	for _, r := range recs {
-		out = append(out, snapshotView(r))
+		out = append(out, d.snapshotView(r))
 	}
 	return out, nil
 }
@@ -120,7 +120,7 @@ func (d *Daemon) GetSnapshot(ctx context.Context, name string) (api.Snapshot, er
 	if err != nil {
 		return api.Snapshot{}, toAPI(err)
 	}
-	return snapshotView(rec), nil
+	return d.snapshotView(rec), nil
 }
 
 // DeleteSnapshot implements api.SnapshotBackend.
@@ -142,7 +142,8 @@ func (d *Daemon) DeleteSnapshot(ctx context.Context, name string) error {
 // RestoreSnapshot implements api.SnapshotBackend: it loads the
 // snapshot's image (refused when its digest changed), admits the
 // resources like a create, and starts the new sandbox with the snapshot's
-// limits overridden by the request's.
+// lifetime limits overridden by the request's (its resources and network
+// policy are the snapshot's).
 func (d *Daemon) RestoreSnapshot(ctx context.Context, name string, req api.RestoreRequest) (api.Sandbox, error) {
 	start := time.Now()
 	caller := api.CallerFrom(ctx).ID
@@ -209,7 +210,7 @@ func snapshotError(err error) *api.Error {
 		status, code = http.StatusInsufficientStorage, api.CodeInsufficientStorage
 	case errors.Is(err, sandbox.ErrSnapshotUnusable):
 		status, code = http.StatusUnprocessableEntity, api.CodeSnapshotUnusable
-	case errors.Is(err, sandbox.ErrNoSnapshot):
+	case errors.Is(err, sandbox.ErrNoSnapshot), errors.Is(err, sandbox.ErrNoWarmTemplate):
 		status, code = http.StatusNotFound, api.CodeNotFound
 	case errors.Is(err, sandbox.ErrSnapshotNameTaken), errors.Is(err, sandbox.ErrSnapshotExists):
 		status, code = http.StatusConflict, api.CodeNameTaken
@@ -221,10 +222,16 @@ func snapshotError(err error) *api.Error {
 	return &api.Error{Status: status, Code: code, Message: err.Error()}
 }
 
-// snapshotView renders a snapshot record for the API.
-func snapshotView(r sandbox.SnapshotRecord) api.Snapshot {
+// snapshotView renders a snapshot record for the API; SourceRemoved says
+// whether the manager still knows the snapshotted sandbox.
+func (d *Daemon) snapshotView(r sandbox.SnapshotRecord) api.Snapshot {
+	_, err := d.mgr.Get(r.SandboxID)
+	return snapshotView(r, err != nil)
+}
+
+func snapshotView(r sandbox.SnapshotRecord, sourceRemoved bool) api.Snapshot {
 	v := api.Snapshot{
-		ID: r.ID, Name: r.Name, Sandbox: r.SandboxID, SandboxName: r.SandboxName,
+		ID: r.ID, Name: r.Name, Sandbox: r.SandboxID, SandboxName: r.SandboxName, SourceRemoved: sourceRemoved,
 		Image: api.ImageRef{Name: r.ImageName, Digest: digest(r.ImageDigest), Dir: r.ImageDir},
 		Accel: r.Accel, Machine: r.Machine, VCPUs: r.VCPUs, MemoryMiB: r.MemoryMiB,
 		CreatedAt: r.CreatedAt, SaveMs: r.SaveMs, VMStateBytes: r.VMStateBytes, DiskBytes: r.DiskBytes,
@@ -234,4 +241,40 @@ func snapshotView(r sandbox.SnapshotRecord) api.Snapshot {
 		v.Limits = ex.Limits
 	}
 	return v
+}
+
+var _ api.WarmBackend = (*Daemon)(nil)
+
+// ListWarm implements api.WarmBackend.
+func (d *Daemon) ListWarm(ctx context.Context) ([]api.WarmTemplate, error) {
+	ts := d.mgr.WarmTemplates()
+	out := make([]api.WarmTemplate, 0, len(ts))
+	for _, t := range ts {
+		out = append(out, api.WarmTemplate{
+			Key: t.Key, Image: api.ImageRef{Name: t.ImageName, Digest: digest(t.ImageDigest), Dir: t.ImageDir},
+			DomainType: t.DomainType, VCPUs: t.VCPUs, MemoryMiB: t.MemoryMiB, DiskMiB: t.DiskMiB, Network: t.Network,
+			SizeBytes: t.SizeBytes, CreatedAt: t.CreatedAt, BuildMs: t.BuildMs, LastUsedAt: t.LastUsed, Pooled: t.Pooled,
+		})
+	}
+	return out, nil
+}
+
+// DeleteWarm implements api.WarmBackend.
+func (d *Daemon) DeleteWarm(ctx context.Context, key string) error {
+	if err := d.mgr.DeleteWarmTemplate(ctx, key); err != nil {
+		return toAPI(err)
+	}
+	d.log.Info("warm template removed", "key", key, "caller", api.CallerFrom(ctx).ID)
+	return nil
+}
+
+// startWarm applies the warm settings and refills the pools of existing
+// templates in the background (after Reconcile removed a previous
+// daemon's pool leftovers).
+func (d *Daemon) startWarm() {
+	d.mgr.SetWarmTemplates(d.cfg.WarmTemplates)
+	verify := filepath.Join(d.cfg.StateDir, "image-verify")
+	d.mgr.RefillWarmPools(func(ctx context.Context, dir string) (*image.Image, error) {
+		return image.Load(ctx, dir, image.LoadOptions{VerifyCacheDir: verify})
+	})
 }

@@ -23,6 +23,7 @@ func TestSnapshotErrorsToAPI(t *testing.T) {
 		{sandbox.ErrSnapshotNameTaken, http.StatusConflict, api.CodeNameTaken},
 		{sandbox.ErrSnapshotExists, http.StatusConflict, api.CodeNameTaken},
 		{sandbox.ErrUnsupported, http.StatusNotImplemented, api.CodeNotImplemented},
+		{sandbox.ErrNoWarmTemplate, http.StatusNotFound, api.CodeNotFound},
 		{sandbox.ErrNotRunning, http.StatusConflict, api.CodeNotRunning},
 		{sandbox.ErrNameTaken, http.StatusConflict, api.CodeNameTaken},
 	} {
@@ -33,6 +34,18 @@ func TestSnapshotErrorsToAPI(t *testing.T) {
 		}
 		if api.StatusOf(c.code) != c.status {
 			t.Errorf("StatusOf(%s) = %d, want %d", c.code, api.StatusOf(c.code), c.status)
+		}
+	}
+}
+
+// TestSnapshotViewSourceRemoved: the view says whether the snapshotted
+// sandbox is gone, and keeps its name.
+func TestSnapshotViewSourceRemoved(t *testing.T) {
+	r := sandbox.SnapshotRecord{ID: "0123456789ab", Name: "s", SandboxID: "ba9876543210", SandboxName: "orig", Extra: []byte(`{"limits":{"ttl_seconds":60}}`)}
+	for _, removed := range []bool{false, true} {
+		v := snapshotView(r, removed)
+		if v.SourceRemoved != removed || v.SandboxName != "orig" || v.Sandbox != r.SandboxID || v.Limits.TTLSeconds != 60 {
+			t.Errorf("snapshotView(removed=%v) = %+v", removed, v)
 		}
 	}
 }

@@ -81,6 +81,8 @@ type Backend struct {
 	EventsFn        func(ctx context.Context, emit func(api.Event) error) error
 	// Snapshot holds the snapshot methods' functions (snapshots.go).
 	Snapshot SnapshotFns
+	// Warm holds the warm template methods' functions (warm.go).
+	Warm WarmFns
 
 	mu    sync.Mutex
 	calls []string
