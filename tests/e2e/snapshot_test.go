@@ -23,18 +23,20 @@ import (
 
 // wireSnapshot is the API's Snapshot, spelled independently.
 type wireSnapshot struct {
-	ID           string    `json:"id"`
-	Name         string    `json:"name"`
-	Sandbox      string    `json:"sandbox"`
-	SandboxName  string    `json:"sandbox_name"`
-	Machine      string    `json:"machine"`
-	VCPUs        int       `json:"vcpus"`
-	MemoryMiB    int       `json:"memory_mib"`
-	CreatedAt    time.Time `json:"created_at"`
-	SaveMs       int64     `json:"save_ms"`
-	VMStateBytes int64     `json:"vmstate_bytes"`
-	DiskBytes    int64     `json:"disk_bytes"`
-	Image        struct {
+	ID          string `json:"id"`
+	Name        string `json:"name"`
+	Sandbox     string `json:"sandbox"`
+	SandboxName string `json:"sandbox_name"`
+	// SourceRemoved: the sandbox has been removed since.
+	SourceRemoved bool      `json:"source_removed"`
+	Machine       string    `json:"machine"`
+	VCPUs         int       `json:"vcpus"`
+	MemoryMiB     int       `json:"memory_mib"`
+	CreatedAt     time.Time `json:"created_at"`
+	SaveMs        int64     `json:"save_ms"`
+	VMStateBytes  int64     `json:"vmstate_bytes"`
+	DiskBytes     int64     `json:"disk_bytes"`
+	Image         struct {
 		Digest string `json:"digest"`
 		Dir    string `json:"dir"`
 	} `json:"image"`
@@ -253,8 +255,8 @@ func TestSnapshotRestore(t *testing.T) {
 	// The snapshot outlives its sandbox...
 	d.call("DELETE", "/v1/sandboxes/src?force=true", nil, http.StatusNoContent)
 	d.assertGone(src.ID)
-	if list := d.snapshots("?sandbox=" + src.ID); len(list) != 1 || list[0].Name != "cp1" {
-		t.Fatalf("snapshots of the removed source: %+v", list)
+	if list := d.snapshots("?sandbox=" + src.ID); len(list) != 1 || list[0].Name != "cp1" || !list[0].SourceRemoved || list[0].SandboxName != "src" {
+		t.Fatalf("snapshots of the removed source: %+v; want cp1 of src, source_removed", list)
 	}
 	kept := filepath.Join(d.state, "snapshots", src.ID+".qcow2")
 	if _, err := os.Stat(kept); err != nil {
@@ -276,7 +278,7 @@ func TestSnapshotRestore(t *testing.T) {
 	}
 
 	r = d.cli(nil, "snapshot", "ls")
-	if r.code != 0 || !strings.Contains(string(r.stdout), "cp1") || !strings.HasPrefix(string(r.stdout), "NAME") {
+	if r.code != 0 || !strings.Contains(string(r.stdout), "cp1") || !strings.HasPrefix(string(r.stdout), "NAME") || !strings.Contains(string(r.stdout), " src (removed) ") {
 		t.Errorf("agentbox snapshot ls: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
 	}
 	acts := map[string]bool{}

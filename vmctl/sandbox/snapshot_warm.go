@@ -231,7 +231,7 @@ func (m *Manager) pruneWarm(key, dir, digest string) {
 		if !l.TryLock() {
 			continue
 		}
-		if err := os.RemoveAll(m.warmDir(man.Key)); err == nil {
+		if err := m.removeWarm(context.Background(), man.Key); err == nil { // and its pool
 			m.log.Info("warm template of a changed image removed", "key", man.Key, "image_dir", dir)
 		}
 		l.Unlock()
