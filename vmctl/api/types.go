@@ -53,14 +53,18 @@ type Sandbox struct {
 	// ExecCount is the number of commands run so far (attached and
 	// detached).
 	ExecCount int `json:"exec_count"`
-	// Limits are the sandbox's lifetimes and command limits.
+	// Limits are the sandbox's lifetime limits (TTL, idle timeout, exec
+	// timeout, max execs), enforced by the daemon; its host-side machine
+	// limits are Resources.
 	Limits Limits `json:"limits"`
 	// ExpiresAt is CreatedAt + Limits.TTLSeconds (nil without a TTL).
 	ExpiresAt *time.Time `json:"expires_at,omitempty"`
 	// Network is the sandbox's network policy and addresses (network.go).
 	Network *NetworkInfo `json:"network,omitempty"`
-	// Resources are the sandbox's host-side limits and how each is
-	// enforced (resources.go); nil for sandboxes made before they existed.
+	// Resources are the sandbox's host-side machine limits (disk, CPU
+	// quota, I/O, pids, QEMU memory) and how each is enforced
+	// (resources.go); nil for sandboxes made before they existed. Its
+	// lifetime limits are Limits.
 	Resources *Resources `json:"resources,omitempty"`
 	// Usage is the latest sample of its resource use (running sandboxes
 	// only; resources.go).
@@ -77,8 +81,11 @@ type ImageRef struct {
 	Dir string `json:"dir"`
 }
 
-// Limits are a sandbox's lifetimes and command limits. Zero means "none"
-// (or, in a create request, "the daemon's default").
+// Limits are a sandbox's lifetime limits, enforced by the daemon: how
+// long it lives (TTL, idle timeout) and how its commands are bounded
+// (exec timeout, max execs). They are not its host-side machine limits
+// (Resources). Zero means "none" (or, in a create request, "the daemon's
+// default").
 type Limits struct {
 	// TTLSeconds: the sandbox is stopped and removed this many seconds
 	// after creation.
