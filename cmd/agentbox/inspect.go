@@ -17,7 +17,10 @@ func inspectCommand() *cli.Command {
 		Usage:     "print sandboxes as a JSON array",
 		ArgsUsage: "SANDBOX...",
 		Description: "Prints a JSON array with the API's object of each SANDBOX (ID or name), like `docker inspect`:\n" +
-			"state and reason, image, domain, accelerator, resources, labels, times, exec count, limits.\n\n" +
+			"state and reason, image, domain, accelerator, vCPUs and memory, labels, times, exec count,\n" +
+			"\"limits\" — the lifetime limits (ttl, idle timeout, exec timeout, max execs) the daemon enforces —,\n" +
+			"\"resources\" — the host-side machine limits (disk, CPU quota, I/O, pids, QEMU memory) and how\n" +
+			"each is enforced —, \"usage\" and \"network\".\n\n" +
 			"Exit status: 0; 125 if any SANDBOX could not be read (the others are still printed).",
 		OnUsageError: usageError,
 		Action: clientAction(func(ctx context.Context, c *cli.Context, cl *client.Client) error {
