@@ -245,6 +245,8 @@ func (m *Manager) pruneWarm(key, dir, digest string) {
 // control (they hold their memory on the host, though), and destroyed by
 // DrainWarmPool; a daemon that died leaves domains and directories that
 // the next Reconcile removes. Only sandboxes without a NIC are pooled.
+// Pools refill after each warm create of their template, and at start
+// through RefillWarmPools; WarmTemplates shows their sizes.
 func (m *Manager) SetWarmPool(n int) {
 	m.snap.mu.Lock()
 	defer m.snap.mu.Unlock()
