@@ -489,4 +489,53 @@ func TestWarmCreate(t *testing.T) {
 	if sbs := d.list(""); len(sbs) != 3 {
 		t.Errorf("sandboxes: %+v; want 3", sbs)
 	}
+
+	// `warm ls` shows the template with its pooled member; a restarted
+	// daemon refills the pool without waiting for a warm create.
+	type wireWarm struct {
+		Key       string `json:"key"`
+		Pooled    int    `json:"pooled"`
+		SizeBytes int64  `json:"size_bytes"`
+		MemoryMiB int    `json:"memory_mib"`
+	}
+	warmList := func() []wireWarm {
+		r := d.cli(nil, "warm", "ls", "--json")
+		var l []wireWarm
+		if r.code != 0 || json.Unmarshal(r.stdout, &l) != nil {
+			t.Fatalf("agentbox warm ls --json: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+		}
+		return l
+	}
+	if l := warmList(); len(l) != 1 || l[0].Pooled != 1 || l[0].SizeBytes <= 0 || l[0].MemoryMiB != 256 {
+		t.Errorf("warm ls: %+v; want one 256 MiB template with one pooled sandbox", l)
+	}
+	before := strings.Count(d.log.String(), "warm pool refilled")
+	if code := d.terminate(); code != 0 {
+		t.Fatalf("SIGTERM: exit %d", code)
+	}
+	if err := d.start(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 2*time.Minute, "the warm pool to refill at daemon start", refilled(before+1))
+	if l := warmList(); len(l) != 1 || l[0].Pooled != 1 {
+		t.Errorf("warm ls after a restart: %+v; want the pool refilled", l)
+	}
+	// `warm rm --all` removes the template and destroys its pooled member.
+	if r := d.cli(nil, "warm", "rm", "--all"); r.code != 0 || strings.TrimSpace(string(r.stdout)) != warmList0(t, keys) {
+		t.Errorf("agentbox warm rm --all: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	if l := warmList(); len(l) != 0 {
+		t.Errorf("warm ls after rm --all: %+v", l)
+	}
+	if now, _ := filepath.Glob(filepath.Join(d.state, "warm", "*")); len(now) != 0 {
+		t.Errorf("warm templates left after rm --all: %v", now)
+	}
+}
+
+// warmList0 returns the key of the only template manifest in keys.
+func warmList0(t *testing.T, keys []string) string {
+	if len(keys) != 1 {
+		t.Fatalf("templates %v", keys)
+	}
+	return filepath.Base(filepath.Dir(keys[0]))
 }
