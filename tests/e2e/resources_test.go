@@ -164,6 +164,19 @@ func TestResourcesCeilings(t *testing.T) {
 			t.Errorf("create with %s: details %v lack requested/ceiling", tc.extra, e.Details)
 		}
 	}
+	// Below what a guest needs to boot: refused (400) with the minimum,
+	// before anything is made.
+	for _, tc := range []struct{ extra, msg string }{
+		{`"memory_mib":100`, "memory 100 MiB is below the minimum of 256 MiB a guest needs"},
+		{`"io_bps":10`, "io throughput cap 10 bytes/s is below the minimum of 1048576 bytes/s (1 MiB/s)"},
+		{`"iops":1`, "io operations cap 1 ops/s is below the minimum of"},
+		{`"pids":20`, "pids 20: QEMU needs at least 32 host tasks"},
+	} {
+		e := d.apiError("POST", "/v1/sandboxes", "application/json", []byte(createBody(t, tc.extra)), http.StatusBadRequest, "invalid_argument")
+		if !strings.Contains(e.Message, tc.msg) {
+			t.Errorf("create with %s: message %q, want it to contain %q", tc.extra, e.Message, tc.msg)
+		}
+	}
 	// The CLI's flags reach the same check.
 	r := d.cli(nil, "create", "--image", testenv.Image(t), "--accel", "tcg", "--memory", "2048", "--disk", "2048")
 	if r.code == 0 || !strings.Contains(string(r.stderr), "memory 2048 MiB is above the daemon's ceiling of 1024 MiB (--max-memory)") {
@@ -202,8 +215,8 @@ func TestResourcesGuest(t *testing.T) {
 				t.Errorf("%s: %+v", l, e)
 			}
 		}
-		// Guest RAM + 192 + RAM/4 + the 256 MiB TCG cache.
-		const hardMiB = 512 + 192 + 128 + 256
+		// 8/5 of (guest RAM + 160 MiB + the 256 MiB TCG cache), rounded up.
+		const hardMiB = ((512+160+256)*8 + 4) / 5
 		mem := rs.enforcement(t, "memory_hard_limit")
 		if mem.Value != hardMiB || rs.Resources.MemoryHardLimitMiB != hardMiB {
 			t.Errorf("memory_hard_limit: %+v, resources %d", mem, rs.Resources.MemoryHardLimitMiB)
@@ -325,7 +338,7 @@ func TestResourcesGuest(t *testing.T) {
 		if got := d.getResources(sb.ID); got.State != "running" {
 			t.Fatalf("sandbox after the hog: %s (%s)", got.State, got.Reason)
 		}
-		if rss := rssBytes(t, pid); rss > (512+192+128+256)<<20 {
+		if rss := rssBytes(t, pid); rss > ((512+160+256)*8+4)/5<<20 {
 			t.Errorf("QEMU RSS %d above its hard limit", rss)
 		}
 	})
@@ -476,4 +489,51 @@ func TestResourcesActThreshold(t *testing.T) {
 	if !hasSubsequence(actions, []string{"warn", "stop"}) {
 		t.Errorf("resource audit actions %v, want a warn then a stop (entries %+v)", actions, entries)
 	}
+}
+
+// TestResourcesRestored: a sandbox restored from a snapshot has its
+// source's limits in force and records each with its enforcement, the
+// domain XML's (CPU quota, I/O caps, TCG cache) as well as the cgroups'.
+// Warm and pooled sandboxes take the same path (prepareRestoring; see
+// vmctl/sandbox's TestRestoredEnforcementFake).
+func TestResourcesRestored(t *testing.T) {
+	d := startDaemon(t)
+	src := d.create(createBody(t, `"memory_mib":256,"cpu_quota_percent":50,"io_bps":52428800`))
+	d.save(src.ID, "res1")
+	fork := d.restore("res1", `{}`)
+	type entry struct {
+		limit, unit, enforcement string
+		value                    int64
+	}
+	entries := func(sb wireResourceSandbox) map[string]entry {
+		m := map[string]entry{}
+		for _, e := range sb.Resources.Enforcement {
+			m[e.Limit] = entry{e.Limit, e.Unit, e.Enforcement, e.Value}
+		}
+		return m
+	}
+	want, got := entries(d.getResources(src.ID)), entries(d.getResources(fork.ID))
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("restored sandbox's enforcement %v; want its source's %v", got, want)
+	}
+	for limit, value := range map[string]int64{"cpu_quota": 50, "io_bps": 52428800, "tcg_cache": 256} {
+		if e := got[limit]; e.enforcement != "libvirt" || e.value != value {
+			t.Errorf("restored sandbox: %s %+v, want %d enforced by libvirt", limit, e, value)
+		}
+	}
+	for _, limit := range []string{"disk", "memory_hard_limit", "pids"} {
+		if e, ok := got[limit]; !ok || strings.HasPrefix(e.enforcement, "not enforced") {
+			t.Errorf("restored sandbox: %s %+v, want it enforced", limit, e)
+		}
+	}
+	xml, err := exec.Command("virsh", "-c", testenv.URI(), "dumpxml", fork.Domain).CombinedOutput()
+	if err != nil {
+		t.Fatalf("virsh dumpxml %s: %v %s", fork.Domain, err, xml)
+	}
+	for _, el := range []string{"<global_quota>50000</global_quota>", "<total_bytes_sec>52428800</total_bytes_sec>"} {
+		if !strings.Contains(string(xml), el) {
+			t.Errorf("restored domain's XML lacks %s", el)
+		}
+	}
+	d.call("DELETE", "/v1/snapshots/res1", nil, http.StatusNoContent)
 }

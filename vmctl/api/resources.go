@@ -16,9 +16,9 @@ type Resources struct {
 	// CPUQuotaPercent is the whole-VM CPU cap in percent of one host CPU;
 	// 0: none.
 	CPUQuotaPercent int `json:"cpu_quota_percent,omitempty"`
-	// MemoryHardLimitMiB is the QEMU process's memory limit in MiB: guest
-	// RAM + 192 MiB + RAM/4 for QEMU itself, + 256 MiB of TCG translation
-	// cache under TCG.
+	// MemoryHardLimitMiB is the QEMU process's memory limit in MiB: 8/5 of
+	// (guest RAM + 160 MiB for QEMU itself + 256 MiB of TCG translation
+	// cache under TCG), rounded up; see vmctl/sandbox MemoryHardLimitMiB.
 	MemoryHardLimitMiB int64 `json:"memory_hard_limit_mib"`
 	// IOBps, IOPS and IOWeight: see CreateSandboxRequest; 0: none.
 	IOBps    int64 `json:"io_bps,omitempty"`
