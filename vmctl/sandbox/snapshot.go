@@ -633,6 +633,7 @@ func (m *Manager) prepareRestoring(ctx context.Context, r *restoring) error {
 	r.undo.add("domain", func(ctx context.Context) error {
 		err := m.cfg.Driver.DestroyDomain(ctx, sb.Domain)
 		removeFiles(sb.AgentSocket, sb.GuestAgentSocket)
+		sb.releaseResources() // the cgroups agentbox made (pids on v1), as Create's revert does
 		return err
 	})
 	m.applyResources(ctx, sb)
