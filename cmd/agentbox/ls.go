@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"text/tabwriter"
 	"time"
 
@@ -40,26 +41,13 @@ func lsCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			w := c.App.Writer
-			switch {
-			case c.Bool("json"):
-				if sbs == nil {
-					sbs = []api.Sandbox{}
-				}
-				return writeJSON(w, sbs)
-			case c.Bool("quiet"):
-				for _, sb := range sbs {
-					fmt.Fprintln(w, sb.ID)
-				}
-				return nil
-			}
-			return writeSandboxTable(w, sbs, time.Now())
+			return writeList(c, sbs, func(sb api.Sandbox) string { return sb.ID }, writeSandboxTable)
 		}),
 	}
 }
 
 // writeSandboxTable writes the `ls` table; ages count up to now.
-func writeSandboxTable(w interface{ Write([]byte) (int, error) }, sbs []api.Sandbox, now time.Time) error {
+func writeSandboxTable(w io.Writer, sbs []api.Sandbox, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tNAME\tSTATE\tIMAGE\tCPUS\tMEMORY\tAGE")
 	for _, sb := range sbs {
@@ -86,6 +74,26 @@ func age(d time.Duration) string {
 }
 
 // writeJSON writes v as indented JSON and a newline.
+// writeList prints a listing the way every `ls` does: --json as an
+// indented JSON array ([] when empty), -q/--quiet one key per line,
+// otherwise table's columns with ages counted up to now.
+func writeList[T any](c *cli.Context, list []T, key func(T) string, table func(w io.Writer, list []T, now time.Time) error) error {
+	w := c.App.Writer
+	switch {
+	case c.Bool("json"):
+		if list == nil {
+			list = []T{}
+		}
+		return writeJSON(w, list)
+	case c.Bool("quiet"):
+		for _, v := range list {
+			fmt.Fprintln(w, key(v))
+		}
+		return nil
+	}
+	return table(w, list, time.Now())
+}
+
 func writeJSON(w interface{ Write([]byte) (int, error) }, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"text/tabwriter"
 	"time"
 
@@ -71,20 +72,7 @@ func snapshotCommand() *cli.Command {
 					if err != nil {
 						return err
 					}
-					w := c.App.Writer
-					switch {
-					case c.Bool("json"):
-						if list == nil {
-							list = []api.Snapshot{}
-						}
-						return writeJSON(w, list)
-					case c.Bool("quiet"):
-						for _, s := range list {
-							fmt.Fprintln(w, s.Name)
-						}
-						return nil
-					}
-					return writeSnapshotTable(w, list, time.Now())
+					return writeList(c, list, func(s api.Snapshot) string { return s.Name }, writeSnapshotTable)
 				}),
 			},
 			{
@@ -179,7 +167,7 @@ func restoreCommand() *cli.Command {
 }
 
 // writeSnapshotTable writes the `snapshot ls` table; ages count up to now.
-func writeSnapshotTable(w interface{ Write([]byte) (int, error) }, list []api.Snapshot, now time.Time) error {
+func writeSnapshotTable(w io.Writer, list []api.Snapshot, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tID\tSANDBOX\tIMAGE\tCPUS\tMEMORY\tVMSTATE\tDISK\tSAVE\tAGE")
 	for _, s := range list {

@@ -45,20 +45,7 @@ func warmCommand() *cli.Command {
 					if err != nil {
 						return err
 					}
-					w := c.App.Writer
-					switch {
-					case c.Bool("json"):
-						if list == nil {
-							list = []api.WarmTemplate{}
-						}
-						return writeJSON(w, list)
-					case c.Bool("quiet"):
-						for _, t := range list {
-							fmt.Fprintln(w, t.Key)
-						}
-						return nil
-					}
-					return writeWarmTable(w, list, time.Now())
+					return writeList(c, list, func(t api.WarmTemplate) string { return t.Key }, writeWarmTable)
 				}),
 			},
 			{
