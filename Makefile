@@ -7,13 +7,20 @@ LDFLAGS  := -X main.version=$(VERSION)
 # Fuzz time per target in `make test`; `make fuzz FUZZTIME=5m` for longer runs.
 FUZZTIME ?= 10s
 
-.PHONY: all build host-setup test-image demo test unit fuzz bench clean nix-check
+.PHONY: all build deps host-setup test-image demo test unit fuzz bench clean nix-check
 
 all: build
 
 build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/agentbox ./cmd/agentbox
 	CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=false -o bin/agentbox-guest ./cmd/agentbox-guest
+
+# Every Go module the build and the tests need, from the Go module proxy into
+# the module cache (an empty one too): what runs after it may be offline, as
+# the vendor-hash check is (GOPROXY=off).
+deps:
+	$(GO) mod download
+	$(GO) mod verify
 
 # Debian packages, qemu.conf, virtlogd and libvirtd (tests/host-setup.sh).
 host-setup:
@@ -34,14 +41,14 @@ demo: host-setup build
 # The Nix side without nixpkgs (tests/nix/check.sh): every .nix parses,
 # flake.lock pins nixpkgs, the Go vendorHash matches, and the image builder
 # is byte-for-byte reproducible. Needs nix-bin (host-setup installs it).
-nix-check:
+nix-check: deps
 	@tests/nix/check.sh
 
 # Everything: the Nix checks, vet, unit tests with -race, short fuzz runs, and
 # the tests that boot real guests under TCG. Skips for missing host features
 # are failures; -count=1 because guest tests depend on the host, which Go's
 # cache ignores.
-test: host-setup
+test: host-setup deps
 	@$(MAKE) --no-print-directory nix-check
 	@img=$$(tests/image/build.sh | tail -n1) && \
 	$(GO) vet ./... && \

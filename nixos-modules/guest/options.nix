@@ -122,8 +122,8 @@ in
         type = types.listOf types.str;
         default = [ ];
         example = [
-          "pypi.org"
-          "files.pythonhosted.org:443"
+          "api.example.com"
+          "downloads.example.com:443"
           "10.0.0.0/8:5432"
         ];
         description = ''

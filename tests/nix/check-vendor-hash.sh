@@ -58,7 +58,7 @@ fi
 	cd "$work/src"
 	env GOFLAGS= GOWORK=off GOTOOLCHAIN=local GOPROXY="${GOPROXY_VENDOR_CHECK:-off}" \
 		go mod vendor -o "$work/vendor"
-) || die "go mod vendor failed (above). With GOPROXY=off every module must be in the module cache: run \`go mod download\` once (needs the network), or set GOPROXY_VENDOR_CHECK=https://proxy.golang.org"
+) || die "go mod vendor failed (above). With GOPROXY=off every module must be in the module cache: run \`go mod download\` once (needs the network), or set GOPROXY_VENDOR_CHECK to the Go module proxy's URL"
 
 actual=$(nix "${nixopts[@]}" hash path --type sha256 --sri "$work/vendor")
 expected=$(grep -o 'sha256-[A-Za-z0-9+/=]*' "$hashfile" | head -n1 || true)

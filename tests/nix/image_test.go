@@ -167,7 +167,7 @@ func build(t *testing.T, closure, out string) {
 		"vcpus=2",
 		"memoryMiB=768",
 		"networkPolicy=allowlist",
-		"networkAllow=pypi.org\nhost:5432\n198.51.100.0/24:8080",
+		"networkAllow=api.example.com\nhost:5432\n198.51.100.0/24:8080",
 		"extraSpaceMiB=16",
 		"fsUUID=6a0b0c5e-a9e1-4b1f-9a3c-0b0e0a9e0101",
 		"fsHashSeed=6a0b0c5e-a9e1-4b1f-9a3c-0b0e0a9e0102",
@@ -228,8 +228,8 @@ func TestImageBuilderIsReproducible(t *testing.T) {
 		m.Cmdline != "init=/nix/store/cccccccccccccccccccccccccccccccc-nixos-system/init root=/dev/vda rw console=ttyS0 panic=-1" {
 		t.Errorf("manifest = %+v", m)
 	}
-	if got := m.DefaultNetwork(); got.Mode != "allowlist" || strings.Join(got.Strings(), " ") != "pypi.org host:5432 198.51.100.0/24:8080" {
-		t.Errorf("manifest default network = %v %q, want allowlist [pypi.org host:5432 198.51.100.0/24:8080]", got.Mode, got.Strings())
+	if got := m.DefaultNetwork(); got.Mode != "allowlist" || strings.Join(got.Strings(), " ") != "api.example.com host:5432 198.51.100.0/24:8080" {
+		t.Errorf("manifest default network = %v %q, want allowlist [api.example.com host:5432 198.51.100.0/24:8080]", got.Mode, got.Strings())
 	}
 
 	// Every inode normalised: root-owned, times fixed, no hard link left.

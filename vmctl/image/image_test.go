@@ -87,15 +87,15 @@ func TestLoadValid(t *testing.T) {
 
 func TestManifestNetwork(t *testing.T) {
 	dir := writeImage(t, func(f map[string][]byte, m *string) {
-		*m = strings.Replace(*m, "[sha256]", "[network]\npolicy = \"allowlist\"\nallow = [\"pypi.org\", \"host:5432\"]\n[sha256]", 1)
+		*m = strings.Replace(*m, "[sha256]", "[network]\npolicy = \"allowlist\"\nallow = [\"api.example.com\", \"host:5432\"]\n[sha256]", 1)
 	})
 	img, err := Load(context.Background(), dir, LoadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	p := img.Manifest.DefaultNetwork()
-	if p.Mode != "allowlist" || strings.Join(p.Strings(), " ") != "pypi.org host:5432" {
-		t.Fatalf("default network = %v %q, want allowlist [pypi.org host:5432]", p.Mode, p.Strings())
+	if p.Mode != "allowlist" || strings.Join(p.Strings(), " ") != "api.example.com host:5432" {
+		t.Fatalf("default network = %v %q, want allowlist [api.example.com host:5432]", p.Mode, p.Strings())
 	}
 }
 

@@ -77,7 +77,7 @@ type Resources struct {
 
 // Network is an image's default network policy, in the forms of
 // vmctl/netpolicy: Policy is "none", "allowlist" or "open"; Allow holds
-// DEST strings such as "pypi.org", "example.com:8443", "198.51.100.0/24:80"
+// DEST strings such as "api.example.com", "example.com:8443", "198.51.100.0/24:80"
 // or "host:5432".
 type Network struct {
 	Policy string   `toml:"policy"`
