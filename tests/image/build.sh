@@ -26,7 +26,7 @@ CACHE=${AGENTBOX_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/agentbox}
 
 # Kernel command line: the contract's base plus extra flags. None of the usual
 # boot-speed flags (8250.nr_uarts=1, no_timer_check, mitigations=off, nokaslr)
-# made a measurable difference under TCG (README.md); tsc=reliable is kept so
+# made a measurable difference under TCG (measured when the image was made); tsc=reliable is kept so
 # the clocksource watchdog cannot demote the TSC to the (MMIO-emulated, slow)
 # HPET when the host is overloaded.
 CMDLINE_BASE="console=ttyS0 root=/dev/vda rw panic=-1 quiet"

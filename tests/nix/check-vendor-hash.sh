@@ -80,6 +80,6 @@ check-vendor-hash: nix/vendor-hash.nix is out of date: the Go dependencies chang
 Update it with:  tests/nix/check-vendor-hash.sh --update   and commit nix/vendor-hash.nix.
 (A Nix build reports the same mismatch as "hash mismatch in fixed-output derivation
 …-go-modules … got: sha256-…"; if the hash Nix reports differs from the one above, its Go
-vendored differently: see "Go vendor hash" in README.md.)
+vendored differently: see "Go vendor hash" in docs/nix.md.)
 EOF
 exit 1

@@ -14,7 +14,7 @@
 #      qemu-img with the builder's exact options, on a fake closure)
 #
 # What needs nixpkgs (nix flake check, the images, the NixOS VM test) runs on
-# a host with Nix and KVM: see "Nix" in README.md.
+# a host with Nix and KVM: see docs/nix.md.
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)

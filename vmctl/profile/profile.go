@@ -149,7 +149,7 @@ func (r *Resolver) List(ctx context.Context) ([]string, error) {
 	if err != nil {
 		var ne *NixError
 		if errors.As(err, &ne) && ne.mentions("does not provide attribute") {
-			return nil, fmt.Errorf("%w: flake %s has no %s: is it an agentbox flake (see the README, \"Nix\"), and is %s the right system? (%w)", ErrNoImages, r.flake, r.imagesAttr(), r.system, err)
+			return nil, fmt.Errorf("%w: flake %s has no %s: is it an agentbox flake (see docs/nix.md), and is %s the right system? (%w)", ErrNoImages, r.flake, r.imagesAttr(), r.system, err)
 		}
 		return nil, fmt.Errorf("list the profiles of flake %s: %w", r.flake, err)
 	}
