@@ -21,7 +21,8 @@ import (
 	"time"
 
 	"github.com/agentbox/agentbox/vmctl/api"
-	"github.com/agentbox/agentbox/vmctl/api/apitest"
+	"github.com/agentbox/agentbox/vmctl/apiserver"
+	"github.com/agentbox/agentbox/vmctl/apiserver/apitest"
 	"github.com/agentbox/agentbox/vmctl/audit"
 	"github.com/agentbox/agentbox/vmctl/client"
 )
@@ -55,12 +56,12 @@ func socketDir(t *testing.T) string {
 // start serves b on a unix socket and returns a client of it.
 func start(t *testing.T, b *apitest.Backend) *client.Client {
 	t.Helper()
-	srv, err := api.NewServer(api.Config{Backend: b})
+	srv, err := apiserver.NewServer(apiserver.Config{Backend: b})
 	if err != nil {
 		t.Fatal(err)
 	}
 	sock := filepath.Join(socketDir(t), "a.sock")
-	l, err := api.ListenUnix(sock, 0, -1)
+	l, err := apiserver.ListenUnix(sock, 0, -1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -611,7 +612,7 @@ func TestUnreachable(t *testing.T) {
 
 func TestTCPToken(t *testing.T) {
 	const token = "0123456789abcdef0123456789abcdef"
-	srv, err := api.NewServer(api.Config{Backend: &apitest.Backend{}, Token: token})
+	srv, err := apiserver.NewServer(apiserver.Config{Backend: &apitest.Backend{}, Token: token})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -651,7 +652,7 @@ func TestTCPToken(t *testing.T) {
 }
 
 func TestTCPWithoutTokenOrTLSRefused(t *testing.T) {
-	srv, err := api.NewServer(api.Config{Backend: &apitest.Backend{}})
+	srv, err := apiserver.NewServer(apiserver.Config{Backend: &apitest.Backend{}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -110,7 +110,7 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 	return c.w.Write(p)
 }
 
-// Exec implements api.Backend: an attached command whose output streams
+// Exec implements apiserver.Backend: an attached command whose output streams
 // to stdout and stderr. The audit entry and the exec history are written
 // when it ends.
 func (d *Daemon) Exec(ctx context.Context, ref string, req api.ExecRequest, started func(execID string, pid int), stdout, stderr io.Writer) (api.ExitStatus, error) {
@@ -209,7 +209,7 @@ func (d *Daemon) finishExec(b *box, h store.Exec) {
 	}()
 }
 
-// StartProcess implements api.Backend: a detached command under the
+// StartProcess implements apiserver.Backend: a detached command under the
 // sandbox's lifetime (not the request's).
 func (d *Daemon) StartProcess(ctx context.Context, ref string, req api.ExecRequest) (api.Process, error) {
 	b, err := d.running(ref)
@@ -308,7 +308,7 @@ func (d *Daemon) procs(ref string) (*box, error) {
 	return b, nil
 }
 
-// ListProcesses implements api.Backend.
+// ListProcesses implements apiserver.Backend.
 func (d *Daemon) ListProcesses(ctx context.Context, ref string) ([]api.Process, error) {
 	b, err := d.procs(ref)
 	if err != nil {
@@ -321,7 +321,7 @@ func (d *Daemon) ListProcesses(ctx context.Context, ref string) ([]api.Process, 
 	return out, nil
 }
 
-// GetProcess implements api.Backend.
+// GetProcess implements apiserver.Backend.
 func (d *Daemon) GetProcess(ctx context.Context, ref, pid string) (api.Process, error) {
 	b, err := d.procs(ref)
 	if err != nil {
@@ -334,7 +334,7 @@ func (d *Daemon) GetProcess(ctx context.Context, ref, pid string) (api.Process, 
 	return apiProcess(info), nil
 }
 
-// ProcessOutput implements api.Backend.
+// ProcessOutput implements apiserver.Backend.
 func (d *Daemon) ProcessOutput(ctx context.Context, ref, pid string, offset int64, follow bool, emit func(api.ExecEvent) error) error {
 	b, err := d.procs(ref)
 	if err != nil {
@@ -359,7 +359,7 @@ func (d *Daemon) ProcessOutput(ctx context.Context, ref, pid string, offset int6
 	return nil
 }
 
-// WriteStdin implements api.Backend.
+// WriteStdin implements apiserver.Backend.
 func (d *Daemon) WriteStdin(ctx context.Context, ref, pid string, r io.Reader, closeAfter bool) (int64, error) {
 	b, err := d.procs(ref)
 	if err != nil {
@@ -381,7 +381,7 @@ func (d *Daemon) WriteStdin(ctx context.Context, ref, pid string, r io.Reader, c
 	return n, nil
 }
 
-// KillProcess implements api.Backend.
+// KillProcess implements apiserver.Backend.
 func (d *Daemon) KillProcess(ctx context.Context, ref, pid, signal string) error {
 	b, err := d.procs(ref)
 	if err != nil {
@@ -421,7 +421,7 @@ func parseSignal(s string) (syscall.Signal, error) {
 	return 0, api.Errorf(http.StatusBadRequest, api.CodeInvalidArgument, "signal %q: use a name like TERM or KILL, or a number 1-64", s)
 }
 
-// ExecHistory implements api.Backend: the sandbox's exec history from the
+// ExecHistory implements apiserver.Backend: the sandbox's exec history from the
 // store (attached and detached commands, newest limit when limit > 0).
 func (d *Daemon) ExecHistory(ctx context.Context, ref string, limit int) ([]api.ExecRecord, error) {
 	sb, err := d.mgr.Get(ref)

@@ -79,7 +79,7 @@ func (c *countWriter) Write(p []byte) (int, error) {
 	return n, err
 }
 
-// Upload implements api.Backend: the guest agent writes the file
+// Upload implements apiserver.Backend: the guest agent writes the file
 // atomically (temporary file, fsync, rename).
 func (d *Daemon) Upload(ctx context.Context, ref, p string, perm fs.FileMode, parents bool, r io.Reader) (api.FileInfo, error) {
 	var info api.FileInfo
@@ -102,7 +102,7 @@ func (d *Daemon) Upload(ctx context.Context, ref, p string, perm fs.FileMode, pa
 	return info, err
 }
 
-// Download implements api.Backend.
+// Download implements apiserver.Backend.
 func (d *Daemon) Download(ctx context.Context, ref, p string, open func(api.FileInfo) io.Writer) error {
 	return d.fileOp(ctx, ref, audit.ActionDownload, map[string]any{"path": p}, func(c *agent.Client) (int64, int64, error) {
 		fi, err := c.Stat(ctx, p)
@@ -118,7 +118,7 @@ func (d *Daemon) Download(ctx context.Context, ref, p string, open func(api.File
 	})
 }
 
-// Stat implements api.Backend.
+// Stat implements apiserver.Backend.
 func (d *Daemon) Stat(ctx context.Context, ref, p string) (api.FileInfo, error) {
 	var info api.FileInfo
 	err := d.fileOp(ctx, ref, audit.ActionStat, map[string]any{"path": p}, func(c *agent.Client) (int64, int64, error) {
@@ -129,7 +129,7 @@ func (d *Daemon) Stat(ctx context.Context, ref, p string) (api.FileInfo, error) 
 	return info, err
 }
 
-// List implements api.Backend.
+// List implements apiserver.Backend.
 func (d *Daemon) List(ctx context.Context, ref, p string) ([]api.FileInfo, error) {
 	out := []api.FileInfo{}
 	err := d.fileOp(ctx, ref, audit.ActionList, map[string]any{"path": p}, func(c *agent.Client) (int64, int64, error) {
@@ -149,7 +149,7 @@ func (d *Daemon) List(ctx context.Context, ref, p string) ([]api.FileInfo, error
 	return out, err
 }
 
-// Mkdir implements api.Backend.
+// Mkdir implements apiserver.Backend.
 func (d *Daemon) Mkdir(ctx context.Context, ref string, req api.MkdirRequest) error {
 	perm := fs.FileMode(0o755)
 	if req.Mode != "" {
@@ -164,7 +164,7 @@ func (d *Daemon) Mkdir(ctx context.Context, ref string, req api.MkdirRequest) er
 	})
 }
 
-// RemoveFile implements api.Backend.
+// RemoveFile implements apiserver.Backend.
 func (d *Daemon) RemoveFile(ctx context.Context, ref, p string, recursive bool) error {
 	if p == "/" {
 		return api.Errorf(http.StatusBadRequest, api.CodeInvalidArgument, "refusing to remove / : remove the sandbox instead")
@@ -189,7 +189,7 @@ func fileInfo(p string, fi agentproto.FileInfo) api.FileInfo {
 		Mode: api.FormatMode(fi.Mode), ModTime: time.Unix(0, fi.ModTimeNs).UTC()}
 }
 
-// Console implements api.Backend: the serial console log, also of
+// Console implements apiserver.Backend: the serial console log, also of
 // stopped and failed sandboxes.
 func (d *Daemon) Console(ctx context.Context, ref string, tail int64, w io.Writer) error {
 	sb, err := d.mgr.Get(ref)

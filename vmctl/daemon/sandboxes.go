@@ -12,14 +12,15 @@ import (
 
 	"github.com/agentbox/agentbox/vmctl/accel"
 	"github.com/agentbox/agentbox/vmctl/api"
+	"github.com/agentbox/agentbox/vmctl/apiserver"
 	"github.com/agentbox/agentbox/vmctl/audit"
 	"github.com/agentbox/agentbox/vmctl/image"
 	"github.com/agentbox/agentbox/vmctl/sandbox"
 )
 
-var _ api.Backend = (*Daemon)(nil)
+var _ apiserver.Backend = (*Daemon)(nil)
 
-// Info implements api.Backend.
+// Info implements apiserver.Backend.
 func (d *Daemon) Info(ctx context.Context) (api.Info, error) {
 	used := d.mgr.Resources()
 	counts := map[string]int{}
@@ -37,7 +38,7 @@ func (d *Daemon) Info(ctx context.Context) (api.Info, error) {
 	}, nil
 }
 
-// CreateSandbox implements api.Backend: it loads and checks the image,
+// CreateSandbox implements apiserver.Backend: it loads and checks the image,
 // chooses the accelerator, admits the resources against the capacity
 // and boots the sandbox.
 func (d *Daemon) CreateSandbox(ctx context.Context, req api.CreateSandboxRequest) (api.Sandbox, error) {
@@ -159,7 +160,7 @@ func (d *Daemon) admit(r sandbox.Resources) error {
 	return e
 }
 
-// ListSandboxes implements api.Backend.
+// ListSandboxes implements apiserver.Backend.
 func (d *Daemon) ListSandboxes(ctx context.Context, labels map[string]string, state string) ([]api.Sandbox, error) {
 	out := []api.Sandbox{}
 	for _, sb := range d.mgr.List() {
@@ -180,7 +181,7 @@ func (d *Daemon) ListSandboxes(ctx context.Context, labels map[string]string, st
 	return out, nil
 }
 
-// GetSandbox implements api.Backend.
+// GetSandbox implements apiserver.Backend.
 func (d *Daemon) GetSandbox(ctx context.Context, ref string) (api.Sandbox, error) {
 	sb, err := d.mgr.Get(ref)
 	if err != nil {
@@ -189,7 +190,7 @@ func (d *Daemon) GetSandbox(ctx context.Context, ref string) (api.Sandbox, error
 	return d.view(sb), nil
 }
 
-// StopSandbox implements api.Backend.
+// StopSandbox implements apiserver.Backend.
 func (d *Daemon) StopSandbox(ctx context.Context, ref string) (api.Sandbox, error) {
 	start := time.Now()
 	sb, err := d.mgr.Get(ref)
@@ -204,7 +205,7 @@ func (d *Daemon) StopSandbox(ctx context.Context, ref string) (api.Sandbox, erro
 	return d.view(sb), nil
 }
 
-// DeleteSandbox implements api.Backend.
+// DeleteSandbox implements apiserver.Backend.
 func (d *Daemon) DeleteSandbox(ctx context.Context, ref string, force bool) error {
 	start := time.Now()
 	sb, err := d.mgr.Get(ref)

@@ -11,12 +11,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/agentbox/agentbox/vmctl/api"
+	"github.com/agentbox/agentbox/vmctl/apiserver"
 	"github.com/agentbox/agentbox/vmctl/audit"
 	"github.com/agentbox/agentbox/vmctl/image"
 	"github.com/agentbox/agentbox/vmctl/sandbox"
 )
 
-var _ api.SnapshotBackend = (*Daemon)(nil)
+var _ apiserver.SnapshotBackend = (*Daemon)(nil)
 
 // snapshotMetrics are the histograms of snapshot saves and restores
 // (registered on first use, so the daemon's metrics.go stays as it is).
@@ -61,7 +62,7 @@ func (d *Daemon) startSandbox(ctx context.Context, warm bool, opts sandbox.Optio
 	return sb, err
 }
 
-// SaveSnapshot implements api.SnapshotBackend.
+// SaveSnapshot implements apiserver.SnapshotBackend.
 func (d *Daemon) SaveSnapshot(ctx context.Context, ref string, req api.SaveSnapshotRequest) (api.Snapshot, error) {
 	start := time.Now()
 	if err := d.admitting(); err != nil {
@@ -91,7 +92,7 @@ func (d *Daemon) SaveSnapshot(ctx context.Context, ref string, req api.SaveSnaps
 	return d.snapshotView(rec), nil
 }
 
-// ListSnapshots implements api.SnapshotBackend.
+// ListSnapshots implements apiserver.SnapshotBackend.
 func (d *Daemon) ListSnapshots(ctx context.Context, ref string) ([]api.Snapshot, error) {
 	id := ""
 	if ref != "" {
@@ -114,7 +115,7 @@ func (d *Daemon) ListSnapshots(ctx context.Context, ref string) ([]api.Snapshot,
 	return out, nil
 }
 
-// GetSnapshot implements api.SnapshotBackend.
+// GetSnapshot implements apiserver.SnapshotBackend.
 func (d *Daemon) GetSnapshot(ctx context.Context, name string) (api.Snapshot, error) {
 	rec, err := d.mgr.Snapshot(name)
 	if err != nil {
@@ -123,7 +124,7 @@ func (d *Daemon) GetSnapshot(ctx context.Context, name string) (api.Snapshot, er
 	return d.snapshotView(rec), nil
 }
 
-// DeleteSnapshot implements api.SnapshotBackend.
+// DeleteSnapshot implements apiserver.SnapshotBackend.
 func (d *Daemon) DeleteSnapshot(ctx context.Context, name string) error {
 	start := time.Now()
 	rec, err := d.mgr.Snapshot(name)
@@ -139,7 +140,7 @@ func (d *Daemon) DeleteSnapshot(ctx context.Context, name string) error {
 	return nil
 }
 
-// RestoreSnapshot implements api.SnapshotBackend: it loads the
+// RestoreSnapshot implements apiserver.SnapshotBackend: it loads the
 // snapshot's image (refused when its digest changed), admits the
 // resources like a create, and starts the new sandbox with the snapshot's
 // lifetime limits overridden by the request's (its resources and network
@@ -243,9 +244,9 @@ func snapshotView(r sandbox.SnapshotRecord, sourceRemoved bool) api.Snapshot {
 	return v
 }
 
-var _ api.WarmBackend = (*Daemon)(nil)
+var _ apiserver.WarmBackend = (*Daemon)(nil)
 
-// ListWarm implements api.WarmBackend.
+// ListWarm implements apiserver.WarmBackend.
 func (d *Daemon) ListWarm(ctx context.Context) ([]api.WarmTemplate, error) {
 	ts := d.mgr.WarmTemplates()
 	out := make([]api.WarmTemplate, 0, len(ts))
@@ -259,7 +260,7 @@ func (d *Daemon) ListWarm(ctx context.Context) ([]api.WarmTemplate, error) {
 	return out, nil
 }
 
-// DeleteWarm implements api.WarmBackend.
+// DeleteWarm implements apiserver.WarmBackend.
 func (d *Daemon) DeleteWarm(ctx context.Context, key string) error {
 	if err := d.mgr.DeleteWarmTemplate(ctx, key); err != nil {
 		return toAPI(err)
