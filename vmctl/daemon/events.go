@@ -2,10 +2,10 @@ package daemon
 
 import (
 	"context"
-	"net/http"
 	"sync"
 
 	"github.com/agentbox/agentbox/vmctl/api"
+	"github.com/agentbox/agentbox/vmctl/errdefs"
 )
 
 // hub fans sandbox events out to the API's event streams. A subscriber
@@ -72,7 +72,7 @@ func (d *Daemon) Events(ctx context.Context, emit func(api.Event) error) error {
 			return nil
 		case ev, ok := <-ch:
 			if !ok {
-				return api.Errorf(http.StatusServiceUnavailable, api.CodeUnavailable, "event stream ended (daemon shutting down or the client fell behind): reconnect")
+				return errdefs.ErrUnavailable.WithMessage("event stream ended (daemon shutting down or the client fell behind): reconnect")
 			}
 			if err := emit(ev); err != nil {
 				return err

@@ -2,9 +2,9 @@ package daemon
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"io/fs"
-	"net/http"
 	"os"
 	"path"
 	"time"
@@ -13,6 +13,8 @@ import (
 	"github.com/agentbox/agentbox/vmctl/agentproto"
 	"github.com/agentbox/agentbox/vmctl/api"
 	"github.com/agentbox/agentbox/vmctl/audit"
+	"github.com/agentbox/agentbox/vmctl/errdefs"
+	"github.com/agentbox/agentbox/vmctl/sandbox"
 )
 
 // fileOp runs op on b's agent as one busy, audited action on path.
@@ -23,7 +25,7 @@ func (d *Daemon) fileOp(ctx context.Context, ref, action string, args map[string
 	}
 	c := b.sb.Agent()
 	if c == nil {
-		return api.Errorf(http.StatusConflict, api.CodeNotRunning, "sandbox %s is not running", b.sb.ID)
+		return sandbox.ErrNotRunning.WithMessage(fmt.Sprintf("sandbox %s is not running", b.sb.ID))
 	}
 	b.mu.Lock()
 	b.busy++
@@ -44,10 +46,9 @@ func (d *Daemon) fileOp(ctx context.Context, ref, action string, args map[string
 	e := audit.Entry{Time: start.UTC(), Sandbox: b.sb.ID, Caller: api.CallerFrom(ctx).ID, Action: action, Args: args,
 		BytesIn: in, BytesOut: out, DurationMs: ms(time.Since(start))}
 	if err != nil {
-		ae := toAPI(err)
-		e.Error, e.ErrorMessage = ae.Code, ae.Message
+		e.Error, e.ErrorMessage = auditError(err)
 		d.appendAudit(e)
-		return ae
+		return err
 	}
 	d.appendAudit(e)
 	d.metrics.bytes.WithLabelValues("in", "file").Add(float64(in))
@@ -110,7 +111,7 @@ func (d *Daemon) Download(ctx context.Context, ref, p string, open func(api.File
 			return 0, 0, err
 		}
 		if fi.Type != agentproto.TypeFile {
-			return 0, 0, api.Errorf(http.StatusUnprocessableEntity, api.CodeNotAFile, "%s is a %s, not a regular file: download copies single files (use `agentbox exec SANDBOX -- tar -C DIR -c .` for directories)", p, fi.Type)
+			return 0, 0, errNotAFile.WithMessage(fmt.Sprintf("%s is a %s, not a regular file: download copies single files (use `agentbox exec SANDBOX -- tar -C DIR -c .` for directories)", p, fi.Type))
 		}
 		w := &countWriter{w: open(fileInfo(p, fi))}
 		err = c.ReadFile(ctx, p, w)
@@ -138,7 +139,7 @@ func (d *Daemon) List(ctx context.Context, ref, p string) ([]api.FileInfo, error
 			return 0, 0, err
 		}
 		if fi.Type != agentproto.TypeDir {
-			return 0, 0, api.Errorf(http.StatusUnprocessableEntity, api.CodeNotADirectory, "%s is a %s, not a directory: use stat", p, fi.Type)
+			return 0, 0, errNotADirectory.WithMessage(fmt.Sprintf("%s is a %s, not a directory: use stat", p, fi.Type))
 		}
 		entries, err := c.List(ctx, p)
 		for _, e := range entries {
@@ -167,7 +168,7 @@ func (d *Daemon) Mkdir(ctx context.Context, ref string, req api.MkdirRequest) er
 // RemoveFile implements apiserver.Backend.
 func (d *Daemon) RemoveFile(ctx context.Context, ref, p string, recursive bool) error {
 	if p == "/" {
-		return api.Errorf(http.StatusBadRequest, api.CodeInvalidArgument, "refusing to remove / : remove the sandbox instead")
+		return errdefs.ErrInvalidArgument.WithMessage("refusing to remove / : remove the sandbox instead")
 	}
 	return d.fileOp(ctx, ref, audit.ActionDelete, map[string]any{"path": p, "recursive": recursive}, func(c *agent.Client) (int64, int64, error) {
 		return 0, 0, c.Remove(ctx, p, recursive)
@@ -194,14 +195,14 @@ func fileInfo(p string, fi agentproto.FileInfo) api.FileInfo {
 func (d *Daemon) Console(ctx context.Context, ref string, tail int64, w io.Writer) error {
 	sb, err := d.mgr.Get(ref)
 	if err != nil {
-		return toAPI(err)
+		return err
 	}
 	f, err := os.Open(sb.ConsoleLog)
 	if err != nil {
 		if os.IsNotExist(err) {
 			return nil // nothing printed yet
 		}
-		return toAPI(err)
+		return err
 	}
 	defer f.Close()
 	if tail > 0 {
