@@ -25,6 +25,7 @@ import (
 	"github.com/agentbox/agentbox/vmctl/apiserver/apitest"
 	"github.com/agentbox/agentbox/vmctl/audit"
 	"github.com/agentbox/agentbox/vmctl/client"
+	"github.com/agentbox/agentbox/vmctl/errdefs"
 )
 
 // guard is how long a test waits for something that must happen before it
@@ -276,6 +277,9 @@ func TestErrorsAreAPIErrors(t *testing.T) {
 	}
 	_, err = c.GetSandbox(ctx, "nope")
 	check("get", err, 404, api.CodeNotFound, `no sandbox "nope"`)
+	if !errors.Is(err, errdefs.ErrNotFound) || errors.Is(err, errdefs.ErrConflict) {
+		t.Errorf("get: %v does not match errdefs.ErrNotFound alone", err)
+	}
 	_, err = c.GetSandbox(ctx, "a/b")
 	check("get a/b", err, 400, api.CodeInvalidArgument, "neither an ID")
 	_, err = c.GetSandbox(ctx, "..")
