@@ -14,8 +14,10 @@ import (
 // has checked their syntax before calling. Guest paths are absolute and
 // clean. The caller of each request is in ctx (CallerFrom).
 //
-// Errors should be *Error (status, stable code, message); any other error
-// is answered as 500 internal.
+// Errors are those of the layers below, wrapped with %w: errdefs
+// categories and reason sentinels, answered through api.ErrorFrom (an
+// *api.Error is answered as it is; an uncategorised error is 500
+// internal). The statuses and codes named below are those answers.
 type Backend interface {
 	// Info describes the daemon and its capacity.
 	Info(ctx context.Context) (api.Info, error)
