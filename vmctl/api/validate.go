@@ -72,11 +72,6 @@ func invalid(format string, args ...any) *Error {
 	return Errorf(http.StatusBadRequest, CodeInvalidArgument, format, args...)
 }
 
-// badRequest returns a 400 bad_request error.
-func badRequest(format string, args ...any) *Error {
-	return Errorf(http.StatusBadRequest, CodeBadRequest, format, args...)
-}
-
 // CheckRef checks a sandbox reference from a URL or query. Errors are 400
 // invalid_argument.
 func CheckRef(ref string) error {
