@@ -15,10 +15,11 @@ import (
 	"time"
 
 	"github.com/agentbox/agentbox/vmctl/api"
+	"github.com/agentbox/agentbox/vmctl/apiserver"
 	"github.com/agentbox/agentbox/vmctl/client"
 )
 
-// testDaemon is a real api.Server over a fakeBackend on a unix socket.
+// testDaemon is a real apiserver.Server over a fakeBackend on a unix socket.
 type testDaemon struct {
 	sock    string
 	backend *fakeBackend
@@ -38,7 +39,7 @@ func startDaemon(t *testing.T) *testDaemon {
 	if err := os.WriteFile(d.config, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	srv, err := api.NewServer(api.Config{Backend: d.backend})
+	srv, err := apiserver.NewServer(apiserver.Config{Backend: d.backend})
 	if err != nil {
 		t.Fatal(err)
 	}

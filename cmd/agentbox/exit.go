@@ -1,11 +1,13 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/agentbox/agentbox/vmctl/agentproto"
 	"github.com/agentbox/agentbox/vmctl/api"
+	"github.com/agentbox/agentbox/vmctl/errdefs"
 )
 
 // Exit statuses of `agentbox run`, following `docker run` and timeout(1).
@@ -32,27 +34,70 @@ type exitError struct {
 // Error implements the error interface.
 func (e *exitError) Error() string { return fmt.Sprintf("exit status %d: %s", e.code, e.msg) }
 
-// statusCode maps a guest command's ExitStatus to agentbox's exit status and
-// a message to print (empty when the command simply exited).
-func statusCode(st agentproto.ExitStatus, timeout string) (int, string) {
-	switch {
-	case st.TimedOut:
-		return ExitTimeout, fmt.Sprintf("command timed out after %s and was killed", timeout)
-	case st.ErrorKind == agentproto.ExecNotFound:
-		return ExitNotFound, st.Error
-	case st.ErrorKind != "":
-		return ExitCannotRun, st.Error
-	case st.Signal > 0:
-		return ExitSignalBase + st.Signal, ""
+// exitStatuses is THE map from an error's errdefs category to agentbox's
+// exit status, for errors of agentbox itself (a daemon's answers come back
+// as *api.Error, which matches its category): every category is docker
+// run's 125 today, and so is an uncategorised error. A guest command's
+// own status travels as an *exitError instead (guestStatus).
+var exitStatuses = map[*errdefs.Error]int{
+	errdefs.ErrNotFound:           ExitAgentboxFailed,
+	errdefs.ErrAlreadyExists:      ExitAgentboxFailed,
+	errdefs.ErrConflict:           ExitAgentboxFailed,
+	errdefs.ErrInvalidArgument:    ExitAgentboxFailed,
+	errdefs.ErrFailedPrecondition: ExitAgentboxFailed,
+	errdefs.ErrResourceExhausted:  ExitAgentboxFailed,
+	errdefs.ErrUnavailable:        ExitAgentboxFailed,
+	errdefs.ErrCanceled:           ExitAgentboxFailed,
+	errdefs.ErrDeadlineExceeded:   ExitAgentboxFailed,
+	errdefs.ErrPermissionDenied:   ExitAgentboxFailed,
+	errdefs.ErrUnauthenticated:    ExitAgentboxFailed,
+	errdefs.ErrNotImplemented:     ExitAgentboxFailed,
+	errdefs.ErrInternal:           ExitAgentboxFailed,
+}
+
+// exitStatus maps err to the process exit status and the message to print
+// ("" for none): an *exitError carries a guest command's status (or a
+// signal's 128+N) and its own message; any other error is agentbox's own
+// failure, by its category (exitStatuses).
+func exitStatus(err error) (int, string) {
+	var ee *exitError
+	if errors.As(err, &ee) {
+		return ee.code, ee.msg
 	}
-	return st.Code, ""
+	if code, ok := exitStatuses[errdefs.Category(err)]; ok {
+		return code, err.Error()
+	}
+	return ExitAgentboxFailed, err.Error()
+}
+
+// statusCode maps a guest command's ExitStatus from the guest agent (run
+// --local) to agentbox's exit status and a message to print, as
+// guestStatus does the daemon's (the agent's status in the daemon's shell
+// form).
+func statusCode(st agentproto.ExitStatus, timeout string) (int, string) {
+	as := api.ExitStatus{ExitCode: st.ShellCode(), Signal: st.Signal, TimedOut: st.TimedOut, Error: st.Error}
+	if st.ErrorKind == "" {
+		as.Error = ""
+	}
+	if st.TimedOut {
+		return ExitTimeout, fmt.Sprintf("command timed out after %s and was killed", timeout)
+	}
+	return guestStatus(as, 0)
 }
 
 // apiStatusCode maps a daemon's ExitStatus to agentbox's exit status and a
-// message to print (empty when the command simply exited). The daemon
-// already computes the shell-style code; timeout is the --timeout given
-// (0 when the sandbox's default command timeout applied).
+// message to print; see guestStatus.
 func apiStatusCode(st api.ExitStatus, timeout time.Duration) (int, string) {
+	return guestStatus(st, timeout)
+}
+
+// guestStatus maps a guest command's ExitStatus (the daemon's shell-style
+// code) to agentbox's exit status and a message to print (empty when the
+// command simply exited): 124 after a timeout, the shell's 126/127 for a
+// command that could not start (125 if no code came with it), 128+N after
+// signal N, else the command's own code. timeout is the --timeout given
+// (0 when the sandbox's default command timeout applied).
+func guestStatus(st api.ExitStatus, timeout time.Duration) (int, string) {
 	switch {
 	case st.TimedOut:
 		after := "the sandbox's command timeout"

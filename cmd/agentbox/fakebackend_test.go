@@ -15,10 +15,11 @@ import (
 	"time"
 
 	"github.com/agentbox/agentbox/vmctl/api"
+	"github.com/agentbox/agentbox/vmctl/apiserver"
 	"github.com/agentbox/agentbox/vmctl/audit"
 )
 
-// fakeBackend is an api.Backend for CLI tests: sandboxes are records in a
+// fakeBackend is an apiserver.Backend for CLI tests: sandboxes are records in a
 // map, files live in memory, and commands are a few scripted programs:
 //
 //	out STDOUT STDERR CODE   writes STDOUT and STDERR, exits CODE
@@ -67,7 +68,7 @@ func newFakeBackend() *fakeBackend {
 	return &fakeBackend{sandboxes: map[string]*api.Sandbox{}, files: map[string]map[string]*fakeFile{}, procs: map[string]*fakeProc{}, sleeping: make(chan struct{}, 16)}
 }
 
-var _ api.Backend = (*fakeBackend)(nil)
+var _ apiserver.Backend = (*fakeBackend)(nil)
 
 func notFound(format string, args ...any) error {
 	return api.Errorf(http.StatusNotFound, api.CodeNotFound, format, args...)

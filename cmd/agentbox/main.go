@@ -8,7 +8,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -91,21 +90,15 @@ func newApp() *cli.App {
 	}
 }
 
-// exitCode prints err (if any) to stderr and maps it to the process exit
-// status: an *exitError carries the guest command's own code; any other
-// error (a daemon's *api.Error included, printed as its message) is
-// agentbox's own failure, 125 as in `docker run`.
+// exitCode prints err (if any) to stderr and returns the process exit
+// status exitStatus (exit.go) maps it to.
 func exitCode(err error, stderr io.Writer) int {
 	if err == nil {
 		return 0
 	}
-	var ee *exitError
-	if errors.As(err, &ee) {
-		if ee.msg != "" {
-			fmt.Fprintln(stderr, "agentbox:", ee.msg)
-		}
-		return ee.code
+	code, msg := exitStatus(err)
+	if msg != "" {
+		fmt.Fprintln(stderr, "agentbox:", msg)
 	}
-	fmt.Fprintln(stderr, "agentbox:", err)
-	return ExitAgentboxFailed
+	return code
 }

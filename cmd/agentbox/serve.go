@@ -21,6 +21,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/agentbox/agentbox/vmctl/api"
+	"github.com/agentbox/agentbox/vmctl/apiserver"
 	"github.com/agentbox/agentbox/vmctl/daemon"
 	"github.com/agentbox/agentbox/vmctl/libvirt"
 )
@@ -84,7 +85,7 @@ func serveAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	apiCfg := api.Config{Logger: logger}
+	apiCfg := apiserver.Config{Logger: logger}
 	if f := c.String("token-file"); f != "" {
 		b, err := os.ReadFile(f)
 		if err != nil {
@@ -97,7 +98,7 @@ func serveAction(c *cli.Context) error {
 	}
 	tcpAddr := c.String("listen-tcp")
 	if tcpAddr != "" {
-		if err := api.CheckTCP(apiCfg, tcpAddr); err != nil {
+		if err := apiserver.CheckTCP(apiCfg, tcpAddr); err != nil {
 			return err
 		}
 	}
@@ -165,7 +166,7 @@ func serveAction(c *cli.Context) error {
 	apiCfg.Backend = d
 	apiCfg.Registerer = reg
 	apiCfg.Metrics = promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})
-	srv, err := api.NewServer(apiCfg)
+	srv, err := apiserver.NewServer(apiCfg)
 	if err != nil {
 		closeAll()
 		d.Shutdown(context.Background())
@@ -211,7 +212,7 @@ func serveAction(c *cli.Context) error {
 // activation) if any, else the unix socket --socket (mode 0660, group
 // --socket-group) and, with --listen-tcp, a TCP listener.
 func serveListeners(c *cli.Context, tcpAddr string) ([]net.Listener, error) {
-	ls, err := api.ActivationListeners()
+	ls, err := apiserver.ActivationListeners()
 	if err != nil {
 		return nil, fmt.Errorf("systemd socket activation: %w", err)
 	}
@@ -228,7 +229,7 @@ func serveListeners(c *cli.Context, tcpAddr string) ([]net.Listener, error) {
 	if sock == "" {
 		return nil, errors.New("no --socket: give the unix socket path the API listens on")
 	}
-	ul, err := api.ListenUnix(sock, 0o660, gid)
+	ul, err := apiserver.ListenUnix(sock, 0o660, gid)
 	if err != nil {
 		return nil, err
 	}

@@ -10,7 +10,8 @@ import (
 	"testing"
 
 	"github.com/agentbox/agentbox/vmctl/api"
-	"github.com/agentbox/agentbox/vmctl/api/apitest"
+	"github.com/agentbox/agentbox/vmctl/apiserver"
+	"github.com/agentbox/agentbox/vmctl/apiserver/apitest"
 )
 
 // snapshotDaemon serves b on a fresh socket and returns a testDaemon for
@@ -26,7 +27,7 @@ func snapshotDaemon(t *testing.T, b *apitest.Backend) *testDaemon {
 	if err := os.WriteFile(d.config, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	srv, err := api.NewServer(api.Config{Backend: b})
+	srv, err := apiserver.NewServer(apiserver.Config{Backend: b})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/agentbox/agentbox/vmctl/api"
-	"github.com/agentbox/agentbox/vmctl/api/apitest"
+	"github.com/agentbox/agentbox/vmctl/apiserver/apitest"
 )
 
 func TestCLIWarm(t *testing.T) {

@@ -3,6 +3,8 @@ package agentproto
 import (
 	"errors"
 	"io/fs"
+
+	"github.com/agentbox/agentbox/vmctl/errdefs"
 )
 
 // ErrorCode is the stable, machine-readable category of an operation error
@@ -34,6 +36,7 @@ const (
 // read Code. errors.Is also matches the io/fs sentinels: CodeNotFound is
 // fs.ErrNotExist, CodeExists fs.ErrExist, CodePermission fs.ErrPermission
 // and CodeInvalid fs.ErrInvalid; and any *Error target with the same Code.
+// It unwraps to its errdefs category (Unwrap).
 type Error struct {
 	// Code is the error category.
 	Code ErrorCode `json:"code"`
@@ -44,6 +47,35 @@ type Error struct {
 // Error returns the message prefixed with the code.
 func (e *Error) Error() string {
 	return "guest: " + string(e.Code) + ": " + e.Message
+}
+
+// Sentinels an *Error unwraps to where its category alone would not say
+// what the API answers.
+var (
+	// ErrFileExists is what an *Error with CodeExists unwraps to.
+	ErrFileExists = errdefs.New(errdefs.ErrAlreadyExists, "file_exists", "file exists")
+	// ErrGuestFailed is what an *Error with CodeIO, CodeUnsupported or an
+	// unknown code unwraps to: the guest failed the operation.
+	ErrGuestFailed = errdefs.New(errdefs.ErrInternal, "guest_error", "the guest failed the operation")
+)
+
+// Unwrap returns the errdefs category of e.Code: errdefs.ErrNotFound for
+// CodeNotFound, ErrFileExists for CodeExists, errdefs.ErrPermissionDenied
+// for CodePermission, errdefs.ErrFailedPrecondition for CodeInvalid (the
+// request reached the guest well-formed; the guest's state refused it),
+// else ErrGuestFailed.
+func (e *Error) Unwrap() error {
+	switch e.Code {
+	case CodeNotFound:
+		return errdefs.ErrNotFound
+	case CodeExists:
+		return ErrFileExists
+	case CodePermission:
+		return errdefs.ErrPermissionDenied
+	case CodeInvalid:
+		return errdefs.ErrFailedPrecondition
+	}
+	return ErrGuestFailed
 }
 
 // Is reports whether target is the fs sentinel matching e.Code, or an *Error

@@ -3,12 +3,21 @@ package api
 import (
 	"errors"
 	"fmt"
+	"io/fs"
+	"maps"
 	"net/http"
+
+	"github.com/agentbox/agentbox/vmctl/errdefs"
 )
 
 // Error is an API error: the HTTP status (RFC 9110 / RFC 6585 meaning), a
 // stable machine-readable code and a message that says what to do. It is
 // answered as {"error": {"code": ..., "message": ..., "details": ...}}.
+//
+// An *Error a client received matches with errors.Is the errdefs category
+// of its code (Unwrap) and any errdefs sentinel whose reason is its code
+// (Is): errors.Is(err, errdefs.ErrNotFound) for a 404 not_found,
+// errors.Is(err, sandbox.ErrNameTaken) for a 409 name_taken.
 type Error struct {
 	// Status is the HTTP status code.
 	Status int `json:"-"`
@@ -25,30 +34,36 @@ type Error struct {
 // Error returns the message.
 func (e *Error) Error() string { return e.Message }
 
+// Unwrap returns the errdefs category of e.Code (errdefs.ErrInternal for
+// an unknown code).
+func (e *Error) Unwrap() error { return categoryOf(e.Code) }
+
+// Is reports whether target is an errdefs sentinel whose reason is e.Code
+// and whose category is e's.
+func (e *Error) Is(target error) bool {
+	var s *errdefs.Error
+	if !errors.As(target, &s) || s.Reason() == "" {
+		return false
+	}
+	return s.Reason() == e.Code && s.Category() == categoryOf(e.Code)
+}
+
 // ErrorResponse is the JSON body of every error answer.
 type ErrorResponse struct {
 	Error Error `json:"error"`
 }
 
 // Errorf returns an *Error with the status, code and formatted message.
+// Fronts answer errors through ErrorFrom; Errorf is for errors that are
+// already the API's (a fake backend's, the HTTP layer's own).
 func Errorf(status int, code, format string, args ...any) *Error {
 	return &Error{Status: status, Code: code, Message: fmt.Sprintf(format, args...)}
-}
-
-// AsError returns err as an *Error; any other error becomes 500 internal
-// with err's text.
-func AsError(err error) *Error {
-	var e *Error
-	if errors.As(err, &e) {
-		return e
-	}
-	return &Error{Status: http.StatusInternalServerError, Code: CodeInternal, Message: err.Error()}
 }
 
 // Stable error codes, with the HTTP status each is answered with.
 const (
 	CodeBadRequest       = "bad_request"         // 400: malformed JSON, unknown field, wrong type, bad query
-	CodeInvalidArgument  = "invalid_argument"    // 400: a value is out of range or malformed (ids, paths, names)
+	CodeInvalidArgument  = "invalid_argument"    // 400: a value is out of range or malformed (ids, paths, names); 422: well-formed but the host or guest cannot do it
 	CodeUnauthorized     = "unauthorized"        // 401: missing or wrong bearer token
 	CodePermissionDenied = "permission_denied"   // 403: the guest refused the file operation (EACCES/EPERM)
 	CodeNotFound         = "not_found"           // 404: no such sandbox, process, file or route
@@ -74,3 +89,122 @@ const (
 	CodeUnavailable      = "unavailable"         // 503: libvirt unreachable or the daemon is shutting down
 	CodeGuestDied        = "guest_died"          // 503: the guest died during the request
 )
+
+// mapping is one row of the error table: errors of category (with reason,
+// when set) are answered with status and code.
+type mapping struct {
+	category *errdefs.Error
+	reason   string
+	status   int
+	code     string
+}
+
+// errorTable is THE map from errdefs categories and reasons to HTTP status
+// and stable code, for every front. ErrorFrom takes the first row that
+// matches (reasons are tested anywhere in the error's tree, so a joined
+// "not running" and "guest died" is guest_died); the rows of a reason
+// come before their category's. A reason's code is the reason itself.
+var errorTable = []mapping{
+	{errdefs.ErrResourceExhausted, CodeInsufficientStorage, http.StatusInsufficientStorage, CodeInsufficientStorage},
+	{errdefs.ErrFailedPrecondition, CodeSnapshotUnusable, http.StatusUnprocessableEntity, CodeSnapshotUnusable},
+	{errdefs.ErrAlreadyExists, CodeNameTaken, http.StatusConflict, CodeNameTaken},
+	{errdefs.ErrFailedPrecondition, CodeSandboxRunning, http.StatusConflict, CodeSandboxRunning},
+	{errdefs.ErrUnavailable, CodeGuestDied, http.StatusServiceUnavailable, CodeGuestDied},
+	{errdefs.ErrFailedPrecondition, CodeNotRunning, http.StatusConflict, CodeNotRunning},
+	{errdefs.ErrInternal, CodeBootFailed, http.StatusInternalServerError, CodeBootFailed},
+	{errdefs.ErrFailedPrecondition, CodeProcessExited, http.StatusConflict, CodeProcessExited},
+	{errdefs.ErrFailedPrecondition, CodeStdinClosed, http.StatusConflict, CodeStdinClosed},
+	{errdefs.ErrNotFound, CodeOutputDropped, http.StatusGone, CodeOutputDropped},
+	{errdefs.ErrResourceExhausted, CodeExecLimit, http.StatusTooManyRequests, CodeExecLimit},
+	{errdefs.ErrResourceExhausted, CodeCapacity, http.StatusTooManyRequests, CodeCapacity},
+	{errdefs.ErrAlreadyExists, CodeFileExists, http.StatusConflict, CodeFileExists},
+	{errdefs.ErrInternal, CodeGuestError, http.StatusInternalServerError, CodeGuestError},
+	{errdefs.ErrInvalidArgument, CodeInvalidImage, http.StatusUnprocessableEntity, CodeInvalidImage},
+	{errdefs.ErrFailedPrecondition, CodeNotAFile, http.StatusUnprocessableEntity, CodeNotAFile},
+	{errdefs.ErrFailedPrecondition, CodeNotADirectory, http.StatusUnprocessableEntity, CodeNotADirectory},
+	{errdefs.ErrInvalidArgument, CodeBadRequest, http.StatusBadRequest, CodeBadRequest},
+	{errdefs.ErrInvalidArgument, CodeTooLarge, http.StatusRequestEntityTooLarge, CodeTooLarge},
+	{errdefs.ErrInvalidArgument, CodeUnsupportedMedia, http.StatusUnsupportedMediaType, CodeUnsupportedMedia},
+	{errdefs.ErrNotImplemented, CodeMethodNotAllowed, http.StatusMethodNotAllowed, CodeMethodNotAllowed},
+
+	{errdefs.ErrNotFound, "", http.StatusNotFound, CodeNotFound},
+	{errdefs.ErrConflict, "", http.StatusConflict, CodeConflict},
+	{errdefs.ErrAlreadyExists, "", http.StatusConflict, CodeConflict},
+	{errdefs.ErrInvalidArgument, "", http.StatusBadRequest, CodeInvalidArgument},
+	// Well-formed but refused by the host or the guest (a resource the
+	// host cannot enforce, the guest's EINVAL): 422, with the code
+	// invalid_argument the API has always answered.
+	{errdefs.ErrFailedPrecondition, "", http.StatusUnprocessableEntity, CodeInvalidArgument},
+	{errdefs.ErrPermissionDenied, "", http.StatusForbidden, CodePermissionDenied},
+	{errdefs.ErrUnauthenticated, "", http.StatusUnauthorized, CodeUnauthorized},
+	{errdefs.ErrResourceExhausted, "", http.StatusTooManyRequests, CodeCapacity},
+	{errdefs.ErrNotImplemented, "", http.StatusNotImplemented, CodeNotImplemented},
+	{errdefs.ErrUnavailable, "", http.StatusServiceUnavailable, CodeUnavailable},
+	{errdefs.ErrCanceled, "", http.StatusServiceUnavailable, CodeUnavailable},
+	{errdefs.ErrDeadlineExceeded, "", http.StatusServiceUnavailable, CodeUnavailable},
+	{errdefs.ErrInternal, "", http.StatusInternalServerError, CodeInternal},
+}
+
+// ErrorFrom maps err to the API's error model, through the one error table
+// every front uses: an *Error in err's chain is answered as it is; an
+// errdefs category or reason gets its status and code; fs.ErrNotExist is
+// 404 not_found, the context package's errors 503 unavailable; anything
+// else 500 internal. The message is err's text, the details those attached
+// with errdefs.WithDetails. ErrorFrom(nil) is nil.
+func ErrorFrom(err error) *Error {
+	if err == nil {
+		return nil
+	}
+	var ae *Error
+	if errors.As(err, &ae) {
+		return ae
+	}
+	status, code := http.StatusInternalServerError, CodeInternal
+	if m, ok := lookup(err); ok {
+		status, code = m.status, m.code
+	} else if errors.Is(err, fs.ErrNotExist) {
+		status, code = http.StatusNotFound, CodeNotFound
+	} else if c := errdefs.Category(err); c != nil {
+		m, _ := lookup(c) // context.Canceled and DeadlineExceeded
+		status, code = m.status, m.code
+	}
+	return &Error{Status: status, Code: code, Message: err.Error(), Details: maps.Clone(errdefs.Details(err))}
+}
+
+// lookup returns the first row of errorTable that err matches.
+func lookup(err error) (mapping, bool) {
+	for _, m := range errorTable {
+		if m.reason != "" && !errdefs.HasReason(err, m.reason) {
+			continue
+		}
+		if errors.Is(err, m.category) {
+			return m, true
+		}
+	}
+	return mapping{}, false
+}
+
+// StatusOf returns the HTTP status a stable error code is answered with
+// (its first row in the error table; see the Code* constants), 500 for an
+// unknown code. The client uses it to fill Error.Status for errors that
+// arrive inside a stream, where no HTTP status travels.
+func StatusOf(code string) int {
+	for _, m := range errorTable {
+		if m.code == code {
+			return m.status
+		}
+	}
+	return http.StatusInternalServerError
+}
+
+// categoryOf returns the errdefs category a stable code stands for: the
+// category of its row in errorTable (the first, for codes several rows
+// answer), errdefs.ErrInternal for an unknown code.
+func categoryOf(code string) error {
+	for _, m := range errorTable {
+		if m.code == code {
+			return m.category
+		}
+	}
+	return errdefs.ErrInternal
+}

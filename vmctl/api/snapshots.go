@@ -1,11 +1,6 @@
 package api
 
-import (
-	"context"
-	"net/http"
-	"net/url"
-	"time"
-)
+import "time"
 
 // Snapshot is the API's view of one snapshot (GET /v1/snapshots/{name}):
 // a checkpoint of a running sandbox's memory, devices and disk, from which
@@ -75,27 +70,6 @@ type RestoreRequest struct {
 	Limits Limits `json:"limits,omitempty"`
 }
 
-// SnapshotBackend is the part of a Backend that handles snapshots; a
-// Backend without it answers the snapshot routes 501 not_implemented.
-// Snapshot references (name) are a snapshot name or ID, syntax-checked.
-type SnapshotBackend interface {
-	// SaveSnapshot checkpoints the running sandbox ref live. Errors: 404
-	// not_found, 409 sandbox_not_running, 409 name_taken, 507
-	// insufficient_storage (the sandbox keeps running).
-	SaveSnapshot(ctx context.Context, ref string, req SaveSnapshotRequest) (Snapshot, error)
-	// ListSnapshots lists snapshots oldest first; with sandbox != "" those
-	// of that sandbox (ID or name; a removed sandbox by ID).
-	ListSnapshots(ctx context.Context, sandbox string) ([]Snapshot, error)
-	// GetSnapshot returns one snapshot. Errors: 404 not_found.
-	GetSnapshot(ctx context.Context, name string) (Snapshot, error)
-	// DeleteSnapshot removes a snapshot. Errors: 404 not_found.
-	DeleteSnapshot(ctx context.Context, name string) error
-	// RestoreSnapshot starts a new sandbox from the snapshot. Errors: 404,
-	// 409 name_taken, 422 snapshot_unusable (image changed, file gone or
-	// corrupt), 429 capacity_exceeded, 507 insufficient_storage.
-	RestoreSnapshot(ctx context.Context, name string, req RestoreRequest) (Sandbox, error)
-}
-
 // Error codes of the snapshot routes.
 const (
 	CodeSnapshotUnusable    = "snapshot_unusable"    // 422: image changed, file gone or corrupt
@@ -103,130 +77,29 @@ const (
 	CodeNotImplemented      = "not_implemented"      // 501: the daemon cannot take snapshots
 )
 
-func (s *Server) snapshots() (SnapshotBackend, error) {
-	if sb, ok := s.backend.(SnapshotBackend); ok {
-		return sb, nil
-	}
-	return nil, Errorf(http.StatusNotImplemented, CodeNotImplemented, "this daemon does not support snapshots")
-}
-
-// snapshotName returns the checked {name} of r.
-func snapshotName(r *http.Request) (string, error) {
-	name := r.PathValue("name")
+// CheckSnapshotRef checks a snapshot reference from a URL ({name}): a
+// snapshot name or ID. Errors are 400 invalid_argument.
+func CheckSnapshotRef(name string) error {
 	if !nameRE.MatchString(name) {
-		return "", invalid("snapshot %s is not a snapshot name or ID", quoteShort(name))
-	}
-	return name, nil
-}
-
-func checkSnapshotName(name string) error {
-	if !nameRE.MatchString(name) {
-		return invalid("snapshot name %s is invalid: use 1 to 63 letters, digits, '_', '.', '-', starting with a letter or digit", quoteShort(name))
-	}
-	if idRE.MatchString(name) {
-		return invalid("snapshot name %q looks like an ID (12 hex digits): choose a name that does not", name)
+		return invalid("snapshot %s is not a snapshot name or ID", quoteShort(name))
 	}
 	return nil
 }
 
-func (s *Server) saveSnapshot(w http.ResponseWriter, r *http.Request, _ url.Values) error {
-	be, err := s.snapshots()
-	if err != nil {
-		return err
+// Validate checks a save request's snapshot name: it must match
+// NamePattern and not look like an ID. Errors are 400 invalid_argument.
+func (r *SaveSnapshotRequest) Validate() error {
+	if !nameRE.MatchString(r.Name) {
+		return invalid("snapshot name %s is invalid: use 1 to 63 letters, digits, '_', '.', '-', starting with a letter or digit", quoteShort(r.Name))
 	}
-	id, err := ref(r)
-	if err != nil {
-		return err
+	if idRE.MatchString(r.Name) {
+		return invalid("snapshot name %q looks like an ID (12 hex digits): choose a name that does not", r.Name)
 	}
-	var req SaveSnapshotRequest
-	if err := decodeJSON(r, &req); err != nil {
-		return err
-	}
-	if err := checkSnapshotName(req.Name); err != nil {
-		return err
-	}
-	snap, err := be.SaveSnapshot(r.Context(), id, req)
-	if err != nil {
-		return err
-	}
-	w.Header().Set("Location", "/v1/snapshots/"+snap.Name)
-	return writeJSON(w, http.StatusCreated, snap)
-}
-
-func (s *Server) listSnapshots(w http.ResponseWriter, r *http.Request, q url.Values) error {
-	be, err := s.snapshots()
-	if err != nil {
-		return err
-	}
-	sb := q.Get("sandbox")
-	if sb != "" {
-		if err := checkRef(sb); err != nil {
-			return err
-		}
-	}
-	list, err := be.ListSnapshots(r.Context(), sb)
-	if err != nil {
-		return err
-	}
-	if list == nil {
-		list = []Snapshot{}
-	}
-	return writeJSON(w, http.StatusOK, SnapshotList{Snapshots: list})
-}
-
-func (s *Server) getSnapshot(w http.ResponseWriter, r *http.Request, _ url.Values) error {
-	be, err := s.snapshots()
-	if err != nil {
-		return err
-	}
-	name, err := snapshotName(r)
-	if err != nil {
-		return err
-	}
-	snap, err := be.GetSnapshot(r.Context(), name)
-	if err != nil {
-		return err
-	}
-	return writeJSON(w, http.StatusOK, snap)
-}
-
-func (s *Server) deleteSnapshot(w http.ResponseWriter, r *http.Request, _ url.Values) error {
-	be, err := s.snapshots()
-	if err != nil {
-		return err
-	}
-	name, err := snapshotName(r)
-	if err != nil {
-		return err
-	}
-	if err := be.DeleteSnapshot(r.Context(), name); err != nil {
-		return err
-	}
-	w.WriteHeader(http.StatusNoContent)
 	return nil
 }
 
-func (s *Server) restoreSnapshot(w http.ResponseWriter, r *http.Request, _ url.Values) error {
-	be, err := s.snapshots()
-	if err != nil {
-		return err
-	}
-	name, err := snapshotName(r)
-	if err != nil {
-		return err
-	}
-	var req RestoreRequest
-	if err := decodeJSON(r, &req); err != nil {
-		return err
-	}
-	// The same checks as a create's name, labels and limits.
-	if err := validateCreate(&CreateSandboxRequest{Image: "/", Name: req.Name, Labels: req.Labels, Limits: req.Limits}); err != nil {
-		return err
-	}
-	sb, err := be.RestoreSnapshot(r.Context(), name, req)
-	if err != nil {
-		return err
-	}
-	w.Header().Set("Location", "/v1/sandboxes/"+sb.ID)
-	return writeJSON(w, http.StatusCreated, sb)
+// Validate checks a restore request: the same checks as a create's name,
+// labels and limits. Errors are 400 invalid_argument.
+func (r *RestoreRequest) Validate() error {
+	return (&CreateSandboxRequest{Image: "/", Name: r.Name, Labels: r.Labels, Limits: r.Limits}).Validate()
 }

@@ -72,21 +72,18 @@ func invalid(format string, args ...any) *Error {
 	return Errorf(http.StatusBadRequest, CodeInvalidArgument, format, args...)
 }
 
-// badRequest returns a 400 bad_request error.
-func badRequest(format string, args ...any) *Error {
-	return Errorf(http.StatusBadRequest, CodeBadRequest, format, args...)
-}
-
-// checkRef checks a sandbox reference from the URL.
-func checkRef(ref string) error {
+// CheckRef checks a sandbox reference from a URL or query. Errors are 400
+// invalid_argument.
+func CheckRef(ref string) error {
 	if !ValidRef(ref) {
 		return invalid("sandbox reference %s is neither an ID (12 lowercase hex digits) nor a name (letters, digits, '_', '.', '-'; at most 63, starting with a letter or digit)", quoteShort(ref))
 	}
 	return nil
 }
 
-// checkPid checks a detached process id from the URL.
-func checkPid(pid string) error {
+// CheckProcessID checks a detached process id from a URL ({pid}). Errors
+// are 400 invalid_argument.
+func CheckProcessID(pid string) error {
 	if !pidRE.MatchString(pid) {
 		return invalid("process id %s is malformed: use the id POST .../processes returned (1 to 32 lowercase letters and digits)", quoteShort(pid))
 	}
@@ -158,8 +155,9 @@ func FormatMode(m fs.FileMode) string {
 	return fmt.Sprintf("%04o", v)
 }
 
-// validateCreate checks a create request.
-func validateCreate(req *CreateSandboxRequest) error {
+// Validate checks a create request (the server does before it calls the
+// Backend). Errors are 400 invalid_argument naming the field.
+func (req *CreateSandboxRequest) Validate() error {
 	if strings.TrimSpace(req.Image) == "" {
 		return invalid("image is missing: give the image directory on the daemon's host (it holds manifest.toml)")
 	}
@@ -186,7 +184,7 @@ func validateCreate(req *CreateSandboxRequest) error {
 	default:
 		return invalid("accel %s is not one of auto, kvm, tcg", quoteShort(req.Accel))
 	}
-	return checkLabels(req.Labels)
+	return CheckLabels(req.Labels)
 }
 
 // checkNonNegative reports the first (by name) negative field.
@@ -204,8 +202,9 @@ func checkNonNegative(fields map[string]int64) error {
 	return invalid("%s: it must not be negative (0 means the default)", strings.Join(bad, ", "))
 }
 
-// checkLabels checks label keys and values (also used for list filters).
-func checkLabels(labels map[string]string) error {
+// CheckLabels checks label keys and values (also of list filters). Errors
+// are 400 invalid_argument.
+func CheckLabels(labels map[string]string) error {
 	if len(labels) > MaxLabels {
 		return invalid("%d labels given; the limit is %d", len(labels), MaxLabels)
 	}
@@ -227,9 +226,10 @@ func checkLabels(labels map[string]string) error {
 	return nil
 }
 
-// validateExec checks an exec request; attached says it is for
-// POST .../exec (stdin_open is for detached processes only).
-func validateExec(req *ExecRequest, attached bool) error {
+// Validate checks an exec request; attached says it is for POST .../exec
+// (stdin_open is for detached processes only). Errors are 400
+// invalid_argument.
+func (req *ExecRequest) Validate(attached bool) error {
 	if len(req.Cmd) == 0 || req.Cmd[0] == "" {
 		return invalid("cmd is empty: give the argv to run, e.g. [\"python3\", \"-c\", \"print(1)\"]")
 	}
@@ -267,16 +267,18 @@ func validateExec(req *ExecRequest, attached bool) error {
 	return nil
 }
 
-// validateKill checks a kill request.
-func validateKill(req *KillRequest) error {
+// Validate checks a kill request's signal syntax. Errors are 400
+// invalid_argument.
+func (req *KillRequest) Validate() error {
 	if !signalRE.MatchString(req.Signal) {
 		return invalid("signal %s is not a signal name (TERM, SIGKILL, ...) or number", quoteShort(req.Signal))
 	}
 	return nil
 }
 
-// validateMkdir checks a mkdir request and cleans its path.
-func validateMkdir(req *MkdirRequest) error {
+// Validate checks a mkdir request and cleans its path. Errors are 400
+// invalid_argument.
+func (req *MkdirRequest) Validate() error {
 	p, err := CleanGuestPath("path", req.Path)
 	if err != nil {
 		return err
@@ -290,8 +292,9 @@ func validateMkdir(req *MkdirRequest) error {
 	return nil
 }
 
-// validState reports whether s is a sandbox state (for list filters).
-func validState(s string) bool {
+// ValidState reports whether s is a sandbox state (one of the State*
+// constants; for list filters).
+func ValidState(s string) bool {
 	switch s {
 	case StateCreating, StateRunning, StateStopping, StateStopped, StateFailed:
 		return true

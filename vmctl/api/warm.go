@@ -1,9 +1,6 @@
 package api
 
 import (
-	"context"
-	"net/http"
-	"net/url"
 	"regexp"
 	"time"
 )
@@ -49,53 +46,13 @@ type WarmTemplateList struct {
 	Templates []WarmTemplate `json:"templates"`
 }
 
-// WarmBackend is the part of a Backend that manages warm templates; a
-// Backend without it answers the warm routes 501 not_implemented.
-type WarmBackend interface {
-	// ListWarm lists the warm templates, most recently used first.
-	ListWarm(ctx context.Context) ([]WarmTemplate, error)
-	// DeleteWarm removes the template with key (syntax-checked) and its
-	// pool's paused sandboxes; the next warm create of its shape builds
-	// it again. Errors: 404 not_found.
-	DeleteWarm(ctx context.Context, key string) error
-}
-
 var warmKeyRE = regexp.MustCompile(`^[0-9a-f]{24}$`)
 
-func (s *Server) warm() (WarmBackend, error) {
-	if wb, ok := s.backend.(WarmBackend); ok {
-		return wb, nil
-	}
-	return nil, Errorf(http.StatusNotImplemented, CodeNotImplemented, "this daemon does not support warm templates")
-}
-
-func (s *Server) listWarm(w http.ResponseWriter, r *http.Request, _ url.Values) error {
-	be, err := s.warm()
-	if err != nil {
-		return err
-	}
-	list, err := be.ListWarm(r.Context())
-	if err != nil {
-		return err
-	}
-	if list == nil {
-		list = []WarmTemplate{}
-	}
-	return writeJSON(w, http.StatusOK, WarmTemplateList{Templates: list})
-}
-
-func (s *Server) deleteWarm(w http.ResponseWriter, r *http.Request, _ url.Values) error {
-	be, err := s.warm()
-	if err != nil {
-		return err
-	}
-	key := r.PathValue("key")
+// CheckWarmKey checks a warm template key from a URL ({key}): 24
+// lowercase hex digits. Errors are 400 invalid_argument.
+func CheckWarmKey(key string) error {
 	if !warmKeyRE.MatchString(key) {
 		return invalid("warm template key %s is not 24 lowercase hex digits: `agentbox warm ls` lists the keys", quoteShort(key))
 	}
-	if err := be.DeleteWarm(r.Context(), key); err != nil {
-		return err
-	}
-	w.WriteHeader(http.StatusNoContent)
 	return nil
 }

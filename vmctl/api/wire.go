@@ -52,47 +52,6 @@ const (
 	HeaderModTime = "X-Agentbox-Mod-Time"
 )
 
-// codeStatus is the HTTP status of each stable error code.
-var codeStatus = map[string]int{
-	CodeBadRequest:       http.StatusBadRequest,
-	CodeInvalidArgument:  http.StatusBadRequest,
-	CodeUnauthorized:     http.StatusUnauthorized,
-	CodeNotFound:         http.StatusNotFound,
-	CodeMethodNotAllowed: http.StatusMethodNotAllowed,
-	CodeNameTaken:        http.StatusConflict,
-	CodeSandboxRunning:   http.StatusConflict,
-	CodeNotRunning:       http.StatusConflict,
-	CodeStdinClosed:      http.StatusConflict,
-	CodeProcessExited:    http.StatusConflict,
-	CodeOutputDropped:    http.StatusGone,
-	CodeTooLarge:         http.StatusRequestEntityTooLarge,
-	CodeUnsupportedMedia: http.StatusUnsupportedMediaType,
-	CodeInvalidImage:     http.StatusUnprocessableEntity,
-	CodeNotAFile:         http.StatusUnprocessableEntity,
-	CodeNotADirectory:    http.StatusUnprocessableEntity,
-	CodeCapacity:         http.StatusTooManyRequests,
-	CodeExecLimit:        http.StatusTooManyRequests,
-	CodeInternal:         http.StatusInternalServerError,
-	CodeBootFailed:       http.StatusInternalServerError,
-	CodeUnavailable:      http.StatusServiceUnavailable,
-	CodeGuestDied:        http.StatusServiceUnavailable,
-
-	CodeSnapshotUnusable:    http.StatusUnprocessableEntity,
-	CodeInsufficientStorage: http.StatusInsufficientStorage,
-	CodeNotImplemented:      http.StatusNotImplemented,
-}
-
-// StatusOf returns the HTTP status a stable error code is answered with
-// (see the Code* constants), 500 for an unknown code. The client uses it
-// to fill Error.Status for errors that arrive inside a stream, where no
-// HTTP status travels.
-func StatusOf(code string) int {
-	if s, ok := codeStatus[code]; ok {
-		return s
-	}
-	return http.StatusInternalServerError
-}
-
 // CodeOf returns the generic stable code of an HTTP error status
 // (bad_request for 400, not_found for 404, unavailable for 503, ...;
 // internal for the rest): the code of an error without one, e.g. an error

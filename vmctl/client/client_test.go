@@ -21,9 +21,11 @@ import (
 	"time"
 
 	"github.com/agentbox/agentbox/vmctl/api"
-	"github.com/agentbox/agentbox/vmctl/api/apitest"
+	"github.com/agentbox/agentbox/vmctl/apiserver"
+	"github.com/agentbox/agentbox/vmctl/apiserver/apitest"
 	"github.com/agentbox/agentbox/vmctl/audit"
 	"github.com/agentbox/agentbox/vmctl/client"
+	"github.com/agentbox/agentbox/vmctl/errdefs"
 )
 
 // guard is how long a test waits for something that must happen before it
@@ -55,12 +57,12 @@ func socketDir(t *testing.T) string {
 // start serves b on a unix socket and returns a client of it.
 func start(t *testing.T, b *apitest.Backend) *client.Client {
 	t.Helper()
-	srv, err := api.NewServer(api.Config{Backend: b})
+	srv, err := apiserver.NewServer(apiserver.Config{Backend: b})
 	if err != nil {
 		t.Fatal(err)
 	}
 	sock := filepath.Join(socketDir(t), "a.sock")
-	l, err := api.ListenUnix(sock, 0, -1)
+	l, err := apiserver.ListenUnix(sock, 0, -1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -275,6 +277,9 @@ func TestErrorsAreAPIErrors(t *testing.T) {
 	}
 	_, err = c.GetSandbox(ctx, "nope")
 	check("get", err, 404, api.CodeNotFound, `no sandbox "nope"`)
+	if !errors.Is(err, errdefs.ErrNotFound) || errors.Is(err, errdefs.ErrConflict) {
+		t.Errorf("get: %v does not match errdefs.ErrNotFound alone", err)
+	}
 	_, err = c.GetSandbox(ctx, "a/b")
 	check("get a/b", err, 400, api.CodeInvalidArgument, "neither an ID")
 	_, err = c.GetSandbox(ctx, "..")
@@ -611,7 +616,7 @@ func TestUnreachable(t *testing.T) {
 
 func TestTCPToken(t *testing.T) {
 	const token = "0123456789abcdef0123456789abcdef"
-	srv, err := api.NewServer(api.Config{Backend: &apitest.Backend{}, Token: token})
+	srv, err := apiserver.NewServer(apiserver.Config{Backend: &apitest.Backend{}, Token: token})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -651,7 +656,7 @@ func TestTCPToken(t *testing.T) {
 }
 
 func TestTCPWithoutTokenOrTLSRefused(t *testing.T) {
-	srv, err := api.NewServer(api.Config{Backend: &apitest.Backend{}})
+	srv, err := apiserver.NewServer(apiserver.Config{Backend: &apitest.Backend{}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,7 +11,9 @@
 //
 // Errors:
 //   - The daemon's error answers come back as *api.Error with Status, Code,
-//     Message and Details (JSON numbers as float64) decoded; use errors.As.
+//     Message and Details (JSON numbers as float64) decoded; use errors.As,
+//     or errors.Is with an errdefs category (errdefs.ErrNotFound for a
+//     404) or a sentinel of the code's reason (api.Error.Is).
 //     An "error" event inside an exec or output stream is an *api.Error too,
 //     its Status from api.StatusOf(Code). An error answer that is not the
 //     API's JSON (a proxy's) becomes an *api.Error with api.CodeOf(status).

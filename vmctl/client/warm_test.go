@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/agentbox/agentbox/vmctl/api"
-	"github.com/agentbox/agentbox/vmctl/api/apitest"
+	"github.com/agentbox/agentbox/vmctl/apiserver/apitest"
 )
 
 func TestWarmRoundTrips(t *testing.T) {

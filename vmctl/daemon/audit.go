@@ -2,11 +2,12 @@ package daemon
 
 import (
 	"context"
-	"net/http"
+	"fmt"
 	"time"
 
 	"github.com/agentbox/agentbox/vmctl/api"
 	"github.com/agentbox/agentbox/vmctl/audit"
+	"github.com/agentbox/agentbox/vmctl/sandbox"
 )
 
 // appendAudit writes e to the audit log; a failed write is logged and
@@ -22,8 +23,7 @@ func (d *Daemon) appendAudit(e audit.Entry) {
 func (d *Daemon) auditAction(ctx context.Context, id, action string, args map[string]any, start time.Time, err error) {
 	e := audit.Entry{Time: start.UTC(), Sandbox: id, Caller: api.CallerFrom(ctx).ID, Action: action, Args: args, DurationMs: ms(time.Since(start))}
 	if err != nil {
-		ae := toAPI(err)
-		e.Error, e.ErrorMessage = ae.Code, ae.Message
+		e.Error, e.ErrorMessage = auditError(err)
 	}
 	d.appendAudit(e)
 }
@@ -42,7 +42,7 @@ func (d *Daemon) auditReconcile() {
 	}
 }
 
-// Audit implements api.Backend: the entries of one sandbox (by ID or
+// Audit implements apiserver.Backend: the entries of one sandbox (by ID or
 // name; by ID also after it was removed) or of all.
 func (d *Daemon) Audit(ctx context.Context, ref string, emit func(audit.Entry) error) error {
 	f := audit.Filter{}
@@ -52,7 +52,7 @@ func (d *Daemon) Audit(ctx context.Context, ref string, emit func(audit.Entry) e
 		} else if isID(ref) {
 			f.Sandbox = ref
 		} else {
-			return api.Errorf(http.StatusNotFound, api.CodeNotFound, "no sandbox named %q: the audit of a removed sandbox is kept by its ID (find it in `agentbox audit`, GET /v1/audit)", ref)
+			return sandbox.ErrNotFound.WithMessage(fmt.Sprintf("no sandbox named %q: the audit of a removed sandbox is kept by its ID (find it in `agentbox audit`, GET /v1/audit)", ref))
 		}
 	}
 	return d.audit.Read(f, func(e audit.Entry) error {

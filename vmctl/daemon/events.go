@@ -2,10 +2,10 @@ package daemon
 
 import (
 	"context"
-	"net/http"
 	"sync"
 
 	"github.com/agentbox/agentbox/vmctl/api"
+	"github.com/agentbox/agentbox/vmctl/errdefs"
 )
 
 // hub fans sandbox events out to the API's event streams. A subscriber
@@ -61,7 +61,7 @@ func (h *hub) close() {
 	}
 }
 
-// Events implements api.Backend: sandbox events until ctx ends. It ends
+// Events implements apiserver.Backend: sandbox events until ctx ends. It ends
 // with 503 when the daemon shuts down or the client fell too far behind.
 func (d *Daemon) Events(ctx context.Context, emit func(api.Event) error) error {
 	ch, cancel := d.events.subscribe()
@@ -72,7 +72,7 @@ func (d *Daemon) Events(ctx context.Context, emit func(api.Event) error) error {
 			return nil
 		case ev, ok := <-ch:
 			if !ok {
-				return api.Errorf(http.StatusServiceUnavailable, api.CodeUnavailable, "event stream ended (daemon shutting down or the client fell behind): reconnect")
+				return errdefs.ErrUnavailable.WithMessage("event stream ended (daemon shutting down or the client fell behind): reconnect")
 			}
 			if err := emit(ev); err != nil {
 				return err

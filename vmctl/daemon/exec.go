@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -16,7 +15,9 @@ import (
 	"github.com/agentbox/agentbox/vmctl/agentproto"
 	"github.com/agentbox/agentbox/vmctl/api"
 	"github.com/agentbox/agentbox/vmctl/audit"
+	"github.com/agentbox/agentbox/vmctl/errdefs"
 	"github.com/agentbox/agentbox/vmctl/process"
+	"github.com/agentbox/agentbox/vmctl/sandbox"
 	"github.com/agentbox/agentbox/vmctl/store"
 )
 
@@ -28,9 +29,8 @@ func (d *Daemon) beginExec(b *box, attached bool) (string, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if lim := b.extra.Limits.MaxExecs; lim > 0 && b.extra.ExecCount >= lim {
-		e := api.Errorf(http.StatusTooManyRequests, api.CodeExecLimit, "sandbox %s has run its %d commands (max_execs): create a new sandbox", b.sb.ID, lim)
-		e.Details = map[string]any{"max_execs": lim}
-		return "", e
+		msg := fmt.Sprintf("sandbox %s has run its %d commands (max_execs): create a new sandbox", b.sb.ID, lim)
+		return "", errdefs.WithDetails(errExecLimit.WithMessage(msg), map[string]any{"max_execs": lim})
 	}
 	b.extra.ExecCount++
 	b.busy++
@@ -110,7 +110,7 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 	return c.w.Write(p)
 }
 
-// Exec implements api.Backend: an attached command whose output streams
+// Exec implements apiserver.Backend: an attached command whose output streams
 // to stdout and stderr. The audit entry and the exec history are written
 // when it ends.
 func (d *Daemon) Exec(ctx context.Context, ref string, req api.ExecRequest, started func(execID string, pid int), stdout, stderr io.Writer) (api.ExitStatus, error) {
@@ -134,7 +134,7 @@ func (d *Daemon) Exec(ctx context.Context, ref string, req api.ExecRequest, star
 	var st agentproto.ExitStatus
 	c := b.sb.Agent()
 	if c == nil {
-		return api.ExitStatus{}, toAPI(b.sb.Explain(fmt.Errorf("sandbox %s stopped", b.sb.ID)))
+		return api.ExitStatus{}, b.sb.Explain(fmt.Errorf("sandbox %s stopped", b.sb.ID))
 	}
 	p, err := c.Start(ctx, areq, stdin, out, errw)
 	if err == nil {
@@ -166,11 +166,11 @@ func (d *Daemon) Exec(ctx context.Context, ref string, req api.ExecRequest, star
 		BytesIn: e.BytesIn, BytesOut: e.BytesOut, Caller: e.Caller}
 	result := "ok"
 	if err != nil {
-		ae := toAPI(err)
+		code, msg := auditError(err)
 		if ctx.Err() != nil {
-			ae = api.Errorf(499, "cancelled", "the caller went away; the command was killed")
+			code, msg = "cancelled", "the caller went away; the command was killed"
 		}
-		e.Error, e.ErrorMessage, h.Error, result = ae.Code, ae.Message, ae.Message, "error"
+		e.Error, e.ErrorMessage, h.Error, result = code, msg, msg, "error"
 	} else {
 		code := status.ExitCode
 		e.ExitCode, h.ExitCode, h.Signal, h.TimedOut, h.Error = &code, &code, st.Signal, st.TimedOut, st.Error
@@ -188,7 +188,7 @@ func (d *Daemon) Exec(ctx context.Context, ref string, req api.ExecRequest, star
 	case err != nil && ctx.Err() != nil:
 		return status, ctx.Err() // the caller is gone; nobody reads an error
 	case err != nil:
-		return status, toAPI(err)
+		return status, err
 	}
 	return status, nil
 }
@@ -209,7 +209,7 @@ func (d *Daemon) finishExec(b *box, h store.Exec) {
 	}()
 }
 
-// StartProcess implements api.Backend: a detached command under the
+// StartProcess implements apiserver.Backend: a detached command under the
 // sandbox's lifetime (not the request's).
 func (d *Daemon) StartProcess(ctx context.Context, ref string, req api.ExecRequest) (api.Process, error) {
 	b, err := d.running(ref)
@@ -224,7 +224,7 @@ func (d *Daemon) StartProcess(ctx context.Context, ref string, req api.ExecReque
 	c := b.sb.Agent()
 	if c == nil {
 		d.endExec(b, false)
-		return api.Process{}, api.Errorf(http.StatusConflict, api.CodeNotRunning, "sandbox %s is not running", b.sb.ID)
+		return api.Process{}, sandbox.ErrNotRunning.WithMessage(fmt.Sprintf("sandbox %s is not running", b.sb.ID))
 	}
 	caller := api.CallerFrom(ctx).ID
 	start := time.Now()
@@ -242,7 +242,7 @@ func (d *Daemon) StartProcess(ctx context.Context, ref string, req api.ExecReque
 		err = b.sb.Explain(err)
 		h.EndedAt, h.Error = time.Now().UTC(), err.Error()
 		d.store.PutExec(h)
-		return api.Process{}, toAPI(err)
+		return api.Process{}, err
 	}
 	d.saveExtra(b)
 	return apiProcess(info), nil
@@ -299,16 +299,16 @@ func apiProcess(info process.Info) api.Process {
 func (d *Daemon) procs(ref string) (*box, error) {
 	sb, err := d.mgr.Get(ref)
 	if err != nil {
-		return nil, toAPI(err)
+		return nil, err
 	}
 	b := d.box(sb.ID)
 	if b == nil {
-		return nil, api.Errorf(http.StatusNotFound, api.CodeNotFound, "sandbox %s has no processes", sb.ID)
+		return nil, errdefs.ErrNotFound.WithMessage(fmt.Sprintf("sandbox %s has no processes", sb.ID))
 	}
 	return b, nil
 }
 
-// ListProcesses implements api.Backend.
+// ListProcesses implements apiserver.Backend.
 func (d *Daemon) ListProcesses(ctx context.Context, ref string) ([]api.Process, error) {
 	b, err := d.procs(ref)
 	if err != nil {
@@ -321,7 +321,7 @@ func (d *Daemon) ListProcesses(ctx context.Context, ref string) ([]api.Process, 
 	return out, nil
 }
 
-// GetProcess implements api.Backend.
+// GetProcess implements apiserver.Backend.
 func (d *Daemon) GetProcess(ctx context.Context, ref, pid string) (api.Process, error) {
 	b, err := d.procs(ref)
 	if err != nil {
@@ -329,12 +329,12 @@ func (d *Daemon) GetProcess(ctx context.Context, ref, pid string) (api.Process, 
 	}
 	info, err := b.procs.Get(pid)
 	if err != nil {
-		return api.Process{}, toAPI(err)
+		return api.Process{}, err
 	}
 	return apiProcess(info), nil
 }
 
-// ProcessOutput implements api.Backend.
+// ProcessOutput implements apiserver.Backend.
 func (d *Daemon) ProcessOutput(ctx context.Context, ref, pid string, offset int64, follow bool, emit func(api.ExecEvent) error) error {
 	b, err := d.procs(ref)
 	if err != nil {
@@ -347,19 +347,19 @@ func (d *Daemon) ProcessOutput(ctx context.Context, ref, pid string, offset int6
 		if ctx.Err() != nil {
 			return nil
 		}
-		return toAPI(err)
+		return err
 	}
 	switch {
 	case info.Exit != nil:
 		st := apiStatus(*info.Exit, info.EndedAt.Sub(info.StartedAt))
 		return emit(api.ExecEvent{Type: api.EventExit, Exit: &st})
 	case info.State == process.StateLost:
-		return emit(api.ExecEvent{Type: api.EventError, Error: &api.Error{Code: api.CodeGuestDied, Message: "process lost: " + info.Error}})
+		return emit(api.ExecEvent{Type: api.EventError, Error: api.ErrorFrom(sandbox.ErrGuestDied.WithMessage("process lost: " + info.Error))})
 	}
 	return nil
 }
 
-// WriteStdin implements api.Backend.
+// WriteStdin implements apiserver.Backend.
 func (d *Daemon) WriteStdin(ctx context.Context, ref, pid string, r io.Reader, closeAfter bool) (int64, error) {
 	b, err := d.procs(ref)
 	if err != nil {
@@ -370,10 +370,9 @@ func (d *Daemon) WriteStdin(ctx context.Context, ref, pid string, r io.Reader, c
 	e := audit.Entry{Time: start.UTC(), Sandbox: b.sb.ID, Caller: api.CallerFrom(ctx).ID, Action: audit.ActionProcessStdin, ExecID: pid,
 		Args: map[string]any{"close": closeAfter}, BytesIn: n, DurationMs: ms(time.Since(start))}
 	if err != nil {
-		ae := toAPI(err)
-		e.Error, e.ErrorMessage = ae.Code, ae.Message
+		e.Error, e.ErrorMessage = auditError(err)
 		d.appendAudit(e)
-		return n, ae
+		return n, err
 	}
 	d.appendAudit(e)
 	b.touch()
@@ -381,7 +380,7 @@ func (d *Daemon) WriteStdin(ctx context.Context, ref, pid string, r io.Reader, c
 	return n, nil
 }
 
-// KillProcess implements api.Backend.
+// KillProcess implements apiserver.Backend.
 func (d *Daemon) KillProcess(ctx context.Context, ref, pid, signal string) error {
 	b, err := d.procs(ref)
 	if err != nil {
@@ -395,7 +394,7 @@ func (d *Daemon) KillProcess(ctx context.Context, ref, pid, signal string) error
 	err = b.procs.Signal(ctx, pid, sig)
 	d.auditAction(ctx, b.sb.ID, audit.ActionProcessKill, map[string]any{"process": pid, "signal": int(sig)}, start, err)
 	if err != nil {
-		return toAPI(err)
+		return err
 	}
 	return nil
 }
@@ -418,19 +417,19 @@ func parseSignal(s string) (syscall.Signal, error) {
 	if sig, ok := signals[strings.TrimPrefix(strings.ToUpper(s), "SIG")]; ok {
 		return sig, nil
 	}
-	return 0, api.Errorf(http.StatusBadRequest, api.CodeInvalidArgument, "signal %q: use a name like TERM or KILL, or a number 1-64", s)
+	return 0, errdefs.ErrInvalidArgument.WithMessage(fmt.Sprintf("signal %q: use a name like TERM or KILL, or a number 1-64", s))
 }
 
-// ExecHistory implements api.Backend: the sandbox's exec history from the
+// ExecHistory implements apiserver.Backend: the sandbox's exec history from the
 // store (attached and detached commands, newest limit when limit > 0).
 func (d *Daemon) ExecHistory(ctx context.Context, ref string, limit int) ([]api.ExecRecord, error) {
 	sb, err := d.mgr.Get(ref)
 	if err != nil {
-		return nil, toAPI(err)
+		return nil, err
 	}
 	execs, err := d.store.Execs(sb.ID, limit)
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
-		return nil, toAPI(err)
+		return nil, err
 	}
 	out := make([]api.ExecRecord, 0, len(execs))
 	for _, e := range execs {

@@ -2,9 +2,9 @@ package daemon
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"io/fs"
-	"net/http"
 	"os"
 	"path"
 	"time"
@@ -13,6 +13,8 @@ import (
 	"github.com/agentbox/agentbox/vmctl/agentproto"
 	"github.com/agentbox/agentbox/vmctl/api"
 	"github.com/agentbox/agentbox/vmctl/audit"
+	"github.com/agentbox/agentbox/vmctl/errdefs"
+	"github.com/agentbox/agentbox/vmctl/sandbox"
 )
 
 // fileOp runs op on b's agent as one busy, audited action on path.
@@ -23,7 +25,7 @@ func (d *Daemon) fileOp(ctx context.Context, ref, action string, args map[string
 	}
 	c := b.sb.Agent()
 	if c == nil {
-		return api.Errorf(http.StatusConflict, api.CodeNotRunning, "sandbox %s is not running", b.sb.ID)
+		return sandbox.ErrNotRunning.WithMessage(fmt.Sprintf("sandbox %s is not running", b.sb.ID))
 	}
 	b.mu.Lock()
 	b.busy++
@@ -44,10 +46,9 @@ func (d *Daemon) fileOp(ctx context.Context, ref, action string, args map[string
 	e := audit.Entry{Time: start.UTC(), Sandbox: b.sb.ID, Caller: api.CallerFrom(ctx).ID, Action: action, Args: args,
 		BytesIn: in, BytesOut: out, DurationMs: ms(time.Since(start))}
 	if err != nil {
-		ae := toAPI(err)
-		e.Error, e.ErrorMessage = ae.Code, ae.Message
+		e.Error, e.ErrorMessage = auditError(err)
 		d.appendAudit(e)
-		return ae
+		return err
 	}
 	d.appendAudit(e)
 	d.metrics.bytes.WithLabelValues("in", "file").Add(float64(in))
@@ -79,7 +80,7 @@ func (c *countWriter) Write(p []byte) (int, error) {
 	return n, err
 }
 
-// Upload implements api.Backend: the guest agent writes the file
+// Upload implements apiserver.Backend: the guest agent writes the file
 // atomically (temporary file, fsync, rename).
 func (d *Daemon) Upload(ctx context.Context, ref, p string, perm fs.FileMode, parents bool, r io.Reader) (api.FileInfo, error) {
 	var info api.FileInfo
@@ -102,7 +103,7 @@ func (d *Daemon) Upload(ctx context.Context, ref, p string, perm fs.FileMode, pa
 	return info, err
 }
 
-// Download implements api.Backend.
+// Download implements apiserver.Backend.
 func (d *Daemon) Download(ctx context.Context, ref, p string, open func(api.FileInfo) io.Writer) error {
 	return d.fileOp(ctx, ref, audit.ActionDownload, map[string]any{"path": p}, func(c *agent.Client) (int64, int64, error) {
 		fi, err := c.Stat(ctx, p)
@@ -110,7 +111,7 @@ func (d *Daemon) Download(ctx context.Context, ref, p string, open func(api.File
 			return 0, 0, err
 		}
 		if fi.Type != agentproto.TypeFile {
-			return 0, 0, api.Errorf(http.StatusUnprocessableEntity, api.CodeNotAFile, "%s is a %s, not a regular file: download copies single files (use `agentbox exec SANDBOX -- tar -C DIR -c .` for directories)", p, fi.Type)
+			return 0, 0, errNotAFile.WithMessage(fmt.Sprintf("%s is a %s, not a regular file: download copies single files (use `agentbox exec SANDBOX -- tar -C DIR -c .` for directories)", p, fi.Type))
 		}
 		w := &countWriter{w: open(fileInfo(p, fi))}
 		err = c.ReadFile(ctx, p, w)
@@ -118,7 +119,7 @@ func (d *Daemon) Download(ctx context.Context, ref, p string, open func(api.File
 	})
 }
 
-// Stat implements api.Backend.
+// Stat implements apiserver.Backend.
 func (d *Daemon) Stat(ctx context.Context, ref, p string) (api.FileInfo, error) {
 	var info api.FileInfo
 	err := d.fileOp(ctx, ref, audit.ActionStat, map[string]any{"path": p}, func(c *agent.Client) (int64, int64, error) {
@@ -129,7 +130,7 @@ func (d *Daemon) Stat(ctx context.Context, ref, p string) (api.FileInfo, error) 
 	return info, err
 }
 
-// List implements api.Backend.
+// List implements apiserver.Backend.
 func (d *Daemon) List(ctx context.Context, ref, p string) ([]api.FileInfo, error) {
 	out := []api.FileInfo{}
 	err := d.fileOp(ctx, ref, audit.ActionList, map[string]any{"path": p}, func(c *agent.Client) (int64, int64, error) {
@@ -138,7 +139,7 @@ func (d *Daemon) List(ctx context.Context, ref, p string) ([]api.FileInfo, error
 			return 0, 0, err
 		}
 		if fi.Type != agentproto.TypeDir {
-			return 0, 0, api.Errorf(http.StatusUnprocessableEntity, api.CodeNotADirectory, "%s is a %s, not a directory: use stat", p, fi.Type)
+			return 0, 0, errNotADirectory.WithMessage(fmt.Sprintf("%s is a %s, not a directory: use stat", p, fi.Type))
 		}
 		entries, err := c.List(ctx, p)
 		for _, e := range entries {
@@ -149,7 +150,7 @@ func (d *Daemon) List(ctx context.Context, ref, p string) ([]api.FileInfo, error
 	return out, err
 }
 
-// Mkdir implements api.Backend.
+// Mkdir implements apiserver.Backend.
 func (d *Daemon) Mkdir(ctx context.Context, ref string, req api.MkdirRequest) error {
 	perm := fs.FileMode(0o755)
 	if req.Mode != "" {
@@ -164,10 +165,10 @@ func (d *Daemon) Mkdir(ctx context.Context, ref string, req api.MkdirRequest) er
 	})
 }
 
-// RemoveFile implements api.Backend.
+// RemoveFile implements apiserver.Backend.
 func (d *Daemon) RemoveFile(ctx context.Context, ref, p string, recursive bool) error {
 	if p == "/" {
-		return api.Errorf(http.StatusBadRequest, api.CodeInvalidArgument, "refusing to remove / : remove the sandbox instead")
+		return errdefs.ErrInvalidArgument.WithMessage("refusing to remove / : remove the sandbox instead")
 	}
 	return d.fileOp(ctx, ref, audit.ActionDelete, map[string]any{"path": p, "recursive": recursive}, func(c *agent.Client) (int64, int64, error) {
 		return 0, 0, c.Remove(ctx, p, recursive)
@@ -189,19 +190,19 @@ func fileInfo(p string, fi agentproto.FileInfo) api.FileInfo {
 		Mode: api.FormatMode(fi.Mode), ModTime: time.Unix(0, fi.ModTimeNs).UTC()}
 }
 
-// Console implements api.Backend: the serial console log, also of
+// Console implements apiserver.Backend: the serial console log, also of
 // stopped and failed sandboxes.
 func (d *Daemon) Console(ctx context.Context, ref string, tail int64, w io.Writer) error {
 	sb, err := d.mgr.Get(ref)
 	if err != nil {
-		return toAPI(err)
+		return err
 	}
 	f, err := os.Open(sb.ConsoleLog)
 	if err != nil {
 		if os.IsNotExist(err) {
 			return nil // nothing printed yet
 		}
-		return toAPI(err)
+		return err
 	}
 	defer f.Close()
 	if tail > 0 {

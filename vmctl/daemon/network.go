@@ -1,9 +1,10 @@
 package daemon
 
 import (
-	"net/http"
+	"fmt"
 
 	"github.com/agentbox/agentbox/vmctl/api"
+	"github.com/agentbox/agentbox/vmctl/errdefs"
 	"github.com/agentbox/agentbox/vmctl/image"
 	"github.com/agentbox/agentbox/vmctl/netpolicy"
 	"github.com/agentbox/agentbox/vmctl/sandbox"
@@ -18,7 +19,7 @@ func networkPolicy(req *api.NetworkPolicy, img *image.Image) (netpolicy.Policy, 
 	}
 	p, err := netpolicy.Parse(req.Mode, req.Allow)
 	if err != nil {
-		return netpolicy.Policy{}, api.Errorf(http.StatusBadRequest, api.CodeInvalidArgument, "network: %v", err)
+		return netpolicy.Policy{}, errdefs.ErrInvalidArgument.WithMessage(fmt.Sprintf("network: %v", err))
 	}
 	return p, nil
 }

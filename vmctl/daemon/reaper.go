@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/agentbox/agentbox/vmctl/api"
 	"github.com/agentbox/agentbox/vmctl/audit"
 )
 
@@ -51,7 +52,7 @@ func (d *Daemon) reap(b *box, why string) {
 	err := d.mgr.Remove(context.Background(), b.sb, true)
 	e := audit.Entry{Time: start.UTC(), Sandbox: b.sb.ID, Caller: "daemon", Action: audit.ActionReap, Args: map[string]any{"reason": why}, DurationMs: ms(time.Since(start))}
 	if err != nil {
-		e.Error, e.ErrorMessage = toAPI(err).Code, err.Error()
+		e.Error, e.ErrorMessage = api.ErrorFrom(err).Code, err.Error()
 		d.log.Warn("reap sandbox", "sandbox", b.sb.ID, "reason", why, "err", err)
 	} else {
 		d.log.Info("sandbox reaped", "sandbox", b.sb.ID, "reason", why)

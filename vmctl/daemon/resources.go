@@ -3,7 +3,6 @@ package daemon
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"strings"
 	"sync"
 	"time"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/agentbox/agentbox/vmctl/api"
 	"github.com/agentbox/agentbox/vmctl/audit"
+	"github.com/agentbox/agentbox/vmctl/errdefs"
 	"github.com/agentbox/agentbox/vmctl/image"
 	"github.com/agentbox/agentbox/vmctl/overlay"
 	"github.com/agentbox/agentbox/vmctl/sandbox"
@@ -62,11 +62,10 @@ type resources struct {
 
 // ceilingError is the 422 of a request above a ceiling.
 func ceilingError(what string, got, ceiling int64, unit, flag string) error {
-	e := api.Errorf(http.StatusUnprocessableEntity, api.CodeInvalidArgument,
-		"%s %d%s is above the daemon's ceiling of %d%s (%s): ask for at most %d%s",
+	msg := fmt.Sprintf("%s %d%s is above the daemon's ceiling of %d%s (%s): ask for at most %d%s",
 		what, got, unit, ceiling, unit, flag, ceiling, unit)
-	e.Details = map[string]any{"resource": what, "requested": got, "ceiling": ceiling, "flag": flag}
-	return e
+	return errdefs.WithDetails(errdefs.ErrFailedPrecondition.WithMessage(msg),
+		map[string]any{"resource": what, "requested": got, "ceiling": ceiling, "flag": flag})
 }
 
 // applyCeilings checks a create against the daemon's ceilings after the
@@ -94,7 +93,7 @@ func (d *Daemon) applyCeilings(ctx context.Context, img *image.Image, req *api.C
 		if disk == 0 {
 			info, err := overlay.Inspect(ctx, img.Disk)
 			if err != nil {
-				return api.Errorf(http.StatusUnprocessableEntity, api.CodeInvalidImage, "image disk: %v", err)
+				return image.ErrInvalid.WithMessage(fmt.Sprintf("image disk: %v", err))
 			}
 			disk = int64((info.VirtualSize + 1<<20 - 1) >> 20)
 		}

@@ -2,7 +2,6 @@ package daemon
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"strings"
 	"testing"
@@ -28,8 +27,8 @@ func TestApplyCeilings(t *testing.T) {
 		{api.CreateSandboxRequest{}, "disk 4096 MiB is above the daemon's ceiling of 3072 MiB (--max-disk)"},
 	} {
 		err := d.applyCeilings(context.Background(), img, &tc.req)
-		var ae *api.Error
-		if !errors.As(err, &ae) || ae.Status != http.StatusUnprocessableEntity || !strings.HasPrefix(ae.Message, tc.want) {
+		ae := api.ErrorFrom(err)
+		if ae == nil || ae.Status != http.StatusUnprocessableEntity || !strings.HasPrefix(ae.Message, tc.want) {
 			t.Errorf("%+v: %v, want 422 %q", tc.req, err, tc.want)
 		}
 	}

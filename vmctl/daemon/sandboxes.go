@@ -5,21 +5,22 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
-	"net/http"
 	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/agentbox/agentbox/vmctl/accel"
 	"github.com/agentbox/agentbox/vmctl/api"
+	"github.com/agentbox/agentbox/vmctl/apiserver"
 	"github.com/agentbox/agentbox/vmctl/audit"
+	"github.com/agentbox/agentbox/vmctl/errdefs"
 	"github.com/agentbox/agentbox/vmctl/image"
 	"github.com/agentbox/agentbox/vmctl/sandbox"
 )
 
-var _ api.Backend = (*Daemon)(nil)
+var _ apiserver.Backend = (*Daemon)(nil)
 
-// Info implements api.Backend.
+// Info implements apiserver.Backend.
 func (d *Daemon) Info(ctx context.Context) (api.Info, error) {
 	used := d.mgr.Resources()
 	counts := map[string]int{}
@@ -37,7 +38,7 @@ func (d *Daemon) Info(ctx context.Context) (api.Info, error) {
 	}, nil
 }
 
-// CreateSandbox implements api.Backend: it loads and checks the image,
+// CreateSandbox implements apiserver.Backend: it loads and checks the image,
 // chooses the accelerator, admits the resources against the capacity
 // and boots the sandbox.
 func (d *Daemon) CreateSandbox(ctx context.Context, req api.CreateSandboxRequest) (api.Sandbox, error) {
@@ -53,11 +54,10 @@ func (d *Daemon) CreateSandbox(ctx context.Context, req api.CreateSandboxRequest
 	sb, err := d.create(ctx, req)
 	e := audit.Entry{Time: start.UTC(), Caller: caller, Action: audit.ActionCreate, Args: args, DurationMs: ms(time.Since(start))}
 	if err != nil {
-		ae := toAPI(err)
-		e.Error, e.ErrorMessage = ae.Code, ae.Message
+		e.Error, e.ErrorMessage = auditError(err)
 		d.appendAudit(e)
 		d.metrics.createFailures.Inc()
-		return api.Sandbox{}, ae
+		return api.Sandbox{}, err
 	}
 	e.Sandbox = sb.ID
 	args["vcpus"], args["memory_mib"], args["accel"] = sb.VCPUs, sb.Memory, string(sb.Accel.Accel)
@@ -83,21 +83,21 @@ func (d *Daemon) create(ctx context.Context, req api.CreateSandboxRequest) (*san
 		return nil, err
 	}
 	if !filepath.IsAbs(req.Image) {
-		return nil, api.Errorf(http.StatusBadRequest, api.CodeInvalidArgument, "image %q: give the image directory as an absolute path on the daemon's host", req.Image)
+		return nil, errdefs.ErrInvalidArgument.WithMessage(fmt.Sprintf("image %q: give the image directory as an absolute path on the daemon's host", req.Image))
 	}
 	img, err := image.Load(ctx, req.Image, image.LoadOptions{VerifyCacheDir: filepath.Join(d.cfg.StateDir, "image-verify")})
 	if err != nil {
-		return nil, api.Errorf(http.StatusUnprocessableEntity, api.CodeInvalidImage, "%v", err)
+		return nil, image.ErrInvalid.WithMessage(err.Error())
 	}
 	mode := accel.ModeAuto
 	if req.Accel != "" {
 		if mode, err = accel.ParseMode(req.Accel); err != nil {
-			return nil, api.Errorf(http.StatusBadRequest, api.CodeInvalidArgument, "%v", err)
+			return nil, errdefs.ErrInvalidArgument.WithMessage(err.Error())
 		}
 	}
 	choice, err := d.cfg.Accel(mode)
 	if err != nil {
-		return nil, api.Errorf(http.StatusUnprocessableEntity, api.CodeInvalidArgument, "accelerator: %v", err)
+		return nil, errdefs.ErrFailedPrecondition.WithMessage(fmt.Sprintf("accelerator: %v", err))
 	}
 	policy, err := networkPolicy(req.Network, img)
 	if err != nil {
@@ -134,7 +134,7 @@ func (d *Daemon) admitting() error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closing {
-		return api.Errorf(http.StatusServiceUnavailable, api.CodeUnavailable, "the daemon is shutting down: retry against the restarted daemon")
+		return errdefs.ErrUnavailable.WithMessage("the daemon is shutting down: retry against the restarted daemon")
 	}
 	return nil
 }
@@ -147,19 +147,18 @@ func (d *Daemon) admit(r sandbox.Resources) error {
 	if memOK && cpuOK {
 		return nil
 	}
-	e := api.Errorf(http.StatusTooManyRequests, api.CodeCapacity,
-		"host capacity exceeded: the sandbox needs %d MiB and %d vCPUs; %d of %d MiB and %d of %d vCPUs are committed: remove sandboxes, ask for less, or raise --capacity-memory/--capacity-vcpus",
+	msg := fmt.Sprintf("host capacity exceeded: the sandbox needs %d MiB and %d vCPUs; %d of %d MiB and %d of %d vCPUs are committed: remove sandboxes, ask for less, or raise --capacity-memory/--capacity-vcpus",
 		r.MemoryMiB, r.VCPUs, r.UsedMemoryMiB, d.cfg.CapacityMemoryMiB, r.UsedVCPUs, d.cfg.CapacityVCPUs)
-	e.Details = map[string]any{
+	details := map[string]any{
 		"requested_memory_mib": r.MemoryMiB, "requested_vcpus": r.VCPUs,
 		"used_memory_mib": r.UsedMemoryMiB, "used_vcpus": r.UsedVCPUs,
 		"capacity_memory_mib": d.cfg.CapacityMemoryMiB, "capacity_vcpus": d.cfg.CapacityVCPUs,
 	}
 	d.metrics.admissionRefused.Inc()
-	return e
+	return errdefs.WithDetails(errCapacity.WithMessage(msg), details)
 }
 
-// ListSandboxes implements api.Backend.
+// ListSandboxes implements apiserver.Backend.
 func (d *Daemon) ListSandboxes(ctx context.Context, labels map[string]string, state string) ([]api.Sandbox, error) {
 	out := []api.Sandbox{}
 	for _, sb := range d.mgr.List() {
@@ -180,41 +179,41 @@ func (d *Daemon) ListSandboxes(ctx context.Context, labels map[string]string, st
 	return out, nil
 }
 
-// GetSandbox implements api.Backend.
+// GetSandbox implements apiserver.Backend.
 func (d *Daemon) GetSandbox(ctx context.Context, ref string) (api.Sandbox, error) {
 	sb, err := d.mgr.Get(ref)
 	if err != nil {
-		return api.Sandbox{}, toAPI(err)
+		return api.Sandbox{}, err
 	}
 	return d.view(sb), nil
 }
 
-// StopSandbox implements api.Backend.
+// StopSandbox implements apiserver.Backend.
 func (d *Daemon) StopSandbox(ctx context.Context, ref string) (api.Sandbox, error) {
 	start := time.Now()
 	sb, err := d.mgr.Get(ref)
 	if err != nil {
-		return api.Sandbox{}, toAPI(err)
+		return api.Sandbox{}, err
 	}
 	err = d.mgr.Stop(ctx, sb, "stopped by "+api.CallerFrom(ctx).ID)
 	d.auditAction(ctx, sb.ID, audit.ActionStop, nil, start, err)
 	if err != nil {
-		return api.Sandbox{}, toAPI(err)
+		return api.Sandbox{}, err
 	}
 	return d.view(sb), nil
 }
 
-// DeleteSandbox implements api.Backend.
+// DeleteSandbox implements apiserver.Backend.
 func (d *Daemon) DeleteSandbox(ctx context.Context, ref string, force bool) error {
 	start := time.Now()
 	sb, err := d.mgr.Get(ref)
 	if err != nil {
-		return toAPI(err)
+		return err
 	}
 	err = d.mgr.Remove(ctx, sb, force)
 	d.auditAction(ctx, sb.ID, audit.ActionRemove, map[string]any{"force": force}, start, err)
 	if err != nil {
-		return toAPI(err)
+		return err
 	}
 	if err := d.store.DeleteExecs(sb.ID); err != nil {
 		d.log.Warn("delete exec history", "sandbox", sb.ID, "err", err)
@@ -261,7 +260,7 @@ func (d *Daemon) running(ref string) (*box, error) {
 	}
 	sb, err := d.mgr.Get(ref)
 	if err != nil {
-		return nil, toAPI(err)
+		return nil, err
 	}
 	b := d.box(sb.ID)
 	if b == nil || sb.Agent() == nil {
@@ -270,7 +269,7 @@ func (d *Daemon) running(ref string) (*box, error) {
 		if r.Reason != "" {
 			msg += " (" + r.Reason + ")"
 		}
-		return nil, api.Errorf(http.StatusConflict, api.CodeNotRunning, "%s: create a new sandbox", msg)
+		return nil, sandbox.ErrNotRunning.WithMessage(msg + ": create a new sandbox")
 	}
 	return b, nil
 }

@@ -3,20 +3,20 @@ package daemon
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"net/http"
+	"fmt"
 	"path/filepath"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/agentbox/agentbox/vmctl/api"
+	"github.com/agentbox/agentbox/vmctl/apiserver"
 	"github.com/agentbox/agentbox/vmctl/audit"
 	"github.com/agentbox/agentbox/vmctl/image"
 	"github.com/agentbox/agentbox/vmctl/sandbox"
 )
 
-var _ api.SnapshotBackend = (*Daemon)(nil)
+var _ apiserver.SnapshotBackend = (*Daemon)(nil)
 
 // snapshotMetrics are the histograms of snapshot saves and restores
 // (registered on first use, so the daemon's metrics.go stays as it is).
@@ -61,7 +61,7 @@ func (d *Daemon) startSandbox(ctx context.Context, warm bool, opts sandbox.Optio
 	return sb, err
 }
 
-// SaveSnapshot implements api.SnapshotBackend.
+// SaveSnapshot implements apiserver.SnapshotBackend.
 func (d *Daemon) SaveSnapshot(ctx context.Context, ref string, req api.SaveSnapshotRequest) (api.Snapshot, error) {
 	start := time.Now()
 	if err := d.admitting(); err != nil {
@@ -69,7 +69,7 @@ func (d *Daemon) SaveSnapshot(ctx context.Context, ref string, req api.SaveSnaps
 	}
 	sb, err := d.mgr.Get(ref)
 	if err != nil {
-		return api.Snapshot{}, toAPI(err)
+		return api.Snapshot{}, err
 	}
 	var raw []byte
 	if b := d.box(sb.ID); b != nil {
@@ -84,14 +84,14 @@ func (d *Daemon) SaveSnapshot(ctx context.Context, ref string, req api.SaveSnaps
 	}
 	d.auditAction(ctx, sb.ID, audit.ActionSnapshotSave, args, start, err)
 	if err != nil {
-		return api.Snapshot{}, toAPI(err)
+		return api.Snapshot{}, err
 	}
 	d.snapMetrics().save.Observe(float64(rec.SaveMs) / 1000)
 	d.events.publish(api.Event{Time: time.Now().UTC(), Type: api.EventSnapshotSaved, Sandbox: sb.ID, Name: sb.Name, Reason: "snapshot " + rec.Name})
 	return d.snapshotView(rec), nil
 }
 
-// ListSnapshots implements api.SnapshotBackend.
+// ListSnapshots implements apiserver.SnapshotBackend.
 func (d *Daemon) ListSnapshots(ctx context.Context, ref string) ([]api.Snapshot, error) {
 	id := ""
 	if ref != "" {
@@ -100,12 +100,12 @@ func (d *Daemon) ListSnapshots(ctx context.Context, ref string) ([]api.Snapshot,
 		} else if isID(ref) {
 			id = ref // a removed sandbox's snapshots, by its ID
 		} else {
-			return nil, api.Errorf(http.StatusNotFound, api.CodeNotFound, "no sandbox named %q: the snapshots of a removed sandbox are listed by its ID (see `agentbox snapshot ls`)", ref)
+			return nil, sandbox.ErrNotFound.WithMessage(fmt.Sprintf("no sandbox named %q: the snapshots of a removed sandbox are listed by its ID (see `agentbox snapshot ls`)", ref))
 		}
 	}
 	recs, err := d.mgr.Snapshots(id)
 	if err != nil {
-		return nil, toAPI(err)
+		return nil, err
 	}
 	out := make([]api.Snapshot, 0, len(recs))
 	for _, r := range recs {
@@ -114,32 +114,32 @@ func (d *Daemon) ListSnapshots(ctx context.Context, ref string) ([]api.Snapshot,
 	return out, nil
 }
 
-// GetSnapshot implements api.SnapshotBackend.
+// GetSnapshot implements apiserver.SnapshotBackend.
 func (d *Daemon) GetSnapshot(ctx context.Context, name string) (api.Snapshot, error) {
 	rec, err := d.mgr.Snapshot(name)
 	if err != nil {
-		return api.Snapshot{}, toAPI(err)
+		return api.Snapshot{}, err
 	}
 	return d.snapshotView(rec), nil
 }
 
-// DeleteSnapshot implements api.SnapshotBackend.
+// DeleteSnapshot implements apiserver.SnapshotBackend.
 func (d *Daemon) DeleteSnapshot(ctx context.Context, name string) error {
 	start := time.Now()
 	rec, err := d.mgr.Snapshot(name)
 	if err != nil {
-		return toAPI(err)
+		return err
 	}
 	err = d.mgr.DeleteSnapshot(ctx, rec.ID)
 	d.auditAction(ctx, rec.SandboxID, audit.ActionSnapshotDelete, map[string]any{"name": rec.Name, "snapshot": rec.ID}, start, err)
 	if err != nil {
-		return toAPI(err)
+		return err
 	}
 	d.events.publish(api.Event{Time: time.Now().UTC(), Type: api.EventSnapshotRemoved, Sandbox: rec.SandboxID, Name: rec.SandboxName, Reason: "snapshot " + rec.Name})
 	return nil
 }
 
-// RestoreSnapshot implements api.SnapshotBackend: it loads the
+// RestoreSnapshot implements apiserver.SnapshotBackend: it loads the
 // snapshot's image (refused when its digest changed), admits the
 // resources like a create, and starts the new sandbox with the snapshot's
 // lifetime limits overridden by the request's (its resources and network
@@ -154,11 +154,10 @@ func (d *Daemon) RestoreSnapshot(ctx context.Context, name string, req api.Resto
 	sb, err := d.restore(ctx, name, req)
 	e := audit.Entry{Time: start.UTC(), Caller: caller, Action: audit.ActionRestore, Args: args, DurationMs: ms(time.Since(start))}
 	if err != nil {
-		ae := toAPI(err)
-		e.Error, e.ErrorMessage = ae.Code, ae.Message
+		e.Error, e.ErrorMessage = auditError(err)
 		d.appendAudit(e)
 		d.metrics.createFailures.Inc()
-		return api.Sandbox{}, ae
+		return api.Sandbox{}, err
 	}
 	e.Sandbox = sb.ID
 	t := sb.LastRestore()
@@ -178,7 +177,7 @@ func (d *Daemon) restore(ctx context.Context, name string, req api.RestoreReques
 	}
 	img, err := image.Load(ctx, rec.ImageDir, image.LoadOptions{VerifyCacheDir: filepath.Join(d.cfg.StateDir, "image-verify")})
 	if err != nil {
-		return nil, api.Errorf(http.StatusUnprocessableEntity, api.CodeSnapshotUnusable, "snapshot %q needs its image %s (sha256:%s), which no longer loads: %v: put the image back or remove the snapshot", rec.Name, rec.ImageDir, rec.ImageDigest, err)
+		return nil, sandbox.ErrSnapshotUnusable.WithMessage(fmt.Sprintf("snapshot %q needs its image %s (sha256:%s), which no longer loads: %v: put the image back or remove the snapshot", rec.Name, rec.ImageDir, rec.ImageDigest, err))
 	}
 	var ex extra
 	if len(rec.Extra) > 0 {
@@ -199,27 +198,6 @@ func (d *Daemon) restore(ctx context.Context, name string, req api.RestoreReques
 	b.extra.LastActivity = time.Now().UTC()
 	b.mu.Unlock()
 	return sb, nil
-}
-
-// snapshotError maps the sandbox package's snapshot errors to the API's
-// (toAPI calls it first).
-func snapshotError(err error) *api.Error {
-	status, code := 0, ""
-	switch {
-	case errors.Is(err, sandbox.ErrNoSpace):
-		status, code = http.StatusInsufficientStorage, api.CodeInsufficientStorage
-	case errors.Is(err, sandbox.ErrSnapshotUnusable):
-		status, code = http.StatusUnprocessableEntity, api.CodeSnapshotUnusable
-	case errors.Is(err, sandbox.ErrNoSnapshot), errors.Is(err, sandbox.ErrNoWarmTemplate):
-		status, code = http.StatusNotFound, api.CodeNotFound
-	case errors.Is(err, sandbox.ErrSnapshotNameTaken), errors.Is(err, sandbox.ErrSnapshotExists):
-		status, code = http.StatusConflict, api.CodeNameTaken
-	case errors.Is(err, sandbox.ErrUnsupported):
-		status, code = http.StatusNotImplemented, api.CodeNotImplemented
-	default:
-		return nil
-	}
-	return &api.Error{Status: status, Code: code, Message: err.Error()}
 }
 
 // snapshotView renders a snapshot record for the API; SourceRemoved says
@@ -243,9 +221,9 @@ func snapshotView(r sandbox.SnapshotRecord, sourceRemoved bool) api.Snapshot {
 	return v
 }
 
-var _ api.WarmBackend = (*Daemon)(nil)
+var _ apiserver.WarmBackend = (*Daemon)(nil)
 
-// ListWarm implements api.WarmBackend.
+// ListWarm implements apiserver.WarmBackend.
 func (d *Daemon) ListWarm(ctx context.Context) ([]api.WarmTemplate, error) {
 	ts := d.mgr.WarmTemplates()
 	out := make([]api.WarmTemplate, 0, len(ts))
@@ -259,10 +237,10 @@ func (d *Daemon) ListWarm(ctx context.Context) ([]api.WarmTemplate, error) {
 	return out, nil
 }
 
-// DeleteWarm implements api.WarmBackend.
+// DeleteWarm implements apiserver.WarmBackend.
 func (d *Daemon) DeleteWarm(ctx context.Context, key string) error {
 	if err := d.mgr.DeleteWarmTemplate(ctx, key); err != nil {
-		return toAPI(err)
+		return err
 	}
 	d.log.Info("warm template removed", "key", key, "caller", api.CallerFrom(ctx).ID)
 	return nil

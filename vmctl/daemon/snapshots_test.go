@@ -28,9 +28,9 @@ func TestSnapshotErrorsToAPI(t *testing.T) {
 		{sandbox.ErrNameTaken, http.StatusConflict, api.CodeNameTaken},
 	} {
 		err := fmt.Errorf("%w: what to do", c.err)
-		got := toAPI(err)
+		got := api.ErrorFrom(err)
 		if got.Status != c.status || got.Code != c.code || got.Message != err.Error() {
-			t.Errorf("toAPI(%v) = %d %s %q; want %d %s", err, got.Status, got.Code, got.Message, c.status, c.code)
+			t.Errorf("ErrorFrom(%v) = %d %s %q; want %d %s", err, got.Status, got.Code, got.Message, c.status, c.code)
 		}
 		if api.StatusOf(c.code) != c.status {
 			t.Errorf("StatusOf(%s) = %d, want %d", c.code, api.StatusOf(c.code), c.status)

@@ -1,14 +1,18 @@
 package daemon
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/http"
 	"syscall"
 	"testing"
 
 	"github.com/agentbox/agentbox/vmctl/agentproto"
 	"github.com/agentbox/agentbox/vmctl/api"
+	"github.com/agentbox/agentbox/vmctl/image"
+	"github.com/agentbox/agentbox/vmctl/libvirt"
 	"github.com/agentbox/agentbox/vmctl/process"
 	"github.com/agentbox/agentbox/vmctl/sandbox"
 )
@@ -19,8 +23,8 @@ func TestAdmit(t *testing.T) {
 		t.Fatalf("exactly full must be admitted: %v", err)
 	}
 	err := d.admit(sandbox.Resources{VCPUs: 1, MemoryMiB: 513, UsedVCPUs: 0, UsedMemoryMiB: 512})
-	var ae *api.Error
-	if !errors.As(err, &ae) || ae.Status != http.StatusTooManyRequests || ae.Code != api.CodeCapacity {
+	ae := api.ErrorFrom(err)
+	if ae == nil || ae.Status != http.StatusTooManyRequests || ae.Code != api.CodeCapacity {
 		t.Fatalf("over memory: %v", err)
 	}
 	if ae.Details["capacity_memory_mib"] != 1024 || ae.Details["used_memory_mib"] != 512 || ae.Details["requested_memory_mib"] != 513 {
@@ -45,7 +49,7 @@ func TestParseSignal(t *testing.T) {
 	}
 }
 
-func TestToAPI(t *testing.T) {
+func TestErrorFrom(t *testing.T) {
 	for _, tc := range []struct {
 		err    error
 		status int
@@ -62,11 +66,25 @@ func TestToAPI(t *testing.T) {
 		{&agentproto.Error{Code: agentproto.CodePermission, Message: "/x"}, 403, api.CodePermissionDenied},
 		{&agentproto.Error{Code: agentproto.CodeIO, Message: "disk full"}, 500, api.CodeGuestError},
 		{api.Errorf(429, api.CodeExecLimit, "limit"), 429, api.CodeExecLimit},
+		{&agentproto.Error{Code: agentproto.CodeExists, Message: "/x"}, 409, api.CodeFileExists},
+		{&agentproto.Error{Code: agentproto.CodeInvalid, Message: "/x"}, 422, api.CodeInvalidArgument},
+		{fmt.Errorf("x: %w", process.ErrExited), 409, api.CodeProcessExited},
+		{fmt.Errorf("x: %w", process.ErrTooMany), 429, api.CodeExecLimit},
+		{fmt.Errorf("x: %w", sandbox.ErrBootTimeout), 500, api.CodeBootFailed},
+		{fmt.Errorf("x: %w", sandbox.ErrConflict), 409, api.CodeConflict},
+		{fmt.Errorf("x: %w", sandbox.ErrInvalid), 400, api.CodeInvalidArgument},
+		{fmt.Errorf("x: %w: %w", libvirt.ErrUnavailable, libvirt.ErrClosed), 503, api.CodeUnavailable},
+		{fmt.Errorf("x: %w", image.ErrInvalid), 422, api.CodeInvalidImage},
+		{fmt.Errorf("x: %w", fs.ErrNotExist), 404, api.CodeNotFound},
+		{fmt.Errorf("x: %w", context.Canceled), 503, api.CodeUnavailable},
+		{fmt.Errorf("x: %w", context.DeadlineExceeded), 503, api.CodeUnavailable},
+		{errNotAFile, 422, api.CodeNotAFile},
+		{errCapacity, 429, api.CodeCapacity},
 		{errors.New("boom"), 500, api.CodeInternal},
 	} {
-		got := toAPI(tc.err)
+		got := api.ErrorFrom(tc.err)
 		if got.Status != tc.status || got.Code != tc.code {
-			t.Errorf("toAPI(%v) = %d %s; want %d %s", tc.err, got.Status, got.Code, tc.status, tc.code)
+			t.Errorf("ErrorFrom(%v) = %d %s; want %d %s", tc.err, got.Status, got.Code, tc.status, tc.code)
 		}
 	}
 }

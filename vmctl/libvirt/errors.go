@@ -9,11 +9,16 @@ import (
 	"syscall"
 
 	golibvirt "github.com/digitalocean/go-libvirt"
+
+	"github.com/agentbox/agentbox/vmctl/errdefs"
 )
 
 // Error categories. Every error returned by this package that falls into
 // one of them wraps the sentinel (test with errors.Is); the original
 // go-libvirt error stays in the chain too (errors.As with golibvirt.Error).
+// ErrUnavailable and ErrClosed are of errdefs.ErrUnavailable; the domain
+// errors are left uncategorised: they describe the domain, not an object
+// of the API, and vmctl/sandbox turns them into its own.
 var (
 	// ErrDomainNotFound: no domain with that name exists (libvirt
 	// VIR_ERR_NO_DOMAIN). Transient domains vanish when they stop.
@@ -24,10 +29,10 @@ var (
 	// ErrUnavailable: libvirtd cannot be reached right now (not running,
 	// restarting, connection lost mid-call) or the Conn is closed. Calls
 	// that fail with it may be retried later.
-	ErrUnavailable = errors.New("libvirt unavailable")
+	ErrUnavailable = errdefs.New(errdefs.ErrUnavailable, "", "libvirt unavailable")
 	// ErrClosed is wrapped, together with ErrUnavailable, by calls made
 	// after [Conn.Close].
-	ErrClosed = errors.New("libvirt connection closed")
+	ErrClosed = errdefs.New(errdefs.ErrUnavailable, "", "libvirt connection closed")
 	// ErrNotRunning: the operation needs a running domain (libvirt
 	// VIR_ERR_OPERATION_INVALID, e.g. "domain is not running").
 	ErrNotRunning = errors.New("domain not running")

@@ -3,28 +3,32 @@ package process
 import (
 	"errors"
 	"fmt"
+
+	"github.com/agentbox/agentbox/vmctl/errdefs"
 )
 
 // Sentinel errors of a Table. Methods return them wrapped with the process
-// id (test with errors.Is); the daemon maps them to API errors.
+// id (test with errors.Is). Those a client can act on are errdefs
+// sentinels (category and the API's reason code); ErrExists and ErrClosed
+// are agentbox's own failures.
 var (
 	// ErrNotFound: no process with that id in the table (never started,
 	// or forgotten to make room, see Options.MaxProcesses).
-	ErrNotFound = errors.New("process not found")
+	ErrNotFound = errdefs.New(errdefs.ErrNotFound, "", "process not found")
 	// ErrExists: Start was given an id the table already holds.
 	ErrExists = errors.New("process id already in use")
 	// ErrExited: the process has ended (exited or lost), so it takes no
 	// more stdin and no signals.
-	ErrExited = errors.New("process has ended")
+	ErrExited = errdefs.New(errdefs.ErrFailedPrecondition, "process_exited", "process has ended")
 	// ErrStdinClosed: the process's stdin was never open (started without
 	// stdinOpen) or was closed by a WriteStdin with closeAfter.
-	ErrStdinClosed = errors.New("process stdin is closed")
+	ErrStdinClosed = errdefs.New(errdefs.ErrFailedPrecondition, "stdin_closed", "process stdin is closed")
 	// ErrDropped: the requested output offset fell out of the per-process
 	// output buffer. The error is a *DroppedError with the numbers.
-	ErrDropped = errors.New("process output dropped")
+	ErrDropped = errdefs.New(errdefs.ErrNotFound, "output_dropped", "process output dropped")
 	// ErrTooMany: the table holds Options.MaxProcesses processes and all
 	// of them still run.
-	ErrTooMany = errors.New("too many processes")
+	ErrTooMany = errdefs.New(errdefs.ErrResourceExhausted, "exec_limit_reached", "too many processes")
 	// ErrClosed: the table was closed by CloseAll (its sandbox is going
 	// away) and starts no more processes.
 	ErrClosed = errors.New("process table closed")

@@ -2,26 +2,9 @@ package sandbox
 
 import (
 	"encoding/json"
-	"errors"
 	"time"
 
 	"github.com/agentbox/agentbox/vmctl/domain"
-)
-
-// Snapshot error categories, wrapped with %w (besides ErrNoSnapshot and
-// ErrSnapshotExists in errors.go).
-var (
-	// ErrSnapshotNameTaken: another snapshot has the requested name.
-	ErrSnapshotNameTaken = errors.New("snapshot name taken")
-	// ErrSnapshotUnusable: the snapshot cannot be restored as it is (its
-	// image changed or is gone, its overlay file is gone or corrupt); the
-	// message says which and what to do.
-	ErrSnapshotUnusable = errors.New("snapshot unusable")
-	// ErrNoSpace: the host's disk filled up during a snapshot or a copy.
-	ErrNoSpace = errors.New("host disk full")
-	// ErrUnsupported: the driver cannot take snapshots (it does not
-	// implement Snapshotter) or the sandbox predates snapshot support.
-	ErrUnsupported = errors.New("snapshots unsupported")
 )
 
 // SnapshotRecord is the durable description of one snapshot: an internal

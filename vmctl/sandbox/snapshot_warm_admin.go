@@ -14,9 +14,6 @@ import (
 	"github.com/agentbox/agentbox/vmctl/image"
 )
 
-// ErrNoWarmTemplate: no warm template has the given key.
-var ErrNoWarmTemplate = errors.New("warm template not found")
-
 // DefaultWarmTemplates is how many warm templates a manager keeps when
 // SetWarmTemplates was not called.
 const DefaultWarmTemplates = 8

@@ -1,4 +1,4 @@
-package api
+package apiserver
 
 import (
 	"context"
@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/agentbox/agentbox/vmctl/api"
 )
 
 // Config configures a Server.
@@ -228,7 +230,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		s.observe(route, r.Method, status, d)
 		s.log.Debug("API request", "method", r.Method, "route", route, "status", status,
-			"duration_ms", d.Milliseconds(), "caller", CallerFrom(r.Context()).ID)
+			"duration_ms", d.Milliseconds(), "caller", api.CallerFrom(r.Context()).ID)
 	}()
 	if !cleanURLPath(r.URL.Path) {
 		s.serveError(rw, r, route, invalid("URL path %s has an empty, \".\" or \"..\" element: sandbox references and paths in URLs must not contain them", quoteShort(r.URL.Path)))
@@ -239,7 +241,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		if _, p := s.mux.Handler(withMethod(r, http.MethodGet)); p != "" {
 			rw.Header().Set("Allow", "GET")
 		}
-		s.serveError(rw, r, route, Errorf(http.StatusMethodNotAllowed, CodeMethodNotAllowed, "HEAD is not supported: use GET"))
+		s.serveError(rw, r, route, api.Errorf(http.StatusMethodNotAllowed, api.CodeMethodNotAllowed, "HEAD is not supported: use GET"))
 		return
 	}
 	h, pattern := s.mux.Handler(r)
@@ -251,10 +253,10 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		if c.status == http.StatusMethodNotAllowed {
 			allow := c.h.Get("Allow")
 			rw.Header().Set("Allow", allow)
-			s.serveError(rw, r, route, Errorf(http.StatusMethodNotAllowed, CodeMethodNotAllowed, "%s is not allowed on %s: use %s", r.Method, r.URL.Path, allow))
+			s.serveError(rw, r, route, api.Errorf(http.StatusMethodNotAllowed, api.CodeMethodNotAllowed, "%s is not allowed on %s: use %s", r.Method, r.URL.Path, allow))
 			return
 		}
-		s.serveError(rw, r, route, Errorf(http.StatusNotFound, CodeNotFound, "no API route %s %s: see GET /v1/openapi.yaml for the routes", r.Method, quoteShort(r.URL.Path)))
+		s.serveError(rw, r, route, api.Errorf(http.StatusNotFound, api.CodeNotFound, "no API route %s %s: see GET /v1/openapi.yaml for the routes", r.Method, quoteShort(r.URL.Path)))
 		return
 	}
 	_, route, _ = strings.Cut(pattern, " ")
@@ -296,7 +298,7 @@ func (s *Server) routeHandler(rt route) http.Handler {
 		if clientGone(r, err) {
 			// The client went away (Ctrl-C on an exec): nobody reads an
 			// answer, and it is not the server's failure.
-			s.log.Debug("API request abandoned by the client", "route", rt.path, "method", r.Method, "caller", CallerFrom(r.Context()).ID)
+			s.log.Debug("API request abandoned by the client", "route", rt.path, "method", r.Method, "caller", api.CallerFrom(r.Context()).ID)
 			return
 		}
 		if rw, ok := w.(*respWriter); ok && rw.wrote {
@@ -325,25 +327,25 @@ func clientGone(r *http.Request, err error) bool {
 // logs it (server errors at Error level).
 func (s *Server) serveError(w http.ResponseWriter, r *http.Request, route string, err error) {
 	e := s.apiError(r, route, err)
-	body, _ := json.Marshal(ErrorResponse{Error: *e})
+	body, _ := json.Marshal(api.ErrorResponse{Error: *e})
 	h := w.Header()
-	h.Set("Content-Type", ContentTypeJSON)
+	h.Set("Content-Type", api.ContentTypeJSON)
 	h.Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(e.Status)
 	w.Write(append(body, '\n'))
 }
 
 // apiError normalises err to an *Error, counts it and logs it.
-func (s *Server) apiError(r *http.Request, route string, err error) *Error {
-	e := AsError(err)
+func (s *Server) apiError(r *http.Request, route string, err error) *api.Error {
+	e := api.ErrorFrom(err)
 	if e.Status < 400 || e.Status > 599 {
-		e = &Error{Status: http.StatusInternalServerError, Code: e.Code, Message: e.Message, Details: e.Details}
+		e = &api.Error{Status: http.StatusInternalServerError, Code: e.Code, Message: e.Message, Details: e.Details}
 	}
 	if e.Code == "" {
-		e.Code = CodeOf(e.Status)
+		e.Code = api.CodeOf(e.Status)
 	}
 	s.countError(e.Code)
-	attrs := []any{"route", route, "method", r.Method, "caller", CallerFrom(r.Context()).ID, "status", e.Status, "code", e.Code, "err", err}
+	attrs := []any{"route", route, "method", r.Method, "caller", api.CallerFrom(r.Context()).ID, "status", e.Status, "code", e.Code, "err", err}
 	if e.Status >= 500 {
 		s.log.Error("API request failed", attrs...)
 	} else {
@@ -355,12 +357,12 @@ func (s *Server) apiError(r *http.Request, route string, err error) *Error {
 // streamFailed logs and counts an error after the answer began.
 func (s *Server) streamFailed(r *http.Request, route string, err error) {
 	if r.Context().Err() != nil {
-		s.log.Debug("API stream ended: the client went away", "route", route, "caller", CallerFrom(r.Context()).ID, "err", err)
+		s.log.Debug("API stream ended: the client went away", "route", route, "caller", api.CallerFrom(r.Context()).ID, "err", err)
 		return
 	}
-	e := AsError(err)
+	e := api.ErrorFrom(err)
 	s.countError(e.Code)
-	s.log.Error("API stream failed after its answer began", "route", route, "method", r.Method, "caller", CallerFrom(r.Context()).ID, "code", e.Code, "err", err)
+	s.log.Error("API stream failed after its answer began", "route", route, "method", r.Method, "caller", api.CallerFrom(r.Context()).ID, "code", e.Code, "err", err)
 }
 
 // respWriter records whether and with what status the answer began.

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/agentbox/agentbox/vmctl/api"
+	"github.com/agentbox/agentbox/vmctl/apiserver"
 )
 
 // WarmKey is the key of the fixture warm template.
@@ -24,9 +25,9 @@ type WarmFns struct {
 	DeleteFn func(ctx context.Context, key string) error
 }
 
-var _ api.WarmBackend = (*Backend)(nil)
+var _ apiserver.WarmBackend = (*Backend)(nil)
 
-// ListWarm implements api.WarmBackend.
+// ListWarm implements apiserver.WarmBackend.
 func (b *Backend) ListWarm(ctx context.Context) ([]api.WarmTemplate, error) {
 	b.record("ListWarm", "")
 	if b.Warm.ListFn != nil {
@@ -35,7 +36,7 @@ func (b *Backend) ListWarm(ctx context.Context) ([]api.WarmTemplate, error) {
 	return []api.WarmTemplate{WarmTemplate()}, nil
 }
 
-// DeleteWarm implements api.WarmBackend.
+// DeleteWarm implements apiserver.WarmBackend.
 func (b *Backend) DeleteWarm(ctx context.Context, key string) error {
 	b.record("DeleteWarm", key)
 	if b.Warm.DeleteFn != nil {

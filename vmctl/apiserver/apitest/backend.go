@@ -1,4 +1,4 @@
-// Package apitest provides a fake api.Backend for tests of the API server,
+// Package apitest provides a fake apiserver.Backend for tests of the API server,
 // the Go client and the CLI: every method answers from a function field
 // when one is set, else with a fixed valid answer, and records its call.
 package apitest
@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/agentbox/agentbox/vmctl/api"
+	"github.com/agentbox/agentbox/vmctl/apiserver"
 	"github.com/agentbox/agentbox/vmctl/audit"
 )
 
@@ -52,7 +53,7 @@ func File(p string, size int64) api.FileInfo {
 	return api.FileInfo{Name: name, Path: p, Type: api.FileRegular, Size: size, Mode: "0644", ModTime: Epoch}
 }
 
-// Backend is a fake api.Backend. Set the *Fn fields before use; Calls
+// Backend is a fake apiserver.Backend. Set the *Fn fields before use; Calls
 // records "Method ref" for every call (the server must not call it for
 // invalid requests).
 type Backend struct {
@@ -88,7 +89,7 @@ type Backend struct {
 	calls []string
 }
 
-var _ api.Backend = (*Backend)(nil)
+var _ apiserver.Backend = (*Backend)(nil)
 
 func (b *Backend) record(method, ref string) {
 	b.mu.Lock()
@@ -110,7 +111,7 @@ func (b *Backend) Reset() {
 	b.calls = nil
 }
 
-// Info implements api.Backend.
+// Info implements apiserver.Backend.
 func (b *Backend) Info(ctx context.Context) (api.Info, error) {
 	b.record("Info", "")
 	if b.InfoFn != nil {
@@ -121,7 +122,7 @@ func (b *Backend) Info(ctx context.Context) (api.Info, error) {
 		Sandboxes: map[string]int{api.StateRunning: 1}}, nil
 }
 
-// CreateSandbox implements api.Backend.
+// CreateSandbox implements apiserver.Backend.
 func (b *Backend) CreateSandbox(ctx context.Context, req api.CreateSandboxRequest) (api.Sandbox, error) {
 	b.record("CreateSandbox", req.Name)
 	if b.CreateSandboxFn != nil {
@@ -130,7 +131,7 @@ func (b *Backend) CreateSandbox(ctx context.Context, req api.CreateSandboxReques
 	return Sandbox(SandboxID), nil
 }
 
-// ListSandboxes implements api.Backend.
+// ListSandboxes implements apiserver.Backend.
 func (b *Backend) ListSandboxes(ctx context.Context, labels map[string]string, state string) ([]api.Sandbox, error) {
 	b.record("ListSandboxes", "")
 	if b.ListSandboxesFn != nil {
@@ -139,7 +140,7 @@ func (b *Backend) ListSandboxes(ctx context.Context, labels map[string]string, s
 	return []api.Sandbox{Sandbox(SandboxID)}, nil
 }
 
-// GetSandbox implements api.Backend.
+// GetSandbox implements apiserver.Backend.
 func (b *Backend) GetSandbox(ctx context.Context, ref string) (api.Sandbox, error) {
 	b.record("GetSandbox", ref)
 	if b.GetSandboxFn != nil {
@@ -148,7 +149,7 @@ func (b *Backend) GetSandbox(ctx context.Context, ref string) (api.Sandbox, erro
 	return Sandbox(SandboxID), nil
 }
 
-// StopSandbox implements api.Backend.
+// StopSandbox implements apiserver.Backend.
 func (b *Backend) StopSandbox(ctx context.Context, ref string) (api.Sandbox, error) {
 	b.record("StopSandbox", ref)
 	if b.StopSandboxFn != nil {
@@ -160,7 +161,7 @@ func (b *Backend) StopSandbox(ctx context.Context, ref string) (api.Sandbox, err
 	return sb, nil
 }
 
-// DeleteSandbox implements api.Backend.
+// DeleteSandbox implements apiserver.Backend.
 func (b *Backend) DeleteSandbox(ctx context.Context, ref string, force bool) error {
 	b.record("DeleteSandbox", ref)
 	if b.DeleteSandboxFn != nil {
@@ -169,7 +170,7 @@ func (b *Backend) DeleteSandbox(ctx context.Context, ref string, force bool) err
 	return nil
 }
 
-// Exec implements api.Backend; by default it starts, writes "out\n" and
+// Exec implements apiserver.Backend; by default it starts, writes "out\n" and
 // "err\n" and exits 0.
 func (b *Backend) Exec(ctx context.Context, ref string, req api.ExecRequest, started func(string, int), stdout, stderr io.Writer) (api.ExitStatus, error) {
 	b.record("Exec", ref)
@@ -182,7 +183,7 @@ func (b *Backend) Exec(ctx context.Context, ref string, req api.ExecRequest, sta
 	return api.ExitStatus{ExitCode: 0, DurationMs: 5}, nil
 }
 
-// StartProcess implements api.Backend.
+// StartProcess implements apiserver.Backend.
 func (b *Backend) StartProcess(ctx context.Context, ref string, req api.ExecRequest) (api.Process, error) {
 	b.record("StartProcess", ref)
 	if b.StartProcessFn != nil {
@@ -193,7 +194,7 @@ func (b *Backend) StartProcess(ctx context.Context, ref string, req api.ExecRequ
 	return p, nil
 }
 
-// ListProcesses implements api.Backend.
+// ListProcesses implements apiserver.Backend.
 func (b *Backend) ListProcesses(ctx context.Context, ref string) ([]api.Process, error) {
 	b.record("ListProcesses", ref)
 	if b.ListProcessesFn != nil {
@@ -202,7 +203,7 @@ func (b *Backend) ListProcesses(ctx context.Context, ref string) ([]api.Process,
 	return []api.Process{Process("p1")}, nil
 }
 
-// GetProcess implements api.Backend.
+// GetProcess implements apiserver.Backend.
 func (b *Backend) GetProcess(ctx context.Context, ref, pid string) (api.Process, error) {
 	b.record("GetProcess", ref)
 	if b.GetProcessFn != nil {
@@ -211,7 +212,7 @@ func (b *Backend) GetProcess(ctx context.Context, ref, pid string) (api.Process,
 	return Process(pid), nil
 }
 
-// ProcessOutput implements api.Backend; by default it sends "hello" on
+// ProcessOutput implements apiserver.Backend; by default it sends "hello" on
 // stdout at offset and an exit event.
 func (b *Backend) ProcessOutput(ctx context.Context, ref, pid string, offset int64, follow bool, emit func(api.ExecEvent) error) error {
 	b.record("ProcessOutput", ref)
@@ -224,7 +225,7 @@ func (b *Backend) ProcessOutput(ctx context.Context, ref, pid string, offset int
 	return emit(api.ExecEvent{Type: api.EventExit, Exit: &api.ExitStatus{ExitCode: 0, DurationMs: 9}})
 }
 
-// WriteStdin implements api.Backend; by default it counts r's bytes.
+// WriteStdin implements apiserver.Backend; by default it counts r's bytes.
 func (b *Backend) WriteStdin(ctx context.Context, ref, pid string, r io.Reader, closeAfter bool) (int64, error) {
 	b.record("WriteStdin", ref)
 	if b.WriteStdinFn != nil {
@@ -233,7 +234,7 @@ func (b *Backend) WriteStdin(ctx context.Context, ref, pid string, r io.Reader, 
 	return io.Copy(io.Discard, r)
 }
 
-// KillProcess implements api.Backend.
+// KillProcess implements apiserver.Backend.
 func (b *Backend) KillProcess(ctx context.Context, ref, pid, signal string) error {
 	b.record("KillProcess", ref)
 	if b.KillProcessFn != nil {
@@ -242,7 +243,7 @@ func (b *Backend) KillProcess(ctx context.Context, ref, pid, signal string) erro
 	return nil
 }
 
-// Upload implements api.Backend; by default it counts r's bytes.
+// Upload implements apiserver.Backend; by default it counts r's bytes.
 func (b *Backend) Upload(ctx context.Context, ref, path string, perm fs.FileMode, parents bool, r io.Reader) (api.FileInfo, error) {
 	b.record("Upload", ref)
 	if b.UploadFn != nil {
@@ -257,7 +258,7 @@ func (b *Backend) Upload(ctx context.Context, ref, path string, perm fs.FileMode
 	return fi, nil
 }
 
-// Download implements api.Backend; by default the file holds "content".
+// Download implements apiserver.Backend; by default the file holds "content".
 func (b *Backend) Download(ctx context.Context, ref, path string, open func(api.FileInfo) io.Writer) error {
 	b.record("Download", ref)
 	if b.DownloadFn != nil {
@@ -267,7 +268,7 @@ func (b *Backend) Download(ctx context.Context, ref, path string, open func(api.
 	return err
 }
 
-// Stat implements api.Backend.
+// Stat implements apiserver.Backend.
 func (b *Backend) Stat(ctx context.Context, ref, path string) (api.FileInfo, error) {
 	b.record("Stat", ref)
 	if b.StatFn != nil {
@@ -276,7 +277,7 @@ func (b *Backend) Stat(ctx context.Context, ref, path string) (api.FileInfo, err
 	return File(path, 7), nil
 }
 
-// List implements api.Backend.
+// List implements apiserver.Backend.
 func (b *Backend) List(ctx context.Context, ref, path string) ([]api.FileInfo, error) {
 	b.record("List", ref)
 	if b.ListFn != nil {
@@ -285,7 +286,7 @@ func (b *Backend) List(ctx context.Context, ref, path string) ([]api.FileInfo, e
 	return []api.FileInfo{File(path+"/a", 1), File(path+"/b", 2)}, nil
 }
 
-// Mkdir implements api.Backend.
+// Mkdir implements apiserver.Backend.
 func (b *Backend) Mkdir(ctx context.Context, ref string, req api.MkdirRequest) error {
 	b.record("Mkdir", ref)
 	if b.MkdirFn != nil {
@@ -294,7 +295,7 @@ func (b *Backend) Mkdir(ctx context.Context, ref string, req api.MkdirRequest) e
 	return nil
 }
 
-// RemoveFile implements api.Backend.
+// RemoveFile implements apiserver.Backend.
 func (b *Backend) RemoveFile(ctx context.Context, ref, path string, recursive bool) error {
 	b.record("RemoveFile", ref)
 	if b.RemoveFileFn != nil {
@@ -303,7 +304,7 @@ func (b *Backend) RemoveFile(ctx context.Context, ref, path string, recursive bo
 	return nil
 }
 
-// Console implements api.Backend; by default the log is "booted\n".
+// Console implements apiserver.Backend; by default the log is "booted\n".
 func (b *Backend) Console(ctx context.Context, ref string, tail int64, w io.Writer) error {
 	b.record("Console", ref)
 	if b.ConsoleFn != nil {
@@ -313,7 +314,7 @@ func (b *Backend) Console(ctx context.Context, ref string, tail int64, w io.Writ
 	return err
 }
 
-// Audit implements api.Backend; by default it sends one exec entry.
+// Audit implements apiserver.Backend; by default it sends one exec entry.
 func (b *Backend) Audit(ctx context.Context, ref string, emit func(audit.Entry) error) error {
 	b.record("Audit", ref)
 	if b.AuditFn != nil {
@@ -325,7 +326,7 @@ func (b *Backend) Audit(ctx context.Context, ref string, emit func(audit.Entry) 
 		Stdout: &audit.OutputDigest{Bytes: 0, SHA256: fmt.Sprintf("%064x", 0)}})
 }
 
-// Events implements api.Backend; by default it sends one event, then
+// Events implements apiserver.Backend; by default it sends one event, then
 // waits for ctx.
 func (b *Backend) Events(ctx context.Context, emit func(api.Event) error) error {
 	b.record("Events", "")
@@ -339,7 +340,7 @@ func (b *Backend) Events(ctx context.Context, emit func(api.Event) error) error 
 	return ctx.Err()
 }
 
-// ExecHistory implements api.Backend.
+// ExecHistory implements apiserver.Backend.
 func (b *Backend) ExecHistory(ctx context.Context, ref string, limit int) ([]api.ExecRecord, error) {
 	b.record("ExecHistory", ref)
 	if b.ExecHistoryFn != nil {

@@ -1,4 +1,4 @@
-package api
+package apiserver
 
 import (
 	"context"
@@ -11,38 +11,14 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/agentbox/agentbox/vmctl/api"
 )
-
-// Caller identifies who sent a request, for the audit log and logs.
-type Caller struct {
-	// ID is "uid:N" for a unix socket peer (from SO_PEERCRED), "tls:CN"
-	// for a TCP client with a verified certificate, "token" for a TCP
-	// client with the bearer token, "tcp:ADDR" for a TCP client over TLS
-	// with neither, "unix:unknown" when the peer's credentials could not
-	// be read; the daemon's own actions use "daemon".
-	ID string
-}
-
-type callerKey struct{}
-
-// WithCaller returns ctx carrying c.
-func WithCaller(ctx context.Context, c Caller) context.Context {
-	return context.WithValue(ctx, callerKey{}, c)
-}
-
-// CallerFrom returns the Caller in ctx, or Caller{ID: "unknown"} when ctx
-// has none (a request served through Handler without WithCaller).
-func CallerFrom(ctx context.Context) Caller {
-	if c, ok := ctx.Value(callerKey{}).(Caller); ok {
-		return c
-	}
-	return Caller{ID: "unknown"}
-}
 
 // unixConnContext is http.Server.ConnContext for unix socket listeners: the
 // peer's uid becomes the Caller of every request on the connection.
 func unixConnContext(ctx context.Context, c net.Conn) context.Context {
-	return WithCaller(ctx, Caller{ID: peerCaller(c)})
+	return api.WithCaller(ctx, api.Caller{ID: peerCaller(c)})
 }
 
 // peerCaller returns "uid:N" for the peer of a unix connection.
@@ -87,7 +63,7 @@ func (s *Server) tcpAuth(h http.Handler) http.Handler {
 				if ok {
 					msg = "wrong bearer token: send the token of the daemon's --token-file"
 				}
-				s.serveError(w, r, "unauthenticated", Errorf(http.StatusUnauthorized, CodeUnauthorized, "%s", msg))
+				s.serveError(w, r, "unauthenticated", api.Errorf(http.StatusUnauthorized, api.CodeUnauthorized, "%s", msg))
 				return
 			}
 			caller = "token"
@@ -95,7 +71,7 @@ func (s *Server) tcpAuth(h http.Handler) http.Handler {
 		if cn, ok := clientCN(r.TLS); ok {
 			caller = "tls:" + cn
 		}
-		h.ServeHTTP(w, r.WithContext(WithCaller(r.Context(), Caller{ID: caller})))
+		h.ServeHTTP(w, r.WithContext(api.WithCaller(r.Context(), api.Caller{ID: caller})))
 	})
 }
 

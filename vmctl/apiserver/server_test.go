@@ -1,4 +1,4 @@
-package api_test
+package apiserver_test
 
 import (
 	"bufio"
@@ -31,7 +31,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/agentbox/agentbox/vmctl/api"
-	"github.com/agentbox/agentbox/vmctl/api/apitest"
+	"github.com/agentbox/agentbox/vmctl/apiserver"
+	"github.com/agentbox/agentbox/vmctl/apiserver/apitest"
 )
 
 // guard is how long a test waits for something that must happen before it
@@ -49,9 +50,9 @@ func waitFor[T any](t *testing.T, ch <-chan T, what string) T {
 	}
 }
 
-func newServer(t *testing.T, cfg api.Config) *api.Server {
+func newServer(t *testing.T, cfg apiserver.Config) *apiserver.Server {
 	t.Helper()
-	srv, err := api.NewServer(cfg)
+	srv, err := apiserver.NewServer(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +71,7 @@ func shortTempDir(t *testing.T) string {
 }
 
 // serve serves srv on l until the test ends.
-func serve(t *testing.T, srv *api.Server, l net.Listener) {
+func serve(t *testing.T, srv *apiserver.Server, l net.Listener) {
 	t.Helper()
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(l) }()
@@ -104,7 +105,7 @@ func decodeError(t *testing.T, resp *http.Response) api.Error {
 
 func TestUnknownRouteAndMethod(t *testing.T) {
 	b := &apitest.Backend{}
-	h := newServer(t, api.Config{Backend: b}).Handler()
+	h := newServer(t, apiserver.Config{Backend: b}).Handler()
 	for _, c := range []struct {
 		method, target string
 		status         int
@@ -161,7 +162,7 @@ func TestExecErrorAfterStartIsAnErrorEvent(t *testing.T) {
 		return api.ExitStatus{}, api.Errorf(503, api.CodeGuestDied, "the guest died: restart the sandbox")
 	}}
 	rec := httptest.NewRecorder()
-	newServer(t, api.Config{Backend: b}).Handler().ServeHTTP(rec, httptest.NewRequest("POST", "/v1/sandboxes/w/exec", strings.NewReader(`{"cmd":["x"]}`)))
+	newServer(t, apiserver.Config{Backend: b}).Handler().ServeHTTP(rec, httptest.NewRequest("POST", "/v1/sandboxes/w/exec", strings.NewReader(`{"cmd":["x"]}`)))
 	if rec.Code != 200 || rec.Header().Get("Content-Type") != api.ContentTypeNDJSON {
 		t.Fatalf("status %d type %q", rec.Code, rec.Header().Get("Content-Type"))
 	}
@@ -185,7 +186,7 @@ func TestExecSplitsBigWritesWithOffsets(t *testing.T) {
 		return api.ExitStatus{ExitCode: 3, DurationMs: 1}, nil
 	}}
 	rec := httptest.NewRecorder()
-	newServer(t, api.Config{Backend: b}).Handler().ServeHTTP(rec, httptest.NewRequest("POST", "/v1/sandboxes/w/exec", strings.NewReader(`{"cmd":["x"]}`)))
+	newServer(t, apiserver.Config{Backend: b}).Handler().ServeHTTP(rec, httptest.NewRequest("POST", "/v1/sandboxes/w/exec", strings.NewReader(`{"cmd":["x"]}`)))
 	evs := readEvents(t, rec.Body)
 	var got []byte
 	var offsets []int64
@@ -244,7 +245,7 @@ func TestExecStreamsAndDisconnectCancels(t *testing.T) {
 	var logs logBuffer
 	reg := prometheus.NewRegistry()
 	logger := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	ts := httptest.NewServer(newServer(t, api.Config{Backend: b, Logger: logger, Registerer: reg}).Handler())
+	ts := httptest.NewServer(newServer(t, apiserver.Config{Backend: b, Logger: logger, Registerer: reg}).Handler())
 	defer ts.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	req, _ := http.NewRequestWithContext(ctx, "POST", ts.URL+"/v1/sandboxes/w/exec", strings.NewReader(`{"cmd":["sleep","1000"]}`))
@@ -291,7 +292,7 @@ func TestStreamFailureCutsTheConnection(t *testing.T) {
 		},
 	}
 	reg := prometheus.NewRegistry()
-	ts := httptest.NewServer(newServer(t, api.Config{Backend: b, Registerer: reg}).Handler())
+	ts := httptest.NewServer(newServer(t, apiserver.Config{Backend: b, Registerer: reg}).Handler())
 	defer ts.Close()
 	for _, target := range []string{"/v1/sandboxes/w/files?path=/a", "/v1/sandboxes/w/console"} {
 		resp, err := ts.Client().Get(ts.URL + target)
@@ -318,7 +319,7 @@ func TestDownloadErrorBeforeTheFirstByte(t *testing.T) {
 		return api.Errorf(503, api.CodeGuestDied, "guest died")
 	}}
 	rec := httptest.NewRecorder()
-	newServer(t, api.Config{Backend: b}).Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/v1/sandboxes/w/files?path=/a", nil))
+	newServer(t, apiserver.Config{Backend: b}).Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/v1/sandboxes/w/files?path=/a", nil))
 	if rec.Code != 503 || rec.Header().Get("Content-Type") != "application/json" || rec.Header().Get("Content-Length") != "" || rec.Header().Get(api.HeaderMode) != "" {
 		t.Errorf("%d %v %s", rec.Code, rec.Header(), rec.Body)
 	}
@@ -328,7 +329,7 @@ func TestDownloadErrorBeforeTheFirstByte(t *testing.T) {
 		return nil
 	}
 	rec = httptest.NewRecorder()
-	newServer(t, api.Config{Backend: b}).Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/v1/sandboxes/w/files?path=/a", nil))
+	newServer(t, apiserver.Config{Backend: b}).Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/v1/sandboxes/w/files?path=/a", nil))
 	if rec.Code != 200 || rec.Header().Get("Content-Length") != "0" || rec.Header().Get(api.HeaderMode) != "0644" || rec.Body.Len() != 0 {
 		t.Errorf("empty file: %d %v %q", rec.Code, rec.Header(), rec.Body)
 	}
@@ -358,7 +359,7 @@ func counterValue(t *testing.T, reg *prometheus.Registry, name, label, value str
 func TestMetrics(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	b := &apitest.Backend{}
-	h := newServer(t, api.Config{Backend: b, Registerer: reg}).Handler()
+	h := newServer(t, apiserver.Config{Backend: b, Registerer: reg}).Handler()
 	for _, target := range []string{"/v1/info", "/v1/sandboxes/..", "/v1/sandboxes/a%2Fb", "/v1/nope"} {
 		h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", target, nil))
 	}
@@ -392,7 +393,7 @@ func TestMetrics(t *testing.T) {
 		t.Errorf("duration histogram series %v, want %v", found, want)
 	}
 	// Registering twice is an error, not a panic.
-	if _, err := api.NewServer(api.Config{Backend: b, Registerer: reg}); err == nil {
+	if _, err := apiserver.NewServer(apiserver.Config{Backend: b, Registerer: reg}); err == nil {
 		t.Error("a second NewServer on the same registry succeeded")
 	}
 }
@@ -400,27 +401,27 @@ func TestMetrics(t *testing.T) {
 func TestNewServerChecks(t *testing.T) {
 	b := &apitest.Backend{}
 	for _, c := range []struct {
-		cfg  api.Config
+		cfg  apiserver.Config
 		want string
 	}{
-		{api.Config{}, "Backend is nil"},
-		{api.Config{Backend: b, Token: "short"}, "at least 16"},
-		{api.Config{Backend: b, Token: "0123456789abcdef 0123"}, "white space"},
-		{api.Config{Backend: b, TLS: &tls.Config{}}, "no certificate"},
+		{apiserver.Config{}, "Backend is nil"},
+		{apiserver.Config{Backend: b, Token: "short"}, "at least 16"},
+		{apiserver.Config{Backend: b, Token: "0123456789abcdef 0123"}, "white space"},
+		{apiserver.Config{Backend: b, TLS: &tls.Config{}}, "no certificate"},
 	} {
-		if _, err := api.NewServer(c.cfg); err == nil || !strings.Contains(err.Error(), c.want) {
+		if _, err := apiserver.NewServer(c.cfg); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("NewServer(%+v) = %v, want an error containing %q", c.cfg, err, c.want)
 		}
 	}
-	if _, err := api.NewServer(api.Config{Backend: b, Token: " 0123456789abcdef\n"}); err != nil {
+	if _, err := apiserver.NewServer(apiserver.Config{Backend: b, Token: " 0123456789abcdef\n"}); err != nil {
 		t.Errorf("a token with a newline: %v", err)
 	}
 }
 
 func TestTCPRefusedWithoutTokenOrTLS(t *testing.T) {
-	cfg := api.Config{Backend: &apitest.Backend{}}
+	cfg := apiserver.Config{Backend: &apitest.Backend{}}
 	want := "refusing to listen on TCP 127.0.0.1:"
-	if err := api.CheckTCP(cfg, "127.0.0.1:7070"); err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "--token-file") {
+	if err := apiserver.CheckTCP(cfg, "127.0.0.1:7070"); err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "--token-file") {
 		t.Errorf("CheckTCP = %v", err)
 	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -434,7 +435,7 @@ func TestTCPRefusedWithoutTokenOrTLS(t *testing.T) {
 	if _, err := net.Dial("tcp", l.Addr().String()); err == nil {
 		t.Error("the refused listener still accepts")
 	}
-	if err := api.CheckTCP(api.Config{Token: "0123456789abcdef"}, "x"); err != nil {
+	if err := apiserver.CheckTCP(apiserver.Config{Token: "0123456789abcdef"}, "x"); err != nil {
 		t.Errorf("CheckTCP with a token: %v", err)
 	}
 }
@@ -446,7 +447,7 @@ func TestTCPToken(t *testing.T) {
 		callers <- api.CallerFrom(ctx).ID
 		return api.Info{Version: "t", API: "v1", Sandboxes: map[string]int{}}, nil
 	}}
-	srv := newServer(t, api.Config{Backend: b, Token: token})
+	srv := newServer(t, apiserver.Config{Backend: b, Token: token})
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -538,7 +539,7 @@ func TestTLSClientCertificateNamesTheCaller(t *testing.T) {
 		callers <- api.CallerFrom(ctx).ID
 		return api.Info{Version: "t", API: "v1", Sandboxes: map[string]int{}}, nil
 	}}
-	srv := newServer(t, api.Config{Backend: b, TLS: &tls.Config{
+	srv := newServer(t, apiserver.Config{Backend: b, TLS: &tls.Config{
 		Certificates: []tls.Certificate{serverCert}, ClientCAs: pool, ClientAuth: tls.RequireAndVerifyClientCert,
 	}})
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -576,7 +577,7 @@ func TestTLSClientCertificateNamesTheCaller(t *testing.T) {
 func TestListenUnix(t *testing.T) {
 	dir := shortTempDir(t)
 	sock := filepath.Join(dir, "run", "a.sock")
-	l, err := api.ListenUnix(sock, 0, os.Getgid())
+	l, err := apiserver.ListenUnix(sock, 0, os.Getgid())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -597,8 +598,8 @@ func TestListenUnix(t *testing.T) {
 		callers <- api.CallerFrom(ctx).ID
 		return api.Info{Version: "t", API: "v1", Sandboxes: map[string]int{}}, nil
 	}}
-	serve(t, newServer(t, api.Config{Backend: b}), l)
-	if _, err := api.ListenUnix(sock, 0o600, -1); err == nil || !strings.Contains(err.Error(), "another agentbox serve is listening on "+sock+": stop it or pass --socket") {
+	serve(t, newServer(t, apiserver.Config{Backend: b}), l)
+	if _, err := apiserver.ListenUnix(sock, 0o600, -1); err == nil || !strings.Contains(err.Error(), "another agentbox serve is listening on "+sock+": stop it or pass --socket") {
 		t.Errorf("second ListenUnix = %v", err)
 	}
 
@@ -623,7 +624,7 @@ func TestListenUnix(t *testing.T) {
 	}
 	sl.SetUnlinkOnClose(false)
 	sl.Close()
-	l2, err := api.ListenUnix(stale, 0o600, -1)
+	l2, err := apiserver.ListenUnix(stale, 0o600, -1)
 	if err != nil {
 		t.Fatalf("ListenUnix over a stale socket: %v", err)
 	}
@@ -636,7 +637,7 @@ func TestListenUnix(t *testing.T) {
 	}
 	plain := filepath.Join(dir, "plain")
 	os.WriteFile(plain, nil, 0o644)
-	if _, err := api.ListenUnix(plain, 0, -1); err == nil || !strings.Contains(err.Error(), "is not a socket") {
+	if _, err := apiserver.ListenUnix(plain, 0, -1); err == nil || !strings.Contains(err.Error(), "is not a socket") {
 		t.Errorf("ListenUnix on a file = %v", err)
 	}
 }
@@ -645,9 +646,9 @@ func TestListenUnix(t *testing.T) {
 // and a TCP port with it.
 func TestOneServerUnixAndTCP(t *testing.T) {
 	const token = "0123456789abcdef0123456789abcdef"
-	srv := newServer(t, api.Config{Backend: &apitest.Backend{}, Token: token})
+	srv := newServer(t, apiserver.Config{Backend: &apitest.Backend{}, Token: token})
 	sock := filepath.Join(shortTempDir(t), "a.sock")
-	ul, err := api.ListenUnix(sock, 0, -1)
+	ul, err := apiserver.ListenUnix(sock, 0, -1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -687,9 +688,9 @@ func TestShutdown(t *testing.T) {
 		stdout.Write([]byte("done"))
 		return api.ExitStatus{ExitCode: 0, DurationMs: 1}, nil
 	}}
-	srv := newServer(t, api.Config{Backend: b})
+	srv := newServer(t, apiserver.Config{Backend: b})
 	sock := filepath.Join(shortTempDir(t), "a.sock")
-	l, err := api.ListenUnix(sock, 0, -1)
+	l, err := apiserver.ListenUnix(sock, 0, -1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -744,7 +745,7 @@ func TestShutdown(t *testing.T) {
 		t.Errorf("Serve: %v", err)
 	}
 	// Serve after Shutdown (a goroutine that lost the race) serves nothing.
-	l2, err := api.ListenUnix(sock, 0, -1)
+	l2, err := apiserver.ListenUnix(sock, 0, -1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -766,9 +767,9 @@ func TestShutdownDeadline(t *testing.T) {
 		<-ctx.Done()
 		return api.ExitStatus{}, ctx.Err()
 	}}
-	srv := newServer(t, api.Config{Backend: b})
+	srv := newServer(t, apiserver.Config{Backend: b})
 	sock := filepath.Join(shortTempDir(t), "a.sock")
-	l, err := api.ListenUnix(sock, 0, -1)
+	l, err := apiserver.ListenUnix(sock, 0, -1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -802,9 +803,9 @@ func TestCutUploadIsAnError(t *testing.T) {
 		got <- err
 		return api.FileInfo{}, err
 	}}
-	srv := newServer(t, api.Config{Backend: b})
+	srv := newServer(t, apiserver.Config{Backend: b})
 	sock := filepath.Join(shortTempDir(t), "a.sock")
-	l, err := api.ListenUnix(sock, 0, -1)
+	l, err := apiserver.ListenUnix(sock, 0, -1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -827,7 +828,7 @@ func TestCutUploadIsAnError(t *testing.T) {
 func TestActivationListenersWithoutSystemd(t *testing.T) {
 	t.Setenv("LISTEN_PID", "")
 	t.Setenv("LISTEN_FDS", "")
-	ls, err := api.ActivationListeners()
+	ls, err := apiserver.ActivationListeners()
 	if err != nil || ls != nil {
 		t.Errorf("ActivationListeners() = %v, %v; want nil, nil", ls, err)
 	}

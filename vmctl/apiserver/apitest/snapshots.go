@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/agentbox/agentbox/vmctl/api"
+	"github.com/agentbox/agentbox/vmctl/apiserver"
 )
 
 // SnapshotID is the ID of the fixture snapshot.
@@ -30,9 +31,9 @@ type SnapshotFns struct {
 	RestoreFn func(ctx context.Context, name string, req api.RestoreRequest) (api.Sandbox, error)
 }
 
-var _ api.SnapshotBackend = (*Backend)(nil)
+var _ apiserver.SnapshotBackend = (*Backend)(nil)
 
-// SaveSnapshot implements api.SnapshotBackend.
+// SaveSnapshot implements apiserver.SnapshotBackend.
 func (b *Backend) SaveSnapshot(ctx context.Context, ref string, req api.SaveSnapshotRequest) (api.Snapshot, error) {
 	b.record("SaveSnapshot", ref)
 	if b.Snapshot.SaveFn != nil {
@@ -41,7 +42,7 @@ func (b *Backend) SaveSnapshot(ctx context.Context, ref string, req api.SaveSnap
 	return Snapshot(req.Name), nil
 }
 
-// ListSnapshots implements api.SnapshotBackend.
+// ListSnapshots implements apiserver.SnapshotBackend.
 func (b *Backend) ListSnapshots(ctx context.Context, sandbox string) ([]api.Snapshot, error) {
 	b.record("ListSnapshots", sandbox)
 	if b.Snapshot.ListFn != nil {
@@ -50,7 +51,7 @@ func (b *Backend) ListSnapshots(ctx context.Context, sandbox string) ([]api.Snap
 	return []api.Snapshot{Snapshot("before")}, nil
 }
 
-// GetSnapshot implements api.SnapshotBackend.
+// GetSnapshot implements apiserver.SnapshotBackend.
 func (b *Backend) GetSnapshot(ctx context.Context, name string) (api.Snapshot, error) {
 	b.record("GetSnapshot", name)
 	if b.Snapshot.GetFn != nil {
@@ -59,7 +60,7 @@ func (b *Backend) GetSnapshot(ctx context.Context, name string) (api.Snapshot, e
 	return Snapshot(name), nil
 }
 
-// DeleteSnapshot implements api.SnapshotBackend.
+// DeleteSnapshot implements apiserver.SnapshotBackend.
 func (b *Backend) DeleteSnapshot(ctx context.Context, name string) error {
 	b.record("DeleteSnapshot", name)
 	if b.Snapshot.DeleteFn != nil {
@@ -68,7 +69,7 @@ func (b *Backend) DeleteSnapshot(ctx context.Context, name string) error {
 	return nil
 }
 
-// RestoreSnapshot implements api.SnapshotBackend.
+// RestoreSnapshot implements apiserver.SnapshotBackend.
 func (b *Backend) RestoreSnapshot(ctx context.Context, name string, req api.RestoreRequest) (api.Sandbox, error) {
 	b.record("RestoreSnapshot", name)
 	if b.Snapshot.RestoreFn != nil {

@@ -1,9 +1,11 @@
-package api
+package apiserver
 
 import (
 	"encoding/json"
 	"net/http"
 	"sync"
+
+	"github.com/agentbox/agentbox/vmctl/api"
 )
 
 // maxChunk is the most output bytes one stdout/stderr event carries; a
@@ -37,7 +39,7 @@ func (st *ndjsonStream) begin() {
 	}
 	st.begun = true
 	h := st.w.Header()
-	h.Set("Content-Type", ContentTypeNDJSON)
+	h.Set("Content-Type", api.ContentTypeNDJSON)
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Cache-Control", "no-store")
 	st.w.WriteHeader(http.StatusOK)
@@ -100,7 +102,7 @@ func (o output) Write(p []byte) (int, error) {
 	n := 0
 	for len(p) > 0 {
 		c := min(len(p), maxChunk)
-		if err := o.st.sendLocked(ExecEvent{Type: o.typ, Data: p[:c], Offset: o.st.offset}); err != nil {
+		if err := o.st.sendLocked(api.ExecEvent{Type: o.typ, Data: p[:c], Offset: o.st.offset}); err != nil {
 			return n, err
 		}
 		o.st.offset += int64(c)

@@ -1,4 +1,4 @@
-package api
+package apiserver
 
 import (
 	"bytes"
@@ -15,6 +15,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/agentbox/agentbox/vmctl/api"
 )
 
 // decodeJSON reads a JSON request body into v (a pointer to a struct):
@@ -25,19 +27,19 @@ import (
 func decodeJSON(r *http.Request, v any) error {
 	if ct := r.Header.Get("Content-Type"); ct != "" {
 		mt, _, err := mime.ParseMediaType(ct)
-		if err != nil || mt != ContentTypeJSON {
-			return Errorf(http.StatusUnsupportedMediaType, CodeUnsupportedMedia,
-				"Content-Type %s is not %s: send the request body as JSON", quoteShort(ct), ContentTypeJSON)
+		if err != nil || mt != api.ContentTypeJSON {
+			return api.Errorf(http.StatusUnsupportedMediaType, api.CodeUnsupportedMedia,
+				"Content-Type %s is not %s: send the request body as JSON", quoteShort(ct), api.ContentTypeJSON)
 		}
 	}
-	if r.ContentLength > MaxJSONBodyBytes {
+	if r.ContentLength > api.MaxJSONBodyBytes {
 		return tooLarge(r.ContentLength)
 	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, MaxJSONBodyBytes+1))
+	body, err := io.ReadAll(io.LimitReader(r.Body, api.MaxJSONBodyBytes+1))
 	if err != nil {
 		return badRequest("reading the request body: %v", err)
 	}
-	if len(body) > MaxJSONBodyBytes {
+	if len(body) > api.MaxJSONBodyBytes {
 		return tooLarge(-1)
 	}
 	trimmed := bytes.TrimLeft(body, " \t\r\n")
@@ -71,9 +73,9 @@ func decodeJSON(r *http.Request, v any) error {
 // tooLarge is the 413 of a JSON body over MaxJSONBodyBytes; n < 0 when the
 // length is not known.
 func tooLarge(n int64) error {
-	e := Errorf(http.StatusRequestEntityTooLarge, CodeTooLarge,
-		"the JSON request body is over the %d-byte limit: send files with PUT /v1/sandboxes/{id}/files and large stdin through a detached process's stdin endpoint", MaxJSONBodyBytes)
-	e.Details = map[string]any{"limit_bytes": MaxJSONBodyBytes}
+	e := api.Errorf(http.StatusRequestEntityTooLarge, api.CodeTooLarge,
+		"the JSON request body is over the %d-byte limit: send files with PUT /v1/sandboxes/{id}/files and large stdin through a detached process's stdin endpoint", api.MaxJSONBodyBytes)
+	e.Details = map[string]any{"limit_bytes": api.MaxJSONBodyBytes}
 	if n >= 0 {
 		e.Details["content_length"] = n
 	}

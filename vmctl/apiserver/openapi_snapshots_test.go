@@ -1,21 +1,16 @@
-package api_test
+package apiserver_test
 
 import (
 	"context"
 	"encoding/json"
 	"net/http/httptest"
-	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/agentbox/agentbox/vmctl/api"
-	"github.com/agentbox/agentbox/vmctl/api/apitest"
+	"github.com/agentbox/agentbox/vmctl/apiserver"
+	"github.com/agentbox/agentbox/vmctl/apiserver/apitest"
 )
-
-func init() {
-	schemaTypes["WarmTemplate"] = reflect.TypeFor[api.WarmTemplate]()
-	schemaTypes["WarmTemplateList"] = reflect.TypeFor[api.WarmTemplateList]()
-}
 
 // snapshotSuccessCases cover the snapshot routes (see successCases).
 func snapshotSuccessCases() []apiCase {
@@ -97,7 +92,7 @@ func TestSnapshotRouteErrors(t *testing.T) {
 // status and error code.
 func serveOnce(t *testing.T, b *apitest.Backend, method, target, body string) (int, string) {
 	t.Helper()
-	srv, err := api.NewServer(api.Config{Backend: b})
+	srv, err := apiserver.NewServer(apiserver.Config{Backend: b})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,85 @@
+package apiserver
+
+import (
+	"net/http"
+
+	"github.com/agentbox/agentbox/vmctl/api"
+)
+
+// route is one API route: the ServeMux pattern's method and path (also the
+// OpenAPI document's operation), the query parameters it accepts, and its
+// handler. The routes table is the only place routes are registered; the
+// OpenAPI test compares it with the document.
+type route struct {
+	method string
+	path   string
+	query  []string
+	handle handler
+}
+
+// Route describes one API route (see Routes).
+type Route struct {
+	// Method is the HTTP method, e.g. "GET".
+	Method string
+	// Path is the path pattern, with {id} and {pid} wildcards, e.g.
+	// "/v1/sandboxes/{id}"; the same as the OpenAPI document's path.
+	Path string
+	// Query lists the query parameters the route accepts; others are
+	// answered 400 bad_request.
+	Query []string
+}
+
+// Routes returns the API's routes, in registration order: what
+// NewServer's handler serves, and what the OpenAPI document must describe.
+func Routes() []Route {
+	out := make([]Route, len(routes))
+	for i, rt := range routes {
+		out[i] = Route{Method: rt.method, Path: rt.path, Query: append([]string(nil), rt.query...)}
+	}
+	return out
+}
+
+// routes are the API's routes. Each handler is built by a typed helper
+// (route.go): reply (200 JSON), created (201 JSON with Location), status
+// (an empty answer), withBody (decode and validate the JSON body first) or
+// stream (writes its own answer); path values are checked before any of
+// them runs.
+var routes = []route{
+	{"GET", "/v1/info", nil, reply(http.StatusOK, info)},
+	{"GET", "/v1/openapi.yaml", nil, stream(openAPI)},
+	{"GET", "/v1/events", nil, stream(events)},
+	{"GET", "/v1/audit", nil, stream(auditLog)},
+	{"GET", "/metrics", nil, stream(serveMetrics)},
+
+	{"POST", "/v1/sandboxes", nil, created(sandboxLocation, withBody((*api.CreateSandboxRequest).Validate, createSandbox))},
+	{"GET", "/v1/sandboxes", []string{"label", "state"}, reply(http.StatusOK, listSandboxes)},
+	{"GET", "/v1/sandboxes/{id}", nil, reply(http.StatusOK, getSandbox)},
+	{"DELETE", "/v1/sandboxes/{id}", []string{"force"}, status(http.StatusNoContent, deleteSandbox)},
+	{"POST", "/v1/sandboxes/{id}/stop", nil, reply(http.StatusOK, stopSandbox)},
+	{"GET", "/v1/sandboxes/{id}/console", []string{"tail"}, stream(console)},
+	{"GET", "/v1/sandboxes/{id}/audit", nil, stream(auditLog)},
+	{"GET", "/v1/sandboxes/{id}/execs", []string{"limit"}, reply(http.StatusOK, execHistory)},
+
+	{"POST", "/v1/sandboxes/{id}/exec", nil, stream(exec)},
+	{"POST", "/v1/sandboxes/{id}/processes", nil, created(processLocation, withBody(validateDetached, startProcess))},
+	{"GET", "/v1/sandboxes/{id}/processes", nil, reply(http.StatusOK, listProcesses)},
+	{"GET", "/v1/sandboxes/{id}/processes/{pid}", nil, reply(http.StatusOK, getProcess)},
+	{"GET", "/v1/sandboxes/{id}/processes/{pid}/output", []string{"offset", "follow"}, stream(processOutput)},
+	{"POST", "/v1/sandboxes/{id}/processes/{pid}/stdin", []string{"close"}, reply(http.StatusOK, writeStdin)},
+	{"POST", "/v1/sandboxes/{id}/processes/{pid}/kill", nil, status(http.StatusNoContent, noValue(withBody((*api.KillRequest).Validate, killProcess)))},
+
+	{"PUT", "/v1/sandboxes/{id}/files", []string{"path", "mode", "parents"}, reply(http.StatusCreated, upload)},
+	{"GET", "/v1/sandboxes/{id}/files", []string{"path"}, stream(download)},
+	{"DELETE", "/v1/sandboxes/{id}/files", []string{"path", "recursive"}, status(http.StatusNoContent, removeFile)},
+	{"GET", "/v1/sandboxes/{id}/files/stat", []string{"path"}, reply(http.StatusOK, stat)},
+	{"GET", "/v1/sandboxes/{id}/files/list", []string{"path"}, reply(http.StatusOK, list)},
+	{"POST", "/v1/sandboxes/{id}/files/mkdir", nil, status(http.StatusCreated, noValue(withBody((*api.MkdirRequest).Validate, mkdir)))},
+
+	{"POST", "/v1/sandboxes/{id}/snapshots", nil, needs[SnapshotBackend]("snapshots", created(snapshotLocation, withBody((*api.SaveSnapshotRequest).Validate, saveSnapshot)))},
+	{"GET", "/v1/snapshots", []string{"sandbox"}, needs[SnapshotBackend]("snapshots", reply(http.StatusOK, listSnapshots))},
+	{"GET", "/v1/snapshots/{name}", nil, needs[SnapshotBackend]("snapshots", reply(http.StatusOK, getSnapshot))},
+	{"DELETE", "/v1/snapshots/{name}", nil, needs[SnapshotBackend]("snapshots", status(http.StatusNoContent, deleteSnapshot))},
+	{"POST", "/v1/snapshots/{name}/restore", nil, needs[SnapshotBackend]("snapshots", created(sandboxLocation, withBody((*api.RestoreRequest).Validate, restoreSnapshot)))},
+	{"GET", "/v1/warm", nil, needs[WarmBackend]("warm templates", reply(http.StatusOK, listWarm))},
+	{"DELETE", "/v1/warm/{key}", nil, needs[WarmBackend]("warm templates", status(http.StatusNoContent, deleteWarm))},
+}
