@@ -25,6 +25,7 @@ import (
 	"github.com/agentbox/agentbox/vmctl/api"
 	"github.com/agentbox/agentbox/vmctl/audit"
 	"github.com/agentbox/agentbox/vmctl/process"
+	"github.com/agentbox/agentbox/vmctl/revert"
 	"github.com/agentbox/agentbox/vmctl/sandbox"
 	"github.com/agentbox/agentbox/vmctl/store"
 )
@@ -171,24 +172,18 @@ func New(ctx context.Context, cfg Config) (_ *Daemon, err error) {
 	}
 	d := &Daemon{cfg: cfg, log: log, boxes: map[string]*box{}, seen: map[string]string{}, events: newHub()}
 
+	undo := revert.New()
+	defer undo.OnError(ctx, &err)
 	d.store, err = store.Open(filepath.Join(cfg.StateDir, "state.db"), store.Options{})
 	if err != nil {
 		return nil, err
 	}
-	defer func() {
-		if err != nil {
-			d.store.Close()
-		}
-	}()
+	undo.Add("state store", func(context.Context) error { return d.store.Close() })
 	d.audit, err = audit.Open(filepath.Join(cfg.StateDir, "audit"), audit.Options{MaxBytes: cfg.AuditMaxBytes, MaxFiles: cfg.AuditMaxFiles})
 	if err != nil {
 		return nil, err
 	}
-	defer func() {
-		if err != nil {
-			d.audit.Close()
-		}
-	}()
+	undo.Add("audit log", func(context.Context) error { return d.audit.Close() })
 	d.metrics = newMetrics(cfg.Registerer, d)
 	d.snapMetrics() // registered now, so /metrics shows them before the first snapshot
 	d.mgr, err = sandbox.NewManager(sandbox.Config{

@@ -13,6 +13,7 @@ import (
 	"sync"
 
 	"github.com/agentbox/agentbox/vmctl/netpolicy"
+	"github.com/agentbox/agentbox/vmctl/revert"
 )
 
 // DefaultTable is the nftables table (family inet) of a daemon whose
@@ -144,24 +145,18 @@ func (m *Manager) Setup(ctx context.Context, id string, policy netpolicy.Policy)
 		return Attachment{}, err
 	}
 	att := Attachment{Tap: tap, MAC: mac, Host: hostSide(subnet), Guest: guestSide(subnet), Bits: SubnetBits}
-	var undo []func()
-	defer func() {
-		if err != nil {
-			for i := len(undo) - 1; i >= 0; i-- {
-				undo[i]()
-			}
-		}
-	}()
-	undo = append(undo, func() { m.pool.release(id) })
+	undo := revert.New()
+	defer undo.OnError(ctx, &err)
+	undo.Add("subnet", func(context.Context) error { m.pool.release(id); return nil })
 
 	if err := m.fw.install(m.rules(id, att, policy)); err != nil {
 		return Attachment{}, err
 	}
-	undo = append(undo, func() { m.fw.remove(id) })
+	undo.Add("firewall rules", func(context.Context) error { return m.fw.remove(id) })
 	if err := createTap(tap, tapAlias(m.cfg.Table), m.fw.group, att.Host, att.Bits); err != nil {
 		return Attachment{}, err
 	}
-	undo = append(undo, func() { deleteTap(tap) })
+	undo.Add("tap", func(context.Context) error { return deleteTap(tap) })
 	if len(policy.CIDRRules()) > 0 || policy.Mode == netpolicy.ModeOpen {
 		if err := m.enableForwarding(); err != nil {
 			return Attachment{}, err
