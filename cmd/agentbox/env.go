@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentbox/agentbox/vmctl/libvirt"
 	"github.com/agentbox/agentbox/vmctl/sandbox"
+	"github.com/agentbox/agentbox/vmctl/sandbox/resources"
 )
 
 // runEnv is what a command needs to manage sandboxes in-process: the one
@@ -41,8 +42,10 @@ func openEnv(ctx context.Context, c *cli.Context) (*runEnv, error) {
 		conn.Close()
 		return nil, err
 	}
+	drv := libvirt.NewDriver(conn)
 	mgr, err := sandbox.NewManager(sandbox.Config{
-		Driver:     libvirt.NewDriver(conn),
+		Driver:     drv,
+		Limits:     resources.New(drv, logger),
 		StateDir:   stateDir,
 		RuntimeDir: runtimeDir,
 		Logger:     logger,

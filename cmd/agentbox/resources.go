@@ -13,6 +13,7 @@ import (
 	"github.com/agentbox/agentbox/vmctl/api"
 	"github.com/agentbox/agentbox/vmctl/daemon"
 	"github.com/agentbox/agentbox/vmctl/sandbox"
+	"github.com/agentbox/agentbox/vmctl/sandbox/resources"
 )
 
 // resourceFlags are the per-sandbox resource flags of create and run
@@ -23,10 +24,10 @@ func resourceFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "disk", Usage: "root disk size: `SIZE` in MiB, or with a K, M, G or T suffix (KiB, MiB, GiB, TiB; e.g. 4G), a whole number of MiB, at least the image's disk; the guest's root file system grows to it", DefaultText: "the image's"},
 		&cli.StringFlag{Name: "cpu-quota", Usage: "cap the whole VM at `PERCENT` of one host CPU (50: half a CPU, 200: two), at most 100 per vCPU; 0: the image's default", DefaultText: "the image's, else none"},
-		&cli.StringFlag{Name: "io-bps", Usage: fmt.Sprintf("throttle the root disk to `RATE` bytes per second, reads and writes together: bytes, or with a K, M or G suffix (KiB/s, MiB/s, GiB/s; e.g. 50M), at least 1M (%d); 0: none", sandbox.MinIOBytesPerSec), DefaultText: "none"},
-		&cli.StringFlag{Name: "iops", Usage: fmt.Sprintf("throttle the root disk to `N` operations per second, at least %d; 0: none", sandbox.MinIOPS), DefaultText: "none"},
+		&cli.StringFlag{Name: "io-bps", Usage: fmt.Sprintf("throttle the root disk to `RATE` bytes per second, reads and writes together: bytes, or with a K, M or G suffix (KiB/s, MiB/s, GiB/s; e.g. 50M), at least 1M (%d); 0: none", resources.MinIOBytesPerSec), DefaultText: "none"},
+		&cli.StringFlag{Name: "iops", Usage: fmt.Sprintf("throttle the root disk to `N` operations per second, at least %d; 0: none", resources.MinIOPS), DefaultText: "none"},
 		&cli.StringFlag{Name: "io-weight", Usage: "relative block I/O `WEIGHT`, 100..1000; 0: none", DefaultText: "none"},
-		&cli.StringFlag{Name: "pids", Usage: fmt.Sprintf("cap the host tasks (processes and threads) of the sandbox's QEMU process at `N`, at least 32; 0: the default, %d", sandbox.DefaultPids), DefaultText: fmt.Sprint(sandbox.DefaultPids)},
+		&cli.StringFlag{Name: "pids", Usage: fmt.Sprintf("cap the host tasks (processes and threads) of the sandbox's QEMU process at `N`, at least 32; 0: the default, %d", resources.DefaultPids), DefaultText: fmt.Sprint(resources.DefaultPids)},
 	}
 }
 

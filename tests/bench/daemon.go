@@ -19,6 +19,7 @@ import (
 	"github.com/agentbox/agentbox/vmctl/image"
 	"github.com/agentbox/agentbox/vmctl/libvirt"
 	"github.com/agentbox/agentbox/vmctl/sandbox"
+	"github.com/agentbox/agentbox/vmctl/sandbox/resources"
 )
 
 // benchDaemon measures the daemon (issue 3): exec round trip through the
@@ -105,7 +106,8 @@ func benchDaemon(ctx context.Context, img *image.Image, bin, uri string, execs, 
 		fail(err)
 	}
 	defer conn.Close()
-	mgr, err := sandbox.NewManager(sandbox.Config{Driver: libvirt.NewDriver(conn), StateDir: filepath.Join(tmp, "inproc"), RuntimeDir: filepath.Join(tmp, "r2")})
+	drv := libvirt.NewDriver(conn)
+	mgr, err := sandbox.NewManager(sandbox.Config{Driver: drv, Limits: resources.New(drv, nil), StateDir: filepath.Join(tmp, "inproc"), RuntimeDir: filepath.Join(tmp, "r2")})
 	if err != nil {
 		fail(err)
 	}

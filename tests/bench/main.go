@@ -49,6 +49,7 @@ import (
 	"github.com/agentbox/agentbox/vmctl/libvirt"
 	"github.com/agentbox/agentbox/vmctl/overlay"
 	"github.com/agentbox/agentbox/vmctl/sandbox"
+	"github.com/agentbox/agentbox/vmctl/sandbox/resources"
 )
 
 func main() {
@@ -205,7 +206,8 @@ func benchGuest(ctx context.Context, img *image.Image, uri string, execs, gaRuns
 	defer os.RemoveAll(state)
 	runtime, _ := os.MkdirTemp("/tmp", "abr")
 	defer os.RemoveAll(runtime)
-	mgr, err := sandbox.NewManager(sandbox.Config{Driver: libvirt.NewDriver(conn), StateDir: state, RuntimeDir: runtime})
+	drv := libvirt.NewDriver(conn)
+	mgr, err := sandbox.NewManager(sandbox.Config{Driver: drv, Limits: resources.New(drv, nil), StateDir: state, RuntimeDir: runtime})
 	if err != nil {
 		fail(err)
 	}

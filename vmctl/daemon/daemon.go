@@ -27,6 +27,9 @@ import (
 	"github.com/agentbox/agentbox/vmctl/process"
 	"github.com/agentbox/agentbox/vmctl/revert"
 	"github.com/agentbox/agentbox/vmctl/sandbox"
+	"github.com/agentbox/agentbox/vmctl/sandbox/resources"
+	"github.com/agentbox/agentbox/vmctl/sandbox/snapshot"
+	"github.com/agentbox/agentbox/vmctl/sandbox/warm"
 	"github.com/agentbox/agentbox/vmctl/store"
 )
 
@@ -59,12 +62,12 @@ type Config struct {
 	// they keep running and the next daemon adopts them.
 	StopOnShutdown bool
 	// WarmPool is the number of sandboxes per warm template kept restored
-	// and paused for `create --warm` (sandbox.Manager.SetWarmPool); 0
+	// and paused for `create --warm` (warm.Service.SetPool); 0
 	// keeps none. They are destroyed on Shutdown.
 	WarmPool int
 	// WarmTemplates caps the warm templates kept in STATE_DIR/warm; the
 	// least recently used goes when another is built
-	// (sandbox.Manager.SetWarmTemplates); 0 means 8.
+	// (warm.Service.SetTemplates); 0 means 8.
 	WarmTemplates int
 	// AuditMaxBytes and AuditMaxFiles rotate the audit log (0: the audit
 	// package's defaults, 64 MiB × 10 files).
@@ -94,6 +97,9 @@ type Daemon struct {
 	cfg     Config
 	log     *slog.Logger
 	mgr     *sandbox.Manager
+	limits  *resources.Enforcer // Config.Limits of mgr; samples usage
+	snaps   *snapshot.Service
+	warm    *warm.Service
 	store   *store.Store
 	audit   *audit.Log
 	metrics *metrics
@@ -108,7 +114,7 @@ type Daemon struct {
 
 	stopReaper context.CancelFunc
 	reaperDone chan struct{}
-	res        resources // usage monitor (resources.go)
+	res        usageMonitor // usage monitor (resources.go)
 
 	snapMetricsOnce sync.Once // snapshots.go
 	snapM           *snapshotMetrics
@@ -186,8 +192,10 @@ func New(ctx context.Context, cfg Config) (_ *Daemon, err error) {
 	undo.Add("audit log", func(context.Context) error { return d.audit.Close() })
 	d.metrics = newMetrics(cfg.Registerer, d)
 	d.snapMetrics() // registered now, so /metrics shows them before the first snapshot
+	d.limits = resources.New(cfg.Driver, log)
 	d.mgr, err = sandbox.NewManager(sandbox.Config{
 		Driver:     cfg.Driver,
+		Limits:     d.limits,
 		StateDir:   cfg.StateDir,
 		RuntimeDir: cfg.RuntimeDir,
 		Logger:     log,
@@ -199,7 +207,9 @@ func New(ctx context.Context, cfg Config) (_ *Daemon, err error) {
 	if err != nil {
 		return nil, err
 	}
-	d.mgr.SetWarmPool(cfg.WarmPool)
+	d.snaps = snapshot.New(d.mgr) // before Reconcile: it keeps snapshot files
+	d.warm = warm.New(d.mgr, d.snaps)
+	d.warm.SetPool(cfg.WarmPool)
 	d.report, err = d.mgr.Reconcile(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("reconcile with libvirt: %w", err)
@@ -260,7 +270,7 @@ func (d *Daemon) Shutdown(ctx context.Context) error {
 		b.cancel()
 	}
 	d.events.close()
-	return errors.Join(d.mgr.DrainWarmPool(context.WithoutCancel(ctx)), d.audit.Close(), d.store.Close())
+	return errors.Join(d.warm.Drain(context.WithoutCancel(ctx)), d.audit.Close(), d.store.Close())
 }
 
 // addBox creates the daemon's state for sb from its record's Extra.

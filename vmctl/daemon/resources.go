@@ -15,6 +15,7 @@ import (
 	"github.com/agentbox/agentbox/vmctl/image"
 	"github.com/agentbox/agentbox/vmctl/overlay"
 	"github.com/agentbox/agentbox/vmctl/sandbox"
+	"github.com/agentbox/agentbox/vmctl/sandbox/resources"
 )
 
 // Ceilings are the most a create may ask for (`agentbox serve --max-*`,
@@ -52,11 +53,11 @@ const DefaultUsageInterval = 5 * time.Second
 // or act); its args say which limit, the numbers and what was done.
 const ActionResource = "resource"
 
-// resources is the daemon's usage monitor state.
-type resources struct {
+// usageMonitor is the daemon's usage monitor state.
+type usageMonitor struct {
 	mu     sync.Mutex
-	usage  map[string]sandbox.Usage // by sandbox ID: the latest sample
-	warned map[string]bool          // sandbox ID + limit: a warning was given
+	usage  map[string]resources.Usage // by sandbox ID: the latest sample
+	warned map[string]bool            // sandbox ID + limit: a warning was given
 	done   chan struct{}
 }
 
@@ -73,7 +74,7 @@ func ceilingError(what string, got, ceiling int64, unit, flag string) error {
 // ceiling. Errors are 422 with the numbers.
 func (d *Daemon) applyCeilings(ctx context.Context, img *image.Image, req *api.CreateSandboxRequest) error {
 	c := d.cfg.Ceilings
-	vcpus, mem, rr := sandbox.ResolveResources(img, req.VCPUs, req.MemoryMiB, resourceRequest(*req))
+	vcpus, mem, rr := resources.Resolve(img, req.VCPUs, req.MemoryMiB, resourceRequest(*req))
 	switch {
 	case c.VCPUs > 0 && vcpus > c.VCPUs:
 		return ceilingError("vcpus", int64(vcpus), int64(c.VCPUs), "", "--max-vcpus")
@@ -111,7 +112,7 @@ func (d *Daemon) applyCeilings(ctx context.Context, img *image.Image, req *api.C
 		req.IOPS = c.IOPS
 	}
 	if c.Pids > 0 && req.Pids == 0 {
-		req.Pids = min(c.Pids, sandbox.DefaultPids)
+		req.Pids = min(c.Pids, resources.DefaultPids)
 	}
 	return nil
 }
@@ -178,7 +179,7 @@ func (d *Daemon) viewResources(r sandbox.Record, v *api.Sandbox) {
 // Config.UsageInterval until ctx ends, keeps the latest sample for the
 // API and metrics, and applies the thresholds.
 func (d *Daemon) startUsageMonitor(ctx context.Context) {
-	d.res.usage, d.res.warned, d.res.done = map[string]sandbox.Usage{}, map[string]bool{}, make(chan struct{})
+	d.res.usage, d.res.warned, d.res.done = map[string]resources.Usage{}, map[string]bool{}, make(chan struct{})
 	interval := d.cfg.UsageInterval
 	if interval <= 0 {
 		interval = DefaultUsageInterval
@@ -215,7 +216,7 @@ func (d *Daemon) sampleUsage(ctx context.Context) {
 		}
 		live[sb.ID] = true
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		u, err := d.mgr.Usage(cctx, sb)
+		u, err := d.limits.Usage(cctx, sb)
 		cancel()
 		if err != nil {
 			continue
@@ -264,7 +265,7 @@ func (d *Daemon) thresholds() (warn, act int) {
 
 // checkThresholds warns once per sandbox and limit when usage crosses the
 // warn level, and stops the sandbox when it crosses the act level.
-func (d *Daemon) checkThresholds(sb *sandbox.Sandbox, u sandbox.Usage) {
+func (d *Daemon) checkThresholds(sb *sandbox.Sandbox, u resources.Usage) {
 	warn, act := d.thresholds()
 	for _, c := range []struct {
 		limit     string

@@ -14,6 +14,7 @@ import (
 	"github.com/agentbox/agentbox/vmctl/audit"
 	"github.com/agentbox/agentbox/vmctl/image"
 	"github.com/agentbox/agentbox/vmctl/sandbox"
+	"github.com/agentbox/agentbox/vmctl/sandbox/snapshot"
 )
 
 var _ apiserver.SnapshotBackend = (*Daemon)(nil)
@@ -54,7 +55,7 @@ func (d *Daemon) startSandbox(ctx context.Context, warm bool, opts sandbox.Optio
 		return d.mgr.Create(ctx, opts)
 	}
 	start := time.Now()
-	sb, err := d.mgr.CreateWarm(ctx, opts)
+	sb, err := d.warm.Create(ctx, opts)
 	if err == nil {
 		d.snapMetrics().warm.Observe(time.Since(start).Seconds())
 	}
@@ -77,7 +78,7 @@ func (d *Daemon) SaveSnapshot(ctx context.Context, ref string, req api.SaveSnaps
 		raw, _ = json.Marshal(b.extra)
 		b.mu.Unlock()
 	}
-	rec, err := d.mgr.SaveSnapshot(ctx, sb, req.Name, raw)
+	rec, err := d.snaps.Save(ctx, sb, req.Name, raw)
 	args := map[string]any{"name": req.Name}
 	if err == nil {
 		args["snapshot"], args["save_ms"], args["vmstate_bytes"], args["disk_bytes"] = rec.ID, rec.SaveMs, rec.VMStateBytes, rec.DiskBytes
@@ -103,7 +104,7 @@ func (d *Daemon) ListSnapshots(ctx context.Context, ref string) ([]api.Snapshot,
 			return nil, sandbox.ErrNotFound.WithMessage(fmt.Sprintf("no sandbox named %q: the snapshots of a removed sandbox are listed by its ID (see `agentbox snapshot ls`)", ref))
 		}
 	}
-	recs, err := d.mgr.Snapshots(id)
+	recs, err := d.snaps.List(id)
 	if err != nil {
 		return nil, err
 	}
@@ -116,7 +117,7 @@ func (d *Daemon) ListSnapshots(ctx context.Context, ref string) ([]api.Snapshot,
 
 // GetSnapshot implements apiserver.SnapshotBackend.
 func (d *Daemon) GetSnapshot(ctx context.Context, name string) (api.Snapshot, error) {
-	rec, err := d.mgr.Snapshot(name)
+	rec, err := d.snaps.Get(name)
 	if err != nil {
 		return api.Snapshot{}, err
 	}
@@ -126,11 +127,11 @@ func (d *Daemon) GetSnapshot(ctx context.Context, name string) (api.Snapshot, er
 // DeleteSnapshot implements apiserver.SnapshotBackend.
 func (d *Daemon) DeleteSnapshot(ctx context.Context, name string) error {
 	start := time.Now()
-	rec, err := d.mgr.Snapshot(name)
+	rec, err := d.snaps.Get(name)
 	if err != nil {
 		return err
 	}
-	err = d.mgr.DeleteSnapshot(ctx, rec.ID)
+	err = d.snaps.Delete(ctx, rec.ID)
 	d.auditAction(ctx, rec.SandboxID, audit.ActionSnapshotDelete, map[string]any{"name": rec.Name, "snapshot": rec.ID}, start, err)
 	if err != nil {
 		return err
@@ -171,7 +172,7 @@ func (d *Daemon) restore(ctx context.Context, name string, req api.RestoreReques
 	if err := d.admitting(); err != nil {
 		return nil, err
 	}
-	rec, err := d.mgr.Snapshot(name)
+	rec, err := d.snaps.Get(name)
 	if err != nil {
 		return nil, err
 	}
@@ -187,7 +188,7 @@ func (d *Daemon) restore(ctx context.Context, name string, req api.RestoreReques
 	}
 	ex = extra{Limits: mergeLimits(req.Limits, ex.Limits), Creator: api.CallerFrom(ctx).ID}
 	raw, _ := json.Marshal(ex)
-	sb, err := d.mgr.Restore(ctx, rec.ID, sandbox.RestoreOptions{
+	sb, err := d.snaps.Restore(ctx, rec.ID, snapshot.RestoreOptions{
 		Image: img, Name: req.Name, Labels: req.Labels, Extra: raw, Admit: d.admit,
 	})
 	if err != nil {
@@ -225,7 +226,7 @@ var _ apiserver.WarmBackend = (*Daemon)(nil)
 
 // ListWarm implements apiserver.WarmBackend.
 func (d *Daemon) ListWarm(ctx context.Context) ([]api.WarmTemplate, error) {
-	ts := d.mgr.WarmTemplates()
+	ts := d.warm.Templates()
 	out := make([]api.WarmTemplate, 0, len(ts))
 	for _, t := range ts {
 		out = append(out, api.WarmTemplate{
@@ -239,7 +240,7 @@ func (d *Daemon) ListWarm(ctx context.Context) ([]api.WarmTemplate, error) {
 
 // DeleteWarm implements apiserver.WarmBackend.
 func (d *Daemon) DeleteWarm(ctx context.Context, key string) error {
-	if err := d.mgr.DeleteWarmTemplate(ctx, key); err != nil {
+	if err := d.warm.Delete(ctx, key); err != nil {
 		return err
 	}
 	d.log.Info("warm template removed", "key", key, "caller", api.CallerFrom(ctx).ID)
@@ -250,9 +251,9 @@ func (d *Daemon) DeleteWarm(ctx context.Context, key string) error {
 // templates in the background (after Reconcile removed a previous
 // daemon's pool leftovers).
 func (d *Daemon) startWarm() {
-	d.mgr.SetWarmTemplates(d.cfg.WarmTemplates)
+	d.warm.SetTemplates(d.cfg.WarmTemplates)
 	verify := filepath.Join(d.cfg.StateDir, "image-verify")
-	d.mgr.RefillWarmPools(func(ctx context.Context, dir string) (*image.Image, error) {
+	d.warm.Refill(func(ctx context.Context, dir string) (*image.Image, error) {
 		return image.Load(ctx, dir, image.LoadOptions{VerifyCacheDir: verify})
 	})
 }

@@ -4,9 +4,21 @@
 // `agentbox run` in-process and by the daemon, which adds a durable Store
 // and reconciles its records with libvirt after a restart (Reconcile).
 //
-// Creation is a list of named steps (overlay → domain → agent), each of which
-// registers its undo; a failure at step N undoes steps N-1…1, so no overlay,
-// domain or qemu process outlives an error.
+// This package is the core: Sandbox and its states (transitions checked
+// in one place, setState), Record, the sentinel errors, the interfaces of
+// what it drives (Driver, Store, NetworkProvider, Limits) and the Manager's
+// registry, create, stop and remove. Concerns built on it live in
+// sub-packages that use its exported hooks (Build, Step, Hooks) and are
+// never imported by it: snapshot (save, restore, delete, records), warm
+// (warm templates and the pool) and resources (limit resolution,
+// enforcement, usage).
+//
+// Creation is a list of named steps (build.go: resources → register → dir
+// → overlay → network → domain → agent → running), each of which
+// registers its undo in one revert list; a failure at step N says
+// "create step <name>: …" and undoes steps N-1…1, so no overlay, domain or
+// qemu process outlives an error. A restore runs its own steps on the same
+// Build.
 package sandbox
 
 import (
@@ -16,8 +28,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
-	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -26,7 +36,6 @@ import (
 	"time"
 
 	"github.com/agentbox/agentbox/vmctl/accel"
-	"github.com/agentbox/agentbox/vmctl/agent"
 	"github.com/agentbox/agentbox/vmctl/domain"
 	"github.com/agentbox/agentbox/vmctl/image"
 	"github.com/agentbox/agentbox/vmctl/netpolicy"
@@ -41,6 +50,9 @@ const DomainPrefix = "agentbox-"
 type Config struct {
 	// Driver starts and stops domains. Required.
 	Driver Driver
+	// Limits resolves and enforces the sandboxes' host-side limits
+	// (vmctl/sandbox/resources.New). Required.
+	Limits Limits
 	// StateDir holds one directory per sandbox (overlay, console log), e.g.
 	// /var/lib/agentbox. Required, absolute.
 	StateDir string
@@ -67,9 +79,23 @@ type Config struct {
 	OnChange func(r Record, removed bool)
 }
 
+// Hooks let the sub-packages take part in the Manager's remove and
+// reconcile (see AddHooks). Nil fields are skipped.
+type Hooks struct {
+	// Removing runs in Remove once sb's domain is gone and before its
+	// directory is deleted (snapshots move the overlay that holds them).
+	// Its error joins Remove's; the removal goes on.
+	Removing func(sb *Sandbox) error
+	// Reconciling runs in Reconcile after the records are loaded and
+	// before files no record knows are removed; known holds the ID of
+	// every record.
+	Reconciling func(ctx context.Context, known map[string]bool, rep *Report)
+}
+
 // Manager owns the sandboxes' lifecycle: it creates, stops, removes and
 // (after a restart) adopts them, keeps them in a registry by ID and name,
-// and persists their records. It is safe for concurrent use.
+// and persists their records. It observes its sandboxes (Observer). It is
+// safe for concurrent use.
 type Manager struct {
 	cfg Config
 	log *slog.Logger
@@ -77,8 +103,7 @@ type Manager struct {
 	mu    sync.Mutex
 	byID  map[string]*Sandbox
 	names map[string]string // name → ID
-
-	snap snapState // snapshots (snapshot.go)
+	hooks []Hooks
 }
 
 // NewManager checks cfg and returns a Manager with an empty registry (see
@@ -87,6 +112,9 @@ type Manager struct {
 func NewManager(cfg Config) (*Manager, error) {
 	if cfg.Driver == nil {
 		return nil, fmt.Errorf("%w: sandbox manager needs a driver", ErrInvalid)
+	}
+	if cfg.Limits == nil {
+		return nil, fmt.Errorf("%w: sandbox manager needs Limits (vmctl/sandbox/resources.New)", ErrInvalid)
 	}
 	for name, dir := range map[string]string{"state dir": cfg.StateDir, "runtime dir": cfg.RuntimeDir} {
 		if dir == "" || !filepath.IsAbs(dir) {
@@ -100,7 +128,26 @@ func NewManager(cfg Config) (*Manager, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	cfg.Logger = log
 	return &Manager{cfg: cfg, log: log, byID: map[string]*Sandbox{}, names: map[string]string{}}, nil
+}
+
+// Config returns the manager's configuration (Logger never nil), for the
+// sub-packages built on it.
+func (m *Manager) Config() Config { return m.cfg }
+
+// AddHooks adds h to the hooks Remove and Reconcile run, in the order
+// added. Call it before Reconcile and before sandboxes are made.
+func (m *Manager) AddHooks(h Hooks) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.hooks = append(m.hooks, h)
+}
+
+func (m *Manager) allHooks() []Hooks {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.hooks)
 }
 
 // Options describe the sandbox to create.
@@ -129,7 +176,7 @@ type Options struct {
 	// (org.qemu.guest_agent.0), for benchmarks against qemu-ga.
 	GuestAgentChannel bool
 	// Resources are the disk size and host-side limits (see
-	// ResourceRequest and resources.go); zero fields take the image's or
+	// ResourceRequest and Limits); zero fields take the image's or
 	// agentbox's defaults.
 	Resources ResourceRequest
 	// Admit, if set, is called with the sandbox's resolved vCPUs and
@@ -144,9 +191,10 @@ type Options struct {
 // base disk, a transient domain, and a connected guest agent. The sandbox
 // is in the registry (state creating) from the start and running when
 // Create returns. If the guest dies first, the error wraps ErrGuestDied
-// and carries the console's last lines. On any error everything made so
-// far is removed, the record included.
-func (m *Manager) Create(ctx context.Context, opts Options) (_ *Sandbox, err error) {
+// and carries the console's last lines. A failed step's error says
+// "create step <name>: …"; everything made so far is removed, the record
+// included.
+func (m *Manager) Create(ctx context.Context, opts Options) (*Sandbox, error) {
 	if opts.Image == nil {
 		return nil, fmt.Errorf("%w: no image", ErrInvalid)
 	}
@@ -156,81 +204,19 @@ func (m *Manager) Create(ctx context.Context, opts Options) (_ *Sandbox, err err
 	if opts.VCPUs < 0 || opts.VCPUs > 255 {
 		return nil, fmt.Errorf("%w: %d vCPUs: want 1..255", ErrInvalid, opts.VCPUs)
 	}
-	id, err := newID()
+	res := opts.Image.Manifest.Resources
+	b, err := m.NewBuild(Shape{
+		Image: opts.Image, Accel: opts.Accel,
+		VCPUs: pick(opts.VCPUs, res.VCPUs), MemoryMiB: pick(opts.MemoryMiB, res.MemoryMiB),
+		GuestAgentChannel: opts.GuestAgentChannel,
+	})
 	if err != nil {
 		return nil, err
 	}
-	sb := &Sandbox{
-		ID:      id,
-		Name:    opts.Name,
-		Labels:  maps.Clone(opts.Labels),
-		Domain:  DomainPrefix + id,
-		Dir:     filepath.Join(m.cfg.StateDir, "sandboxes", id),
-		Image:   opts.Image,
-		Accel:   opts.Accel,
-		VCPUs:   pick(opts.VCPUs, opts.Image.Manifest.Resources.VCPUs),
-		Memory:  pick(opts.MemoryMiB, opts.Image.Manifest.Resources.MemoryMiB),
-		mgr:     m,
-		stopped: make(chan struct{}),
-	}
-	sb.Overlay = filepath.Join(sb.Dir, "overlay.qcow2")
-	sb.ConsoleLog = filepath.Join(sb.Dir, "console.log")
-	sb.AgentSocket = filepath.Join(m.cfg.RuntimeDir, id+".sock")
-	if opts.GuestAgentChannel {
-		sb.GuestAgentSocket = filepath.Join(m.cfg.RuntimeDir, id+".qga.sock")
-	}
-	if len(sb.AgentSocket) > 100 {
-		return nil, fmt.Errorf("%w: runtime dir %s is too long for a unix socket path (max ~100 bytes): choose a shorter --runtime-dir", ErrInvalid, m.cfg.RuntimeDir)
-	}
-	sb.rec = Record{
-		ID: id, Name: opts.Name, State: StateCreating, Domain: sb.Domain,
-		ImageName: opts.Image.Manifest.Name, ImageDigest: opts.Image.Digest, ImageDir: opts.Image.Dir,
-		Accel: string(opts.Accel.Accel), DomainType: opts.Accel.DomainType,
-		VCPUs: sb.VCPUs, MemoryMiB: sb.Memory, Labels: sb.Labels,
-		Dir: sb.Dir, Overlay: sb.Overlay, ConsoleLog: sb.ConsoleLog, AgentSocket: sb.AgentSocket,
-		CreatedAt: time.Now().UTC(), Extra: append([]byte(nil), opts.Extra...),
-	}
-	log := m.log.With("sandbox", id, "domain", sb.Domain, "image", opts.Image.Manifest.Name)
-
-	if err := m.prepareResources(ctx, sb, opts); err != nil {
-		return nil, err
-	}
-	var undo revert
-	defer func() {
-		if err != nil {
-			if rerr := undo.run(ctx); rerr != nil {
-				err = errors.Join(err, rerr)
-			}
-		}
-	}()
-
-	// Step 1: the registry entry (name reserved, admission checked) and
-	// the durable record, so a daemon killed from here on finds it.
-	if err := m.register(sb, opts.Admit); err != nil {
-		return nil, err
-	}
-	undo.add("registry", func(context.Context) error { m.unregister(sb); return nil })
-	if err := m.store(sb.Record()); err != nil {
-		return nil, err
-	}
-	undo.add("record", func(context.Context) error { return m.unstore(sb.ID) })
-
-	// Step 2: the sandbox directory and its overlay.
-	if err := os.MkdirAll(filepath.Dir(sb.Dir), 0o700); err != nil {
-		return nil, fmt.Errorf("state dir: %w", err)
-	}
-	if err := os.Mkdir(sb.Dir, 0o700); err != nil {
-		return nil, fmt.Errorf("sandbox dir: %w", err)
-	}
-	undo.add("sandbox dir", func(context.Context) error { return os.RemoveAll(sb.Dir) })
-	if err := overlay.Create(ctx, opts.Image.Disk, sb.Overlay, overlay.Options{SizeBytes: sb.diskBytes()}); err != nil {
-		return nil, fmt.Errorf("create overlay: %w", err)
-	}
-
-	// Step 3: the domain. Watch before starting so an early crash is seen.
-	spec := domain.Spec{
+	sb := b.Sandbox
+	b.Spec = domain.Spec{
 		Name:        sb.Domain,
-		SandboxID:   id,
+		SandboxID:   sb.ID,
 		Image:       opts.Image.Digest,
 		Owner:       m.cfg.Owner,
 		Type:        domain.Type(opts.Accel.DomainType),
@@ -246,48 +232,40 @@ func (m *Manager) Create(ctx context.Context, opts Options) (_ *Sandbox, err err
 
 		GuestAgentSocket: sb.GuestAgentSocket,
 	}
-	spec.Tune = m.tune(sb, spec.Type)
-	if err := m.attachNetwork(ctx, sb, opts.Network, &spec, &undo); err != nil {
-		return nil, err
-	}
-	if err := m.watch(sb); err != nil {
-		return nil, err
-	}
-	undo.add("domain watch", func(context.Context) error { sb.stopWatch(); return nil })
-	sb.setSpec(spec) // for snapshots of this sandbox (snapshot.go)
-	start := time.Now()
-	if err := m.startDomain(ctx, sb, spec); err != nil {
-		return nil, fmt.Errorf("start domain: %w", err)
-	}
-	undo.add("domain", func(ctx context.Context) error {
-		err := m.cfg.Driver.DestroyDomain(ctx, sb.Domain)
-		removeFiles(sb.AgentSocket, sb.GuestAgentSocket)
-		sb.releaseResources()
-		return err
-	})
-	m.applyResources(ctx, sb)
-	log.Debug("domain started", "accel", opts.Accel.Accel, "vcpus", sb.VCPUs, "memory_mib", sb.Memory)
-
-	// Step 4: the guest agent's handshake, raced against the guest's death.
 	bootTimeout := opts.BootTimeout
 	if bootTimeout <= 0 {
 		bootTimeout = 120 * time.Second
 	}
-	client, err := sb.connectAgent(ctx, bootTimeout)
+	log := m.log.With("sandbox", sb.ID, "domain", sb.Domain, "image", opts.Image.Manifest.Name)
+	err = b.Run(ctx, "create",
+		// The host-side limits, resolved and checked before anything is made.
+		Step{Name: "resources", Run: func(ctx context.Context, b *Build) error {
+			lim, err := m.cfg.Limits.Resolve(ctx, b.Sandbox, opts)
+			if err != nil {
+				return err
+			}
+			b.Sandbox.setResources(lim)
+			return nil
+		}},
+		// The registry entry (name reserved, admission checked) and the
+		// durable record, so a daemon killed from here on finds it.
+		StepRegister(Admission{Name: opts.Name, Labels: opts.Labels, Extra: opts.Extra, Admit: opts.Admit}),
+		StepDir(),
+		Step{Name: "overlay", Run: func(ctx context.Context, b *Build) error {
+			return overlay.Create(ctx, opts.Image.Disk, sb.Overlay, overlay.Options{SizeBytes: sb.diskBytes()})
+		}},
+		StepNetwork(opts.Network),
+		// Watched before it starts, so an early crash is seen.
+		StepDomain(m.cfg.Driver.StartDomain),
+		// The guest agent's handshake, raced against the guest's death.
+		StepAgent(bootTimeout),
+		StepRunning(),
+	)
 	if err != nil {
 		return nil, err
 	}
-	sb.BootTime = time.Since(start)
-	sb.mu.Lock()
-	sb.agent = client
-	sb.rec.BootMs = sb.BootTime.Milliseconds()
-	sb.mu.Unlock()
-	if err := sb.setState(StateRunning, ""); err != nil {
-		client.Close()
-		return nil, err
-	}
-	undo.release()
-	log.Debug("agent ready", "boot_ms", sb.BootTime.Milliseconds())
+	b.Done()
+	log.Debug("agent ready", "accel", opts.Accel.Accel, "vcpus", sb.VCPUs, "memory_mib", sb.Memory, "boot_ms", sb.BootTime.Milliseconds())
 	return sb, nil
 }
 
@@ -355,16 +333,23 @@ func (m *Manager) unstore(id string) error {
 	return m.cfg.Store.DeleteSandbox(id)
 }
 
-// persist stores r after a change and tells the observer. A store error
-// is logged: the in-memory state stays authoritative until the next write.
-func (m *Manager) persist(r Record) {
-	if err := m.store(r); err != nil {
-		m.log.Error("persist sandbox record", "sandbox", r.ID, "err", err)
+// observer is how the Manager observes its sandboxes (see Observer).
+type observer struct{ m *Manager }
+
+// Changed stores r after a change and tells Config.OnChange. A store
+// error is logged: the in-memory state stays authoritative until the next
+// write.
+func (o observer) Changed(sb *Sandbox, r Record) {
+	if err := o.m.store(r); err != nil {
+		o.m.log.Error("persist sandbox record", "sandbox", r.ID, "err", err)
 	}
-	if m.cfg.OnChange != nil {
-		m.cfg.OnChange(r, false)
+	if o.m.cfg.OnChange != nil {
+		o.m.cfg.OnChange(r, false)
 	}
 }
+
+// DomainGone takes the sandbox's network down.
+func (o observer) DomainGone(sb *Sandbox) { o.m.teardownNetwork(context.Background(), sb) }
 
 // Get returns the sandbox with the given ID or name. Errors: ErrNotFound.
 func (m *Manager) Get(ref string) (*Sandbox, error) {
@@ -388,7 +373,7 @@ func (m *Manager) List() []*Sandbox {
 	}
 	m.mu.Unlock()
 	slices.SortFunc(out, func(a, b *Sandbox) int {
-		if c := a.rec.CreatedAt.Compare(b.rec.CreatedAt); c != 0 {
+		if c := a.created().Compare(b.created()); c != 0 {
 			return c
 		}
 		return strings.Compare(a.ID, b.ID)
@@ -445,7 +430,7 @@ func (m *Manager) Stop(ctx context.Context, sb *Sandbox, reason string) error {
 	}
 	sb.release()
 	err := m.cfg.Driver.DestroyDomain(ctx, sb.Domain)
-	sb.releaseResources()
+	m.cfg.Limits.Release(sb)
 	if err != nil {
 		sb.setState(StateFailed, "stop: "+err.Error())
 		return fmt.Errorf("destroy domain %s: %w", sb.Domain, err)
@@ -476,7 +461,7 @@ func (m *Manager) Remove(ctx context.Context, sb *Sandbox, force bool) error {
 	if err := m.cfg.Driver.DestroyDomain(ctx, sb.Domain); err != nil {
 		errs = append(errs, fmt.Errorf("destroy domain %s: %w", sb.Domain, err))
 	}
-	sb.releaseResources()
+	m.cfg.Limits.Release(sb)
 	if sb.stopWatch != nil {
 		sb.stopWatch()
 	}
@@ -487,8 +472,12 @@ func (m *Manager) Remove(ctx context.Context, sb *Sandbox, force bool) error {
 	}
 	rec := sb.rec
 	sb.mu.Unlock()
-	if err := m.keepSnapshotFile(sb); err != nil { // snapshots outlive their sandbox
-		errs = append(errs, err)
+	for _, h := range m.allHooks() {
+		if h.Removing != nil {
+			if err := h.Removing(sb); err != nil { // e.g. snapshots outlive their sandbox
+				errs = append(errs, err)
+			}
+		}
 	}
 	if err := os.RemoveAll(sb.Dir); err != nil {
 		errs = append(errs, fmt.Errorf("remove sandbox dir: %w", err))
@@ -512,55 +501,9 @@ func (m *Manager) Destroy(ctx context.Context, sb *Sandbox) error {
 	return m.Remove(ctx, sb, true)
 }
 
-// connectAgent dials the agent socket and runs the handshake, failing early
-// when the domain stops and after timeout.
-func (sb *Sandbox) connectAgent(ctx context.Context, timeout time.Duration) (*agent.Client, error) {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	type result struct {
-		c   *agent.Client
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		var d net.Dialer
-		conn, err := d.DialContext(ctx, "unix", sb.AgentSocket)
-		if err != nil {
-			done <- result{nil, fmt.Errorf("connect to agent socket: %w", err)}
-			return
-		}
-		c, err := agent.Dial(ctx, conn, agent.Options{})
-		if err != nil {
-			conn.Close()
-		}
-		done <- result{c, err}
-	}()
-	select {
-	case r := <-done:
-		if r.err == nil {
-			return r.c, nil
-		}
-		if ctx.Err() == context.DeadlineExceeded {
-			return nil, fmt.Errorf("%w: guest agent did not answer within %s (a TCG boot takes seconds: raise --boot-timeout if the host is busy); console:\n%s", ErrBootTimeout, timeout, ConsoleTail(sb.ConsoleLog, 20))
-		}
-		// A connection that breaks during boot usually means QEMU exited:
-		// give the lifecycle event a moment so the error says why.
-		select {
-		case <-sb.stopped:
-			return nil, sb.StopErr()
-		case <-time.After(stopEventGrace):
-			return nil, fmt.Errorf("guest agent handshake: %w", r.err)
-		}
-	case <-sb.stopped:
-		cancel()
-		if r := <-done; r.c != nil {
-			r.c.Close()
-		}
-		return nil, sb.StopErr()
-	}
-}
-
-func newID() (string, error) {
+// NewID returns a new sandbox or snapshot ID: 12 random lowercase hex
+// digits.
+func NewID() (string, error) {
 	b := make([]byte, 6)
 	if _, err := rand.Read(b); err != nil {
 		return "", err

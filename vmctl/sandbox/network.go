@@ -10,6 +10,7 @@ import (
 	"github.com/agentbox/agentbox/vmctl/domain"
 	"github.com/agentbox/agentbox/vmctl/netpolicy"
 	"github.com/agentbox/agentbox/vmctl/network"
+	"github.com/agentbox/agentbox/vmctl/revert"
 )
 
 // NetworkProvider gives sandboxes whose policy is not none their network
@@ -51,7 +52,7 @@ var netCmdlineRE = regexp.MustCompile(`\s*\bagentbox\.net=\S*`)
 // (or the zero policy) records the policy and removes any interface from
 // spec. Errors: ErrInvalid when the policy needs a network and the
 // manager has no provider; the provider's errors.
-func (m *Manager) attachNetwork(ctx context.Context, sb *Sandbox, policy netpolicy.Policy, spec *domain.Spec, undo *revert) error {
+func (m *Manager) attachNetwork(ctx context.Context, sb *Sandbox, policy netpolicy.Policy, spec *domain.Spec, undo *revert.List) error {
 	if policy.Mode == "" {
 		policy.Mode = netpolicy.ModeNone
 	}
@@ -66,7 +67,7 @@ func (m *Manager) attachNetwork(ctx context.Context, sb *Sandbox, policy netpoli
 		if err != nil {
 			return fmt.Errorf("network: %w", err)
 		}
-		undo.add("network", func(ctx context.Context) error { return m.cfg.Network.Teardown(ctx, sb.ID) })
+		undo.Add("network", func(ctx context.Context) error { return m.cfg.Network.Teardown(ctx, sb.ID) })
 		spec.Interface = &domain.Interface{Tap: att.Tap, MAC: att.MAC}
 		spec.Cmdline += " " + att.Cmdline()
 		rec.Attachment = &att
@@ -157,3 +158,24 @@ func (sb *Sandbox) NetworkPolicy() netpolicy.Policy {
 // in-process `agentbox run` makes one only when its policy needs it). Call
 // it before Create.
 func (m *Manager) SetNetwork(p NetworkProvider) { m.cfg.Network = p }
+
+// UseGuestMAC makes the build's NIC carry mac: the domain's interface,
+// the agentbox.net= word of its kernel command line and the record's
+// attachment. A restore calls it after StepNetwork, because the NIC's
+// saved device state keeps the MAC of the domain the snapshot was saved
+// from (see vmctl/sandbox/snapshot). Without a NIC it does nothing.
+func (b *Build) UseGuestMAC(mac string) {
+	spec, sb := &b.Spec, b.Sandbox
+	if spec.Interface == nil || mac == "" {
+		return
+	}
+	spec.Interface.MAC = mac
+	sb.mu.Lock()
+	defer sb.mu.Unlock()
+	if n := sb.rec.Network; n != nil && n.Attachment != nil {
+		att := *n.Attachment
+		att.MAC = mac
+		sb.rec.Network = &NetworkRecord{Policy: n.Policy, Attachment: &att}
+		spec.Cmdline = strings.TrimSpace(netCmdlineRE.ReplaceAllString(spec.Cmdline, "")) + " " + att.Cmdline()
+	}
+}

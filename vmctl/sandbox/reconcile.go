@@ -158,7 +158,11 @@ func (m *Manager) Reconcile(ctx context.Context) (Report, error) {
 		rep.Cleaned = append(rep.Cleaned, "domain "+name)
 		m.log.Warn("destroyed a domain no record knows", "domain", name, "sandbox", d.SandboxID)
 	}
-	m.reconcileSnapshots(known, &rep) // before cleanFiles: snapshots may live in a dir it removes
+	for _, h := range m.allHooks() { // before cleanFiles: snapshots may live in a dir it removes
+		if h.Reconciling != nil {
+			h.Reconciling(ctx, known, &rep)
+		}
+	}
 	m.cleanFiles(known, anyOwner, &rep)
 	m.sweepNetwork(ctx)
 	return rep, nil
@@ -206,7 +210,8 @@ func (m *Manager) fromRecord(r Record) *Sandbox {
 		VCPUs:    r.VCPUs,
 		Memory:   r.MemoryMiB,
 		BootTime: time.Duration(r.BootMs) * time.Millisecond,
-		mgr:      m,
+		obs:      observer{m},
+		log:      m.log,
 		stopped:  make(chan struct{}),
 		rec:      r,
 	}

@@ -7,12 +7,13 @@ import (
 
 	"github.com/agentbox/agentbox/tests/testenv"
 	"github.com/agentbox/agentbox/vmctl/sandbox"
+	"github.com/agentbox/agentbox/vmctl/sandbox/snapshot"
 )
 
 // TestRestoredEnforcementFake: a sandbox restored from a snapshot, a warm
 // create and a pooled warm sandbox record the same limits and the same
 // enforcement as the created sandbox they come from (the XML's limits
-// included, not only the cgroup ones applyResources adds).
+// included, not only the cgroup ones the resources enforcer adds after the start).
 func TestRestoredEnforcementFake(t *testing.T) {
 	fd := newFakeDriver(t)
 	f := newFakeFixture(t, fd, fd)
@@ -33,7 +34,7 @@ func TestRestoredEnforcementFake(t *testing.T) {
 			t.Errorf("created: %s enforcement %q", n, e)
 		}
 	}
-	if _, err := f.mgr.SaveSnapshot(t0, src, "s", nil); err != nil {
+	if _, err := f.snaps.Save(t0, src, "s", nil); err != nil {
 		t.Fatal(err)
 	}
 	check := func(what string, sb *sandbox.Sandbox) {
@@ -43,15 +44,15 @@ func TestRestoredEnforcementFake(t *testing.T) {
 			t.Errorf("%s: resources %+v, want the source's %+v", what, got, want)
 		}
 	}
-	fork, err := f.mgr.Restore(t0, "s", sandbox.RestoreOptions{Image: f.img, Name: "fork"})
+	fork, err := f.snaps.Restore(t0, "s", snapshot.RestoreOptions{Image: f.img, Name: "fork"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	check("restored", fork)
 
-	f.mgr.SetWarmPool(1)
+	f.ws.SetPool(1)
 	opts := sandbox.Options{Image: f.img, Accel: tcg, BootTimeout: 10 * time.Second, Resources: res}
-	warm, err := f.mgr.CreateWarm(t0, opts)
+	warm, err := f.ws.Create(t0, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,13 +65,13 @@ func TestRestoredEnforcementFake(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	pooled, err := f.mgr.CreateWarm(t0, opts)
+	pooled, err := f.ws.Create(t0, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	check("pooled", pooled)
 	// A too small request is refused for a warm create too.
-	if _, err := f.mgr.CreateWarm(t0, sandbox.Options{Image: f.img, Accel: tcg, MemoryMiB: 100}); err == nil {
+	if _, err := f.ws.Create(t0, sandbox.Options{Image: f.img, Accel: tcg, MemoryMiB: 100}); err == nil {
 		t.Error("warm create of 100 MiB accepted")
 	}
 	for _, sb := range []*sandbox.Sandbox{src, fork, warm, pooled} {
@@ -78,10 +79,10 @@ func TestRestoredEnforcementFake(t *testing.T) {
 			t.Error(err)
 		}
 	}
-	if err := f.mgr.DrainWarmPool(t0); err != nil {
+	if err := f.ws.Drain(t0); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.mgr.DeleteSnapshot(t0, "s"); err != nil {
+	if err := f.snaps.Delete(t0, "s"); err != nil {
 		t.Error(err)
 	}
 	testenv.AssertNoLeaks(t, f.state, f.runtime)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"maps"
 	"strings"
 	"sync"
@@ -15,6 +16,19 @@ import (
 	"github.com/agentbox/agentbox/vmctl/agentproto"
 	"github.com/agentbox/agentbox/vmctl/image"
 )
+
+// Observer is told of a sandbox's changes. The Manager observes the
+// sandboxes it makes: it persists their records and passes them on to
+// Config.OnChange, and takes a stopped domain's network down.
+type Observer interface {
+	// Changed is called after every change of sb's record (state,
+	// SetExtra), one call at a time per sandbox, never after the sandbox
+	// was removed; r is the new record.
+	Changed(sb *Sandbox, r Record)
+	// DomainGone is called once when sb's domain stopped on its own or
+	// was destroyed (crash, poweroff, stop).
+	DomainGone(sb *Sandbox)
+}
 
 // Sandbox is one virtual machine with its overlay and agent connection.
 // The exported fields are fixed when the sandbox is made (Create or
@@ -52,7 +66,8 @@ type Sandbox struct {
 	// (zero for an adopted sandbox whose record lacks it).
 	BootTime time.Duration
 
-	mgr       *Manager
+	obs       Observer
+	log       *slog.Logger
 	stopWatch context.CancelFunc
 
 	stopOnce sync.Once
@@ -120,8 +135,8 @@ var transitions = map[State][]State{
 	StateStopping: {StateStopped, StateFailed},
 }
 
-// setState moves the sandbox to state to with reason, persists the record
-// and tells the manager's observer. A change that transitions does not
+// setState moves the sandbox to state to with reason and tells the
+// observer (which persists the record). A change that transitions does not
 // allow (e.g. from a final state) is refused with ErrConflict; setting the
 // current state again is a no-op.
 func (sb *Sandbox) setState(to State, reason string) error {
@@ -152,14 +167,44 @@ func (sb *Sandbox) setState(to State, reason string) error {
 	return nil
 }
 
-// persist writes the current record to the store and tells the
-// manager's observer, unless the sandbox was removed.
+// persist tells the observer of the current record (it stores it),
+// unless the sandbox was removed.
 func (sb *Sandbox) persist() {
 	sb.pmu.Lock()
 	defer sb.pmu.Unlock()
 	if !sb.removed {
-		sb.mgr.persist(sb.Record())
+		sb.obs.Changed(sb, sb.Record())
 	}
+}
+
+// created returns the record's creation time.
+func (sb *Sandbox) created() time.Time {
+	sb.mu.Lock()
+	defer sb.mu.Unlock()
+	return sb.rec.CreatedAt
+}
+
+// setResources records the sandbox's resolved limits.
+func (sb *Sandbox) setResources(lim *ResourceLimits) {
+	sb.mu.Lock()
+	sb.rec.Resources = lim
+	sb.mu.Unlock()
+}
+
+// diskBytes is the overlay's virtual size (0: the backing file's).
+func (sb *Sandbox) diskBytes() uint64 {
+	if r := sb.Record().Resources; r != nil {
+		return uint64(r.DiskMiB) << 20
+	}
+	return 0
+}
+
+// LastRestore returns the step times of sb's restore (zero for a sandbox
+// that was booted).
+func (sb *Sandbox) LastRestore() RestoreTimes {
+	sb.mu.Lock()
+	defer sb.mu.Unlock()
+	return sb.restoreTimes
 }
 
 // SetExtra replaces the opaque data kept with the sandbox's record (see
@@ -203,7 +248,7 @@ func (sb *Sandbox) watch(stops <-chan Stop) {
 		sb.stop = st
 		close(sb.stopped)
 	})
-	sb.mgr.teardownNetwork(context.Background(), sb) // the domain is gone
+	sb.obs.DomainGone(sb) // the domain is gone
 	if sb.State() != StateRunning {
 		return // Create, Stop or Remove own the change
 	}
@@ -215,7 +260,7 @@ func (sb *Sandbox) watch(stops <-chan Stop) {
 		to, reason = StateStopped, "guest powered off"
 	}
 	if err := sb.setState(to, reason); err == nil {
-		sb.mgr.log.Warn("sandbox domain stopped", "sandbox", sb.ID, "domain", sb.Domain, "state", to, "reason", reason)
+		sb.log.Warn("sandbox domain stopped", "sandbox", sb.ID, "domain", sb.Domain, "state", to, "reason", reason)
 	}
 	sb.release()
 }
@@ -249,6 +294,11 @@ func (sb *Sandbox) Exec(ctx context.Context, req agentproto.ExecRequest, stdin i
 	}
 	return st, err
 }
+
+// NotRunning returns the ErrNotRunning error for the sandbox's current
+// state (with the guest's death, ErrGuestDied, when its domain stopped),
+// for operations of the sub-packages that need a running sandbox.
+func (sb *Sandbox) NotRunning() error { return sb.notRunning() }
 
 // notRunning is the ErrNotRunning error for the sandbox's current state.
 func (sb *Sandbox) notRunning() error {

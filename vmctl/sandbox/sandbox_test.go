@@ -18,6 +18,7 @@ import (
 	"github.com/agentbox/agentbox/vmctl/image"
 	"github.com/agentbox/agentbox/vmctl/libvirt"
 	"github.com/agentbox/agentbox/vmctl/sandbox"
+	"github.com/agentbox/agentbox/vmctl/sandbox/resources"
 )
 
 // fixture is a sandbox manager on the real libvirtd with private state and
@@ -37,7 +38,8 @@ func newFixture(t *testing.T, imgDir string) *fixture {
 	}
 	state := t.TempDir()
 	runtime := testenv.ShortTempDir(t)
-	mgr, err := sandbox.NewManager(sandbox.Config{Driver: libvirt.NewDriver(conn), StateDir: state, RuntimeDir: runtime})
+	drv := libvirt.NewDriver(conn)
+	mgr, err := sandbox.NewManager(sandbox.Config{Driver: drv, Limits: resources.New(drv, nil), StateDir: state, RuntimeDir: runtime})
 	if err != nil {
 		t.Fatal(err)
 	}

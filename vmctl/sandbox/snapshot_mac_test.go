@@ -15,6 +15,7 @@ import (
 	"github.com/agentbox/agentbox/vmctl/netpolicy"
 	"github.com/agentbox/agentbox/vmctl/network"
 	"github.com/agentbox/agentbox/vmctl/sandbox"
+	"github.com/agentbox/agentbox/vmctl/sandbox/snapshot"
 )
 
 // fakeNetwork hands out a tap, the MAC of network.MACFor and a /30 per
@@ -72,10 +73,10 @@ func TestRestoreKeepsGuestMAC(t *testing.T) {
 		t.Fatal(err)
 	}
 	srcAtt := *src.Record().Network.Attachment
-	if _, err := f.mgr.SaveSnapshot(t0, src, "a", nil); err != nil {
+	if _, err := f.snaps.Save(t0, src, "a", nil); err != nil {
 		t.Fatal(err)
 	}
-	fork, err := f.mgr.Restore(t0, "a", sandbox.RestoreOptions{Image: f.img, Name: "fork"})
+	fork, err := f.snaps.Restore(t0, "a", snapshot.RestoreOptions{Image: f.img, Name: "fork"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,10 +109,10 @@ func TestRestoreKeepsGuestMAC(t *testing.T) {
 	}
 	check(fork)
 	// A snapshot of the fork passes the same MAC on.
-	if _, err := f.mgr.SaveSnapshot(t0, fork, "b", nil); err != nil {
+	if _, err := f.snaps.Save(t0, fork, "b", nil); err != nil {
 		t.Fatal(err)
 	}
-	fork2, err := f.mgr.Restore(t0, "b", sandbox.RestoreOptions{Image: f.img, Name: "fork2"})
+	fork2, err := f.snaps.Restore(t0, "b", snapshot.RestoreOptions{Image: f.img, Name: "fork2"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +123,7 @@ func TestRestoreKeepsGuestMAC(t *testing.T) {
 		}
 	}
 	for _, n := range []string{"a", "b"} {
-		if err := f.mgr.DeleteSnapshot(t0, n); err != nil {
+		if err := f.snaps.Delete(t0, n); err != nil {
 			t.Fatal(err)
 		}
 	}

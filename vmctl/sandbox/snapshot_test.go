@@ -21,6 +21,9 @@ import (
 	"github.com/agentbox/agentbox/vmctl/image"
 	"github.com/agentbox/agentbox/vmctl/overlay"
 	"github.com/agentbox/agentbox/vmctl/sandbox"
+	"github.com/agentbox/agentbox/vmctl/sandbox/resources"
+	"github.com/agentbox/agentbox/vmctl/sandbox/snapshot"
+	"github.com/agentbox/agentbox/vmctl/sandbox/warm"
 	"github.com/agentbox/agentbox/vmctl/store"
 )
 
@@ -282,10 +285,24 @@ func fakeImage(t *testing.T, digest string) *image.Image {
 type fakeFixture struct {
 	drv     *fakeDriver
 	mgr     *sandbox.Manager
+	snaps   *snapshot.Service
+	ws      *warm.Service
 	img     *image.Image
 	state   string
 	runtime string
 	st      *store.Store
+}
+
+// newManager makes a manager of cfg (with the resources enforcer) and its
+// snapshot and warm services, as the daemon does.
+func newManager(cfg sandbox.Config) (*sandbox.Manager, *snapshot.Service, *warm.Service, error) {
+	cfg.Limits = resources.New(cfg.Driver, cfg.Logger)
+	m, err := sandbox.NewManager(cfg)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	snaps := snapshot.New(m)
+	return m, snaps, warm.New(m, snaps), nil
 }
 
 func newFakeFixture(t *testing.T, drv sandbox.Driver, fd *fakeDriver) *fakeFixture {
@@ -295,7 +312,7 @@ func newFakeFixture(t *testing.T, drv sandbox.Driver, fd *fakeDriver) *fakeFixtu
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { f.st.Close() })
-	f.mgr, err = sandbox.NewManager(sandbox.Config{Driver: drv, StateDir: f.state, RuntimeDir: f.runtime, Store: f.st, Owner: f.st.Instance()})
+	f.mgr, f.snaps, f.ws, err = newManager(sandbox.Config{Driver: drv, StateDir: f.state, RuntimeDir: f.runtime, Store: f.st, Owner: f.st.Instance()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -315,25 +332,25 @@ func TestSnapshotManagerFake(t *testing.T) {
 	fd := newFakeDriver(t)
 	f := newFakeFixture(t, fd, fd)
 	src := f.create(t, "src")
-	if _, err := f.mgr.SaveSnapshot(t0, src, "", nil); !errors.Is(err, sandbox.ErrInvalid) {
+	if _, err := f.snaps.Save(t0, src, "", nil); !errors.Is(err, sandbox.ErrInvalid) {
 		t.Errorf("save without a name: %v", err)
 	}
-	snap, err := f.mgr.SaveSnapshot(t0, src, "a", []byte(`{"k":1}`))
+	snap, err := f.snaps.Save(t0, src, "a", []byte(`{"k":1}`))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if snap.SandboxID != src.ID || snap.File != src.Overlay || snap.Tag != "s"+snap.ID || snap.MemoryMiB != 128 || snap.Machine != domain.DefaultMachine || string(snap.Extra) != `{"k":1}` {
 		t.Errorf("record %+v", snap)
 	}
-	if _, err := f.mgr.SaveSnapshot(t0, src, "a", nil); !errors.Is(err, sandbox.ErrSnapshotNameTaken) {
+	if _, err := f.snaps.Save(t0, src, "a", nil); !errors.Is(err, sandbox.ErrSnapshotNameTaken) {
 		t.Errorf("duplicate name: %v", err)
 	}
 	fd.diskFull = true
-	if _, err := f.mgr.SaveSnapshot(t0, src, "full", nil); !errors.Is(err, sandbox.ErrNoSpace) || !strings.Contains(err.Error(), "keeps running") {
+	if _, err := f.snaps.Save(t0, src, "full", nil); !errors.Is(err, sandbox.ErrNoSpace) || !strings.Contains(err.Error(), "keeps running") {
 		t.Errorf("disk full: %v", err)
 	}
 	fd.diskFull = false
-	if list, _ := f.mgr.Snapshots(""); len(list) != 1 {
+	if list, _ := f.snaps.List(""); len(list) != 1 {
 		t.Errorf("after a failed save: %+v", list)
 	}
 	if src.State() != sandbox.StateRunning {
@@ -342,7 +359,7 @@ func TestSnapshotManagerFake(t *testing.T) {
 
 	// Restore: a new sandbox, its own name, paths, hostname, the host's time.
 	before := time.Now()
-	fork, err := f.mgr.Restore(t0, "a", sandbox.RestoreOptions{Image: f.img, Name: "fork", Labels: map[string]string{"x": "y"}, Extra: []byte(`{}`)})
+	fork, err := f.snaps.Restore(t0, "a", snapshot.RestoreOptions{Image: f.img, Name: "fork", Labels: map[string]string{"x": "y"}, Extra: []byte(`{}`)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -362,15 +379,15 @@ func TestSnapshotManagerFake(t *testing.T) {
 	if !has(t0, fork.Overlay, snap.Tag) {
 		t.Error("the fork's overlay is not a copy of the snapshot's file")
 	}
-	if _, err := f.mgr.Restore(t0, "a", sandbox.RestoreOptions{Image: f.img, Name: "fork"}); !errors.Is(err, sandbox.ErrNameTaken) {
+	if _, err := f.snaps.Restore(t0, "a", snapshot.RestoreOptions{Image: f.img, Name: "fork"}); !errors.Is(err, sandbox.ErrNameTaken) {
 		t.Errorf("restore onto a taken name: %v", err)
 	}
 	other := *f.img
 	other.Digest = "d2"
-	if _, err := f.mgr.Restore(t0, "a", sandbox.RestoreOptions{Image: &other}); !errors.Is(err, sandbox.ErrSnapshotUnusable) {
+	if _, err := f.snaps.Restore(t0, "a", snapshot.RestoreOptions{Image: &other}); !errors.Is(err, sandbox.ErrSnapshotUnusable) {
 		t.Errorf("restore onto another image: %v", err)
 	}
-	if _, err := f.mgr.Restore(t0, "nope", sandbox.RestoreOptions{Image: f.img}); !errors.Is(err, sandbox.ErrNoSnapshot) {
+	if _, err := f.snaps.Restore(t0, "nope", snapshot.RestoreOptions{Image: f.img}); !errors.Is(err, sandbox.ErrNoSnapshot) {
 		t.Errorf("restore of a missing snapshot: %v", err)
 	}
 	if n := len(f.mgr.List()); n != 2 {
@@ -381,7 +398,7 @@ func TestSnapshotManagerFake(t *testing.T) {
 	if err := f.mgr.Stop(t0, fork, "test"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.mgr.SaveSnapshot(t0, fork, "b", nil); !errors.Is(err, sandbox.ErrNotRunning) {
+	if _, err := f.snaps.Save(t0, fork, "b", nil); !errors.Is(err, sandbox.ErrNotRunning) {
 		t.Errorf("save of a stopped sandbox: %v", err)
 	}
 	if err := f.mgr.Remove(t0, fork, false); err != nil {
@@ -389,7 +406,7 @@ func TestSnapshotManagerFake(t *testing.T) {
 	}
 
 	// The snapshot outlives its sandbox, in STATE/snapshots.
-	if _, err := f.mgr.SaveSnapshot(t0, src, "b", nil); err != nil {
+	if _, err := f.snaps.Save(t0, src, "b", nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := f.mgr.Remove(t0, src, true); err != nil {
@@ -397,7 +414,7 @@ func TestSnapshotManagerFake(t *testing.T) {
 	}
 	kept := filepath.Join(f.state, "snapshots", src.ID+".qcow2")
 	for _, name := range []string{"a", "b"} {
-		r, err := f.mgr.Snapshot(name)
+		r, err := f.snaps.Get(name)
 		if err != nil || r.File != kept {
 			t.Errorf("snapshot %s after its sandbox's removal: %+v %v; want file %s", name, r, err, kept)
 		}
@@ -405,23 +422,23 @@ func TestSnapshotManagerFake(t *testing.T) {
 	if got, _ := f.st.Snapshots(); len(got) != 2 || got[0].File != kept || got[1].File != kept {
 		t.Errorf("stored records not repointed: %+v", got)
 	}
-	fork2, err := f.mgr.Restore(t0, "b", sandbox.RestoreOptions{Image: f.img})
+	fork2, err := f.snaps.Restore(t0, "b", snapshot.RestoreOptions{Image: f.img})
 	if err != nil {
 		t.Fatalf("restore after the source's removal: %v", err)
 	}
-	if err := f.mgr.DeleteSnapshot(t0, "a"); err != nil {
+	if err := f.snaps.Delete(t0, "a"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(kept); err != nil || has(t0, kept, snap.Tag) {
 		t.Errorf("after deleting one of two snapshots the file must stay without its tag: %v", err)
 	}
-	if err := f.mgr.DeleteSnapshot(t0, "b"); err != nil {
+	if err := f.snaps.Delete(t0, "b"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(kept); !os.IsNotExist(err) {
 		t.Errorf("the kept file outlived its last snapshot: %v", err)
 	}
-	if err := f.mgr.DeleteSnapshot(t0, "b"); !errors.Is(err, sandbox.ErrNoSnapshot) {
+	if err := f.snaps.Delete(t0, "b"); !errors.Is(err, sandbox.ErrNoSnapshot) {
 		t.Errorf("second delete: %v", err)
 	}
 	if err := f.mgr.Remove(t0, fork2, true); err != nil {
@@ -440,7 +457,7 @@ func TestSnapshotReconcileFake(t *testing.T) {
 	fd := newFakeDriver(t)
 	f := newFakeFixture(t, fd, fd)
 	src := f.create(t, "")
-	if _, err := f.mgr.SaveSnapshot(t0, src, "keep", nil); err != nil {
+	if _, err := f.snaps.Save(t0, src, "keep", nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := f.mgr.Remove(t0, src, true); err != nil {
@@ -450,7 +467,7 @@ func TestSnapshotReconcileFake(t *testing.T) {
 	if err := os.WriteFile(orphan, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	mgr, err := sandbox.NewManager(sandbox.Config{Driver: fd, StateDir: f.state, RuntimeDir: f.runtime, Store: f.st, Owner: f.st.Instance()})
+	mgr, snaps, _, err := newManager(sandbox.Config{Driver: fd, StateDir: f.state, RuntimeDir: f.runtime, Store: f.st, Owner: f.st.Instance()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -461,14 +478,14 @@ func TestSnapshotReconcileFake(t *testing.T) {
 	if len(rep.Cleaned) != 1 || rep.Cleaned[0] != "snapshot file "+orphan {
 		t.Errorf("cleaned %v; want only the orphan file", rep.Cleaned)
 	}
-	r, err := mgr.Snapshot("keep")
+	r, err := snaps.Get("keep")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(r.File); err != nil {
 		t.Errorf("reconcile removed a snapshot's file: %v", err)
 	}
-	if err := mgr.DeleteSnapshot(t0, "keep"); err != nil {
+	if err := snaps.Delete(t0, "keep"); err != nil {
 		t.Fatal(err)
 	}
 	testenv.AssertNoLeaks(t, f.state, f.runtime)
@@ -479,21 +496,21 @@ func TestSnapshotUnsupportedDriver(t *testing.T) {
 	f := newFakeFixture(t, bareDriver{fd}, fd)
 	sb := f.create(t, "")
 	defer f.mgr.Destroy(t0, sb)
-	if _, err := f.mgr.SaveSnapshot(t0, sb, "a", nil); !errors.Is(err, sandbox.ErrUnsupported) {
+	if _, err := f.snaps.Save(t0, sb, "a", nil); !errors.Is(err, sandbox.ErrUnsupported) {
 		t.Errorf("save with a driver without snapshots: %v", err)
 	}
-	if _, err := f.mgr.Restore(t0, "a", sandbox.RestoreOptions{Image: f.img}); !errors.Is(err, sandbox.ErrUnsupported) {
+	if _, err := f.snaps.Restore(t0, "a", snapshot.RestoreOptions{Image: f.img}); !errors.Is(err, sandbox.ErrUnsupported) {
 		t.Errorf("restore with a driver without snapshots: %v", err)
 	}
 }
 
 // TestWarmFake: concurrent first warm creates build one template; with a
-// pool of 1 the next warm create takes the pool's member; DrainWarmPool
+// pool of 1 the next warm create takes the pool's member; Drain
 // leaves nothing.
 func TestWarmFake(t *testing.T) {
 	fd := newFakeDriver(t)
 	f := newFakeFixture(t, fd, fd)
-	f.mgr.SetWarmPool(1)
+	f.ws.SetPool(1)
 	var wg sync.WaitGroup
 	sbs := make([]*sandbox.Sandbox, 2)
 	errs := make([]error, 2)
@@ -501,7 +518,7 @@ func TestWarmFake(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			sbs[i], errs[i] = f.mgr.CreateWarm(t0, sandbox.Options{Image: f.img, Accel: tcg, Name: fmt.Sprintf("w%d", i)})
+			sbs[i], errs[i] = f.ws.Create(t0, sandbox.Options{Image: f.img, Accel: tcg, Name: fmt.Sprintf("w%d", i)})
 		}()
 	}
 	wg.Wait()
@@ -529,7 +546,7 @@ func TestWarmFake(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	w3, err := f.mgr.CreateWarm(t0, sandbox.Options{Image: f.img, Accel: tcg, Name: "w3"})
+	w3, err := f.ws.Create(t0, sandbox.Options{Image: f.img, Accel: tcg, Name: "w3"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -540,7 +557,7 @@ func TestWarmFake(t *testing.T) {
 	// template replaces the old one.
 	changed := *f.img
 	changed.Digest = "d2"
-	w4, err := f.mgr.CreateWarm(t0, sandbox.Options{Image: &changed, Accel: tcg})
+	w4, err := f.ws.Create(t0, sandbox.Options{Image: &changed, Accel: tcg})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -552,7 +569,7 @@ func TestWarmFake(t *testing.T) {
 			t.Error(err)
 		}
 	}
-	if err := f.mgr.DrainWarmPool(t0); err != nil {
+	if err := f.ws.Drain(t0); err != nil {
 		t.Fatal(err)
 	}
 	if doms, _ := fd.ListDomains(t0); len(doms) != 0 {

@@ -12,13 +12,14 @@ import (
 	"github.com/agentbox/agentbox/tests/testenv"
 	"github.com/agentbox/agentbox/vmctl/image"
 	"github.com/agentbox/agentbox/vmctl/sandbox"
+	"github.com/agentbox/agentbox/vmctl/sandbox/warm"
 )
 
 // warmKeys returns the keys of the manager's templates, most recently
 // used first.
-func warmKeys(m *sandbox.Manager) []string {
+func warmKeys(w *warm.Service) []string {
 	var keys []string
-	for _, t := range m.WarmTemplates() {
+	for _, t := range w.Templates() {
 		keys = append(keys, t.Key)
 	}
 	return keys
@@ -30,24 +31,24 @@ func warmKeys(m *sandbox.Manager) []string {
 func TestWarmTemplatesCapFake(t *testing.T) {
 	fd := newFakeDriver(t)
 	f := newFakeFixture(t, fd, fd)
-	f.mgr.SetWarmTemplates(2)
+	f.ws.SetTemplates(2)
 	warm := func(mem int) string {
 		t.Helper()
-		sb, err := f.mgr.CreateWarm(t0, sandbox.Options{Image: f.img, Accel: tcg, MemoryMiB: mem})
+		sb, err := f.ws.Create(t0, sandbox.Options{Image: f.img, Accel: tcg, MemoryMiB: mem})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if err := f.mgr.Destroy(t0, sb); err != nil {
 			t.Fatal(err)
 		}
-		return warmKeys(f.mgr)[0]
+		return warmKeys(f.ws)[0]
 	}
 	kA := warm(320)
 	kB := warm(256)
-	if got := warmKeys(f.mgr); len(got) != 2 || got[0] != kB || got[1] != kA {
+	if got := warmKeys(f.ws); len(got) != 2 || got[0] != kB || got[1] != kA {
 		t.Fatalf("templates %v; want [%s %s]", got, kB, kA)
 	}
-	tpl := f.mgr.WarmTemplates()[0]
+	tpl := f.ws.Templates()[0]
 	if tpl.MemoryMiB != 256 || tpl.VCPUs != 1 || tpl.ImageName != "fake" || tpl.ImageDir != f.img.Dir || tpl.ImageDigest != "d1" ||
 		tpl.Network || tpl.SizeBytes <= 0 || tpl.Pooled != 0 || tpl.LastUsed.IsZero() || tpl.CreatedAt.IsZero() {
 		t.Errorf("template %+v", tpl)
@@ -56,24 +57,24 @@ func TestWarmTemplatesCapFake(t *testing.T) {
 		t.Fatalf("a second warm create of one shape made template %s, want %s", again, kA)
 	}
 	kC := warm(384) // a third shape: the least recently used (kB) goes
-	if got := warmKeys(f.mgr); len(got) != 2 || got[0] != kC || got[1] != kA {
+	if got := warmKeys(f.ws); len(got) != 2 || got[0] != kC || got[1] != kA {
 		t.Fatalf("templates after the cap: %v; want [%s %s] (%s evicted)", got, kC, kA, kB)
 	}
 	if _, err := os.Stat(filepath.Join(f.state, "warm", kB)); !os.IsNotExist(err) {
 		t.Errorf("evicted template's directory: %v", err)
 	}
-	if err := f.mgr.DeleteWarmTemplate(t0, kC); err != nil {
+	if err := f.ws.Delete(t0, kC); err != nil {
 		t.Fatal(err)
 	}
-	if got := warmKeys(f.mgr); len(got) != 1 || got[0] != kA {
+	if got := warmKeys(f.ws); len(got) != 1 || got[0] != kA {
 		t.Errorf("templates after rm: %v", got)
 	}
 	for _, k := range []string{kC, "nope", "../warm"} {
-		if err := f.mgr.DeleteWarmTemplate(t0, k); !errors.Is(err, sandbox.ErrNoWarmTemplate) {
+		if err := f.ws.Delete(t0, k); !errors.Is(err, sandbox.ErrNoWarmTemplate) {
 			t.Errorf("rm %q: %v; want ErrNoWarmTemplate", k, err)
 		}
 	}
-	if err := f.mgr.DeleteWarmTemplate(t0, kA); err != nil {
+	if err := f.ws.Delete(t0, kA); err != nil {
 		t.Fatal(err)
 	}
 	testenv.AssertNoLeaks(t, f.state, f.runtime)
@@ -88,7 +89,7 @@ func TestWarmPoolRefillOnStartFake(t *testing.T) {
 	f := newFakeFixture(t, fd, fd)
 	gone := fakeImage(t, "d9")
 	for _, img := range []*image.Image{f.img, gone} { // gone is the most recently used
-		sb, err := f.mgr.CreateWarm(t0, sandbox.Options{Image: img, Accel: tcg})
+		sb, err := f.ws.Create(t0, sandbox.Options{Image: img, Accel: tcg})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -96,21 +97,21 @@ func TestWarmPoolRefillOnStartFake(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	keys := warmKeys(f.mgr)
+	keys := warmKeys(f.ws)
 	if len(keys) != 2 {
 		t.Fatalf("templates %v", keys)
 	}
 	kGone, kLive := keys[0], keys[1]
 
-	mgr, err := sandbox.NewManager(sandbox.Config{Driver: fd, StateDir: f.state, RuntimeDir: f.runtime, Store: f.st, Owner: f.st.Instance()})
+	mgr, _, ws, err := newManager(sandbox.Config{Driver: fd, StateDir: f.state, RuntimeDir: f.runtime, Store: f.st, Owner: f.st.Instance()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := mgr.Reconcile(t0); err != nil {
 		t.Fatal(err)
 	}
-	mgr.SetWarmPool(1)
-	mgr.RefillWarmPools(func(ctx context.Context, dir string) (*image.Image, error) {
+	ws.SetPool(1)
+	ws.Refill(func(ctx context.Context, dir string) (*image.Image, error) {
 		if dir == f.img.Dir {
 			return f.img, nil
 		}
@@ -118,7 +119,7 @@ func TestWarmPoolRefillOnStartFake(t *testing.T) {
 	})
 	pooled := func() map[string]int {
 		p := map[string]int{}
-		for _, t := range mgr.WarmTemplates() {
+		for _, t := range ws.Templates() {
 			p[t.Key] = t.Pooled
 		}
 		return p
@@ -137,8 +138,8 @@ func TestWarmPoolRefillOnStartFake(t *testing.T) {
 	if n := len(mgr.List()); n != 0 {
 		t.Errorf("%d sandboxes listed; a pool member is not one", n)
 	}
-	mgr.SetWarmPool(0) // no refill after the take: the test ends with no member
-	sb, err := mgr.CreateWarm(t0, sandbox.Options{Image: f.img, Accel: tcg, Name: "w"})
+	ws.SetPool(0) // no refill after the take: the test ends with no member
+	sb, err := ws.Create(t0, sandbox.Options{Image: f.img, Accel: tcg, Name: "w"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,19 +153,19 @@ func TestWarmPoolRefillOnStartFake(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A template's pool goes with it.
-	mgr.SetWarmPool(1)
-	mgr.RefillWarmPools(func(ctx context.Context, dir string) (*image.Image, error) { return f.img, nil })
+	ws.SetPool(1)
+	ws.Refill(func(ctx context.Context, dir string) (*image.Image, error) { return f.img, nil })
 	for deadline := time.Now().Add(30 * time.Second); pooled()[kLive] != 1; time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the pool was not refilled: %v", pooled())
 		}
 	}
 	for _, k := range keys {
-		if err := mgr.DeleteWarmTemplate(t0, k); err != nil {
+		if err := ws.Delete(t0, k); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := mgr.DrainWarmPool(t0); err != nil {
+	if err := ws.Drain(t0); err != nil {
 		t.Fatal(err)
 	}
 	if doms, _ := fd.ListDomains(t0); len(doms) != 0 {
