@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
 	"net"
 	"net/http"
@@ -130,7 +131,13 @@ func startLocal(ctx context.Context, c *cli.Context, o localOptions) (_ *localSe
 		return nil, err
 	}
 	undo = append(undo, func() { s.daemon.Shutdown(context.WithoutCancel(ctx)) })
-	s.server, err = api.NewServer(api.Config{Backend: s.daemon, Logger: logger})
+	// The server's request log would repeat on stderr each error the CLI
+	// reports itself: only at debug level is it wanted.
+	var srvLog *slog.Logger
+	if logger.Enabled(ctx, slog.LevelDebug) {
+		srvLog = logger
+	}
+	s.server, err = api.NewServer(api.Config{Backend: s.daemon, Logger: srvLog})
 	if err != nil {
 		return nil, err
 	}
