@@ -16,9 +16,9 @@ import (
 	"github.com/agentbox/agentbox/vmctl/client"
 )
 
-// Labels `agentbox run` puts on the sandboxes it creates through the
-// daemon: runLabel marks them all, runIDLabel is unique per invocation so
-// an interrupted create can find its sandbox again.
+// Labels `agentbox run` puts on the sandboxes it creates, through a
+// daemon or in-process: runLabel marks them all, runIDLabel is unique per
+// invocation so an interrupted create can find its sandbox again.
 const (
 	runLabel   = "agentbox.run"
 	runIDLabel = "agentbox.run-id"
