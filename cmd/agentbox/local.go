@@ -19,6 +19,7 @@ import (
 
 	"github.com/agentbox/agentbox/vmctl/accel"
 	"github.com/agentbox/agentbox/vmctl/api"
+	"github.com/agentbox/agentbox/vmctl/apiserver"
 	"github.com/agentbox/agentbox/vmctl/client"
 	"github.com/agentbox/agentbox/vmctl/daemon"
 	"github.com/agentbox/agentbox/vmctl/libvirt"
@@ -38,7 +39,7 @@ type localService struct {
 	run    *localRun
 	conn   *libvirt.Conn
 	daemon *daemon.Daemon
-	server *api.Server
+	server *apiserver.Server
 	ln     *memListener
 	served chan error
 	uri    string
@@ -137,7 +138,7 @@ func startLocal(ctx context.Context, c *cli.Context, o localOptions) (_ *localSe
 	if logger.Enabled(ctx, slog.LevelDebug) {
 		srvLog = logger
 	}
-	s.server, err = api.NewServer(api.Config{Backend: s.daemon, Logger: srvLog})
+	s.server, err = apiserver.NewServer(apiserver.Config{Backend: s.daemon, Logger: srvLog})
 	if err != nil {
 		return nil, err
 	}

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/agentbox/agentbox/vmctl/api"
+	"github.com/agentbox/agentbox/vmctl/apiserver"
 	"github.com/agentbox/agentbox/vmctl/client"
 	"github.com/agentbox/agentbox/vmctl/sandbox"
 )
@@ -141,7 +142,7 @@ func TestLocalRunClose(t *testing.T) {
 // in-memory listener, naming the caller by uid like its unix socket.
 func TestMemListener(t *testing.T) {
 	d := newFakeBackend()
-	srv, err := api.NewServer(api.Config{Backend: d})
+	srv, err := apiserver.NewServer(apiserver.Config{Backend: d})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,11 +6,12 @@ import "github.com/agentbox/agentbox/vmctl/sandbox"
 // name): besides what the API shows, its paths on this host (directory,
 // overlay, console log, agent socket). The in-process front of `agentbox
 // run` prints them for a sandbox it leaves running (--keep), whose files
-// only this host can reach. Errors: the API's not_found.
+// only this host can reach. Errors: sandbox.ErrNotFound (errdefs not
+// found).
 func (d *Daemon) Record(ref string) (sandbox.Record, error) {
 	sb, err := d.mgr.Get(ref)
 	if err != nil {
-		return sandbox.Record{}, toAPI(err)
+		return sandbox.Record{}, err
 	}
 	return sb.Record(), nil
 }
