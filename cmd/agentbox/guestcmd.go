@@ -121,8 +121,8 @@ func interrupts(parent context.Context) (ctx context.Context, got func() syscall
 	}
 }
 
-// execer runs one command in a guest: a *sandbox.Sandbox or an
-// *agent.Client.
+// execer runs one command in a guest: the *agent.Client of `exec
+// --agent-socket`.
 type execer interface {
 	Exec(ctx context.Context, req agentproto.ExecRequest, stdin io.Reader, stdout, stderr io.Writer) (agentproto.ExitStatus, error)
 }

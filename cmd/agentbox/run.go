@@ -1,19 +1,15 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/agentbox/agentbox/vmctl/accel"
+	"github.com/agentbox/agentbox/vmctl/api"
 	"github.com/agentbox/agentbox/vmctl/client"
-	"github.com/agentbox/agentbox/vmctl/image"
-	"github.com/agentbox/agentbox/vmctl/sandbox"
 )
 
 func runCommand() *cli.Command {
@@ -30,9 +26,11 @@ func runCommand() *cli.Command {
 			"Stdin is forwarded when it is not a terminal (or with -i).\n\n" +
 			"When a daemon answers on --socket (or --host), the sandbox is created, used and removed through\n" +
 			"it (labelled agentbox.run=1, with a TTL as a backstop should this command be killed); with no\n" +
-			"daemon there (no socket, or nothing accepting on it) or with --local, agentbox runs the sandbox\n" +
-			"in-process, talking to libvirt itself. A daemon that answers with an error is reported, not\n" +
-			"bypassed.\n\n" +
+			"daemon there (no socket, or nothing accepting on it) or with --local, agentbox runs the daemon's\n" +
+			"service in-process, talking to libvirt itself, with its own state in STATE_DIR/local/RUN-ID (removed\n" +
+			"afterwards); its VM dies with the process even on kill -9 (libvirt autodestroy, except with --keep),\n" +
+			"and the next in-process run or `agentbox serve` removes what a killed run left on disk. A daemon that\n" +
+			"answers with an error is reported, not bypassed.\n\n" +
 			"Exit status: the command's own; 128+N if it was killed by signal N; 124 on --timeout;\n" +
 			"125 if agentbox itself failed; 126 if the command cannot be run; 127 if it was not found.",
 		Flags: append([]cli.Flag{
@@ -74,8 +72,7 @@ func runAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	mode, err := accel.ParseMode(c.String("accel"))
-	if err != nil {
+	if _, err := accel.ParseMode(c.String("accel")); err != nil {
 		return err
 	}
 
@@ -95,6 +92,12 @@ func runAction(c *cli.Context) error {
 		}
 	}
 
+	creq, err := createRequest(c, imageDir)
+	if err != nil {
+		return err
+	}
+	runID := newRunID()
+	creq.Labels = map[string]string{runLabel: "1", runIDLabel: runID}
 	if !c.Bool("local") && !c.Bool("qemu-ga-channel") {
 		cl, err := dial(c)
 		if err != nil {
@@ -104,7 +107,7 @@ func runAction(c *cli.Context) error {
 		absent := noDaemon(c.String("host"), err)
 		switch {
 		case err == nil:
-			return runViaDaemon(ctx, c, cl, imageDir, req, gotSignal)
+			return runSandbox(ctx, c, daemonTarget(c, cl), creq, req, gotSignal)
 		case gotSignal() != 0:
 			return &exitError{code: ExitSignalBase + int(gotSignal()), msg: "interrupted"}
 		case errors.Is(err, client.ErrUnreachable) && !absent:
@@ -114,92 +117,23 @@ func runAction(c *cli.Context) error {
 		}
 	}
 
-	stateDir, err := filepath.Abs(c.String("state-dir"))
-	if err != nil {
-		return err
-	}
-	img, err := image.Load(ctx, imageDir, image.LoadOptions{VerifyCacheDir: filepath.Join(stateDir, "image-verify")})
-	if err != nil {
-		return err
-	}
-	choice, err := accel.Choose(mode, nil)
-	if err != nil {
-		return err
-	}
-	// Say which accelerator --accel auto chose: always with -v, and on a
-	// terminal (a person wonders why TCG is slow; a script's stderr stays
-	// the command's own).
-	verbose := c.Bool("verbose")
-	if verbose || (mode == accel.ModeAuto && isTerminal(os.Stderr)) {
-		fmt.Fprintf(os.Stderr, "agentbox: accelerator %s (%s)\n", choice.Accel, choice.Reason)
-	}
-
-	policy, err := networkPolicy(c)
-	if err != nil {
-		return err
-	}
-	if !c.IsSet("network") && !c.IsSet("allow") {
-		policy = img.Manifest.DefaultNetwork() // the profile's policy
-	}
-	env, err := openEnv(ctx, c)
-	if err != nil {
-		return err
-	}
-	defer env.Close()
-	if policy.HasNIC() {
-		logger, _ := newLogger(c.String("log-level"))
-		netw, err := localNetwork(logger)
-		if err != nil {
-			return err
-		}
-		env.mgr.SetNetwork(netw)
-	}
-
-	resources, err := resourceRequest(c)
-	if err != nil {
-		return err
-	}
-	sb, err := env.mgr.Create(ctx, sandbox.Options{
-		Image:             img,
-		Accel:             choice,
-		VCPUs:             c.Int("cpus"),
-		MemoryMiB:         c.Int("memory"),
-		BootTimeout:       c.Duration("boot-timeout"),
+	// In-process: the same service, in this process (local.go).
+	svc, err := startLocal(ctx, c, localOptions{
+		RunID:             runID,
+		Keep:              c.Bool("keep"),
+		Verbose:           c.Bool("verbose"),
 		GuestAgentChannel: c.Bool("qemu-ga-channel"),
-		Network:           policy,
-		Resources:         resources,
 	})
 	if err != nil {
 		if sig := gotSignal(); sig != 0 {
-			return &exitError{code: ExitSignalBase + int(sig), msg: "interrupted while booting; sandbox removed"}
+			return &exitError{code: ExitSignalBase + int(sig), msg: "interrupted"}
 		}
-		return fmt.Errorf("boot sandbox: %w", err)
+		return err
 	}
-	if verbose {
-		fmt.Fprintf(os.Stderr, "agentbox: sandbox %s booted in %d ms (%s, %d vCPU, %d MiB)\n", sb.ID, sb.BootTime.Milliseconds(), choice.Accel, sb.VCPUs, sb.Memory)
-	}
-	keep := c.Bool("keep")
 	defer func() {
-		if keep {
-			printKept(c, sb)
-			return
-		}
-		if err := env.mgr.Destroy(context.WithoutCancel(ctx), sb); err != nil {
-			fmt.Fprintln(os.Stderr, "agentbox: teardown:", err)
+		if err := svc.Close(ctx); err != nil {
+			fmt.Fprintln(c.App.ErrWriter, "agentbox: teardown:", err)
 		}
 	}()
-	return runGuest(ctx, c, sb, req, gotSignal)
-}
-
-// printKept tells the user how to reach a sandbox left running by --keep.
-func printKept(c *cli.Context, sb *sandbox.Sandbox) {
-	uri := c.String("uri")
-	fmt.Fprintf(os.Stderr, `agentbox: sandbox %s kept running (domain %s, %s)
-  agent socket: %s
-  console log:  %s
-  overlay:      %s
-  exec:         agentbox exec --agent-socket %s -- COMMAND [ARG...]
-  inspect:      virsh -c %s dominfo %s
-  remove:       virsh -c %s destroy %s && rm -rf %s %s
-`, sb.ID, sb.Domain, sb.Accel.Accel, sb.AgentSocket, sb.ConsoleLog, sb.Overlay, sb.AgentSocket, uri, sb.Domain, uri, sb.Domain, sb.Dir, sb.AgentSocket)
+	return runSandbox(ctx, c, runTarget{cl: svc.Client, kept: func(sb api.Sandbox) { svc.Keep(c.App.ErrWriter, sb) }}, creq, req, gotSignal)
 }

@@ -16,9 +16,9 @@ import (
 	"github.com/agentbox/agentbox/vmctl/client"
 )
 
-// Labels `agentbox run` puts on the sandboxes it creates through the
-// daemon: runLabel marks them all, runIDLabel is unique per invocation so
-// an interrupted create can find its sandbox again.
+// Labels `agentbox run` puts on the sandboxes it creates, through a
+// daemon or in-process: runLabel marks them all, runIDLabel is unique per
+// invocation so an interrupted create can find its sandbox again.
 const (
 	runLabel   = "agentbox.run"
 	runIDLabel = "agentbox.run-id"
@@ -27,22 +27,47 @@ const (
 // teardownTimeout bounds the removal of a `run` sandbox after the command.
 const teardownTimeout = 2 * time.Minute
 
-// runViaDaemon is `agentbox run` through the daemon: create a sandbox from
-// the image directory imageDir, run the command in it like `exec` does,
-// remove it (also on errors and signals) unless --keep. Without --keep the
-// sandbox carries a TTL of max(--timeout, 1h) + --boot-timeout, so a killed
-// CLI never leaks it for long.
-func runViaDaemon(ctx context.Context, c *cli.Context, cl *client.Client, imageDir string, req agentproto.ExecRequest, gotSignal func() syscall.Signal) error {
-	creq, err := createRequest(c, imageDir)
-	if err != nil {
-		return err
-	}
+// runTarget is the service `agentbox run` sends its requests to: a
+// daemon on a socket or over TCP, or the in-process one (local.go). The
+// requests are the same; only what outlives the command differs.
+type runTarget struct {
+	cl *client.Client
+	// by names the service in the -v "booted in" line: " by the daemon at
+	// ADDR", or "" in-process.
+	by string
+	// ttl gives a sandbox not --keep'ed a TTL, a backstop should this
+	// command be killed: a daemon outlives it; an in-process sandbox dies
+	// with it (libvirt autodestroy) and needs none.
+	ttl bool
+	// kept tells the user how to reach and remove a sandbox left running
+	// by --keep.
+	kept func(api.Sandbox)
+}
+
+// daemonTarget is the daemon cl reaches, as the global flags name it.
+func daemonTarget(c *cli.Context, cl *client.Client) runTarget {
+	return runTarget{cl: cl, by: " by the daemon at " + daemonAddr(c), ttl: true, kept: func(sb api.Sandbox) {
+		fmt.Fprintf(c.App.ErrWriter, "agentbox: sandbox %s kept running\n  exec:   agentbox exec %s -- COMMAND [ARG...]\n  remove: agentbox rm -f %s\n", sb.ID, sb.ID, sb.ID)
+	}}
+}
+
+// newRunID returns a fresh run ID: 16 hex digits, the runIDLabel of the
+// run's sandbox (and the name of an in-process run's state).
+func newRunID() string {
 	nonce := make([]byte, 8)
 	rand.Read(nonce) // never fails (crypto/rand)
-	runID := hex.EncodeToString(nonce)
-	creq.Labels = map[string]string{runLabel: "1", runIDLabel: runID}
+	return hex.EncodeToString(nonce)
+}
+
+// runSandbox is `agentbox run` against t: create a sandbox from creq
+// (labelled with runIDLabel), run req in it like `exec` does, remove it
+// (also on errors and signals) unless --keep. Against a daemon, a sandbox
+// not kept carries a TTL of max(--timeout, 1h) + --boot-timeout, so a
+// killed CLI never leaks it for long.
+func runSandbox(ctx context.Context, c *cli.Context, t runTarget, creq api.CreateSandboxRequest, req agentproto.ExecRequest, gotSignal func() syscall.Signal) error {
+	cl, runID := t.cl, creq.Labels[runIDLabel]
 	keep := c.Bool("keep")
-	if !keep {
+	if !keep && t.ttl {
 		ttl := max(c.Duration("timeout"), time.Hour) + c.Duration("boot-timeout")
 		creq.Limits.TTLSeconds = int64((ttl + time.Second - 1) / time.Second)
 	}
@@ -54,11 +79,11 @@ func runViaDaemon(ctx context.Context, c *cli.Context, cl *client.Client, imageD
 		return err
 	}
 	if c.Bool("verbose") {
-		fmt.Fprintf(c.App.ErrWriter, "agentbox: sandbox %s booted in %d ms by the daemon at %s (%s, %d vCPU, %d MiB)\n", sb.ID, sb.BootMs, daemonAddr(c), sb.Accel, sb.VCPUs, sb.MemoryMiB)
+		fmt.Fprintf(c.App.ErrWriter, "agentbox: sandbox %s booted in %d ms%s (%s, %d vCPU, %d MiB)\n", sb.ID, sb.BootMs, t.by, sb.Accel, sb.VCPUs, sb.MemoryMiB)
 	}
 	defer func() {
 		if keep {
-			fmt.Fprintf(c.App.ErrWriter, "agentbox: sandbox %s kept running\n  exec:   agentbox exec %s -- COMMAND [ARG...]\n  remove: agentbox rm -f %s\n", sb.ID, sb.ID, sb.ID)
+			t.kept(sb)
 			return
 		}
 		tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), teardownTimeout)

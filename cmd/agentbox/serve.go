@@ -125,6 +125,9 @@ func serveAction(c *cli.Context) error {
 		return fmt.Errorf("connect to libvirt at %s: %w (is libvirtd running? start it with `libvirtd -d` or `systemctl start libvirtd`)", c.String("uri"), err)
 	}
 	defer conn.Close()
+	for _, line := range sweepLocalRuns(ctx, stateDir, libvirt.NewDriver(conn)) { // localrun.go
+		fmt.Fprintln(c.App.ErrWriter, "agentbox serve:", line)
+	}
 
 	netw, closeNet, err := newNetwork(c, logger)
 	if err != nil {

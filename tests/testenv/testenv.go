@@ -74,6 +74,11 @@ func AssertNoLeaks(t testing.TB, stateDir, runtimeDir string) {
 		if len(left) > 0 {
 			t.Errorf("leaked sandbox dirs (overlays): %v", left)
 		}
+		// In-process runs keep their state in STATE/local/RUN-ID.
+		left, _ = filepath.Glob(filepath.Join(stateDir, "local", "*"))
+		if len(left) > 0 {
+			t.Errorf("leaked in-process run dirs (overlays, stores): %v", left)
+		}
 	}
 	if runtimeDir != "" {
 		left, _ := filepath.Glob(filepath.Join(runtimeDir, "*"))

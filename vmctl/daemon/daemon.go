@@ -89,6 +89,14 @@ type Config struct {
 	// UsageInterval is how often running sandboxes' usage is sampled;
 	// 0 means DefaultUsageInterval.
 	UsageInterval time.Duration
+	// ImageVerifyCacheDir caches image verifications (image.LoadOptions);
+	// "" means StateDir/image-verify. An in-process service whose
+	// StateDir is per run points it at the shared cache.
+	ImageVerifyCacheDir string
+	// GuestAgentChannel gives every sandbox QEMU's own guest agent channel
+	// too (sandbox.Options.GuestAgentChannel), for benchmarks against
+	// qemu-ga (`agentbox run --qemu-ga-channel`).
+	GuestAgentChannel bool
 }
 
 // Daemon is the running service core. Create it with New, serve its
@@ -175,6 +183,9 @@ func New(ctx context.Context, cfg Config) (_ *Daemon, err error) {
 	}
 	if cfg.ReapInterval <= 0 {
 		cfg.ReapInterval = time.Second
+	}
+	if cfg.ImageVerifyCacheDir == "" {
+		cfg.ImageVerifyCacheDir = filepath.Join(cfg.StateDir, "image-verify")
 	}
 	d := &Daemon{cfg: cfg, log: log, boxes: map[string]*box{}, seen: map[string]string{}, events: newHub()}
 

@@ -85,7 +85,7 @@ func (d *Daemon) create(ctx context.Context, req api.CreateSandboxRequest) (*san
 	if !filepath.IsAbs(req.Image) {
 		return nil, errdefs.ErrInvalidArgument.WithMessage(fmt.Sprintf("image %q: give the image directory as an absolute path on the daemon's host", req.Image))
 	}
-	img, err := image.Load(ctx, req.Image, image.LoadOptions{VerifyCacheDir: filepath.Join(d.cfg.StateDir, "image-verify")})
+	img, err := image.Load(ctx, req.Image, image.LoadOptions{VerifyCacheDir: d.cfg.ImageVerifyCacheDir})
 	if err != nil {
 		return nil, image.ErrInvalid.WithMessage(err.Error())
 	}
@@ -114,10 +114,11 @@ func (d *Daemon) create(ctx context.Context, req api.CreateSandboxRequest) (*san
 	sb, err := d.startSandbox(ctx, req.Warm, sandbox.Options{
 		Image: img, Accel: choice, Name: req.Name, Labels: req.Labels, Extra: raw,
 		VCPUs: req.VCPUs, MemoryMiB: req.MemoryMiB,
-		BootTimeout: time.Duration(req.BootTimeoutMs) * time.Millisecond,
-		Admit:       d.admit,
-		Network:     policy,
-		Resources:   resourceRequest(req),
+		BootTimeout:       time.Duration(req.BootTimeoutMs) * time.Millisecond,
+		Admit:             d.admit,
+		Network:           policy,
+		GuestAgentChannel: d.cfg.GuestAgentChannel,
+		Resources:         resourceRequest(req),
 	})
 	if err != nil {
 		return nil, err

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"path/filepath"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -176,7 +175,7 @@ func (d *Daemon) restore(ctx context.Context, name string, req api.RestoreReques
 	if err != nil {
 		return nil, err
 	}
-	img, err := image.Load(ctx, rec.ImageDir, image.LoadOptions{VerifyCacheDir: filepath.Join(d.cfg.StateDir, "image-verify")})
+	img, err := image.Load(ctx, rec.ImageDir, image.LoadOptions{VerifyCacheDir: d.cfg.ImageVerifyCacheDir})
 	if err != nil {
 		return nil, sandbox.ErrSnapshotUnusable.WithMessage(fmt.Sprintf("snapshot %q needs its image %s (sha256:%s), which no longer loads: %v: put the image back or remove the snapshot", rec.Name, rec.ImageDir, rec.ImageDigest, err))
 	}
@@ -252,7 +251,7 @@ func (d *Daemon) DeleteWarm(ctx context.Context, key string) error {
 // daemon's pool leftovers).
 func (d *Daemon) startWarm() {
 	d.warm.SetTemplates(d.cfg.WarmTemplates)
-	verify := filepath.Join(d.cfg.StateDir, "image-verify")
+	verify := d.cfg.ImageVerifyCacheDir
 	d.warm.Refill(func(ctx context.Context, dir string) (*image.Image, error) {
 		return image.Load(ctx, dir, image.LoadOptions{VerifyCacheDir: verify})
 	})

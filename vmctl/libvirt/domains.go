@@ -76,6 +76,13 @@ type CreateOptions struct {
 	// Paused starts the domain with its vCPUs stopped
 	// (VIR_DOMAIN_START_PAUSED); resume it with QMP "cont".
 	Paused bool
+	// AutoDestroy ties the domain to this connection
+	// (VIR_DOMAIN_START_AUTODESTROY): libvirtd destroys it when the
+	// connection closes for any reason — Close, the process exiting or
+	// being killed (kill -9), libvirtd losing the client. For domains
+	// that must die with the process that made them (`agentbox run`
+	// in-process); never for a daemon's, which outlive its restarts.
+	AutoDestroy bool
 }
 
 // CreateDomain creates and starts a transient domain from its XML
@@ -90,6 +97,9 @@ func (c *Conn) CreateDomain(ctx context.Context, xml string, opts CreateOptions)
 	flags := golibvirt.DomainNone
 	if opts.Paused {
 		flags |= golibvirt.DomainStartPaused
+	}
+	if opts.AutoDestroy {
+		flags |= golibvirt.DomainStartAutodestroy
 	}
 	var info DomainInfo
 	err := c.do(ctx, false, func(lv *golibvirt.Libvirt) error {

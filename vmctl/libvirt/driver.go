@@ -13,12 +13,30 @@ import (
 // domains are built from a domain.Spec and started as transient domains.
 type Driver struct {
 	conn *Conn
+	// autoDestroy starts every domain with CreateOptions.AutoDestroy.
+	autoDestroy bool
 	// snapLocks serialises snapshot operations per domain (snapshot.go).
 	snapLocks domainLocks
 }
 
 // NewDriver returns a sandbox driver on the shared connection conn.
-func NewDriver(conn *Conn) *Driver { return &Driver{conn: conn} }
+func NewDriver(conn *Conn, opts ...DriverOption) *Driver {
+	d := &Driver{conn: conn}
+	for _, o := range opts {
+		o(d)
+	}
+	return d
+}
+
+// DriverOption configures a Driver.
+type DriverOption func(*Driver)
+
+// WithAutoDestroy makes every domain the driver starts (StartDomain and
+// StartDomainPaused) die with conn: libvirt's VIR_DOMAIN_START_AUTODESTROY
+// (see CreateOptions.AutoDestroy). An in-process `agentbox run` sets it so
+// that a kill -9 leaves no domain running; `agentbox serve` never does,
+// since its domains must survive a daemon restart.
+func WithAutoDestroy() DriverOption { return func(d *Driver) { d.autoDestroy = true } }
 
 var _ sandbox.Driver = (*Driver)(nil)
 
@@ -31,6 +49,7 @@ func (d *Driver) StartDomain(ctx context.Context, spec domain.Spec) error {
 }
 
 func (d *Driver) startDomain(ctx context.Context, spec domain.Spec, opts CreateOptions) error {
+	opts.AutoDestroy = opts.AutoDestroy || d.autoDestroy
 	xml, err := domain.XML(spec)
 	if err != nil {
 		return fmt.Errorf("%w: %w", sandbox.ErrInvalid, err)

@@ -216,3 +216,37 @@ func TestCallsAfterClose(t *testing.T) {
 	}
 	_ = c
 }
+
+// TestCreateAutoDestroy: a domain created with AutoDestroy dies with the
+// connection that made it; another connection sees it gone.
+func TestCreateAutoDestroy(t *testing.T) {
+	watcher := connectSystem(t) // skips without libvirtd
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, err := Connect(ctx, Config{Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	name := uniqueName()
+	events, err := watcher.WatchLifecycle(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.CreateDomain(ctx, biosDomainXML(name, "sb-"+name), CreateOptions{AutoDestroy: true}); err != nil {
+		t.Fatalf("CreateDomain: %v", err)
+	}
+	if st, err := watcher.DomainState(ctx, name); err != nil || st != StateRunning {
+		t.Fatalf("state %q, %v; want running", st, err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ev := waitEvent(t, events, EventStopped, 30*time.Second)
+	if ev.Detail != "destroyed" {
+		t.Errorf("stop event %+v, want destroyed", ev)
+	}
+	if err := watcher.DestroyDomain(ctx, name); err != nil {
+		t.Errorf("DestroyDomain after autodestroy: %v", err)
+	}
+}
