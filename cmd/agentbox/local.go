@@ -25,6 +25,7 @@ import (
 	"github.com/agentbox/agentbox/vmctl/libvirt"
 	"github.com/agentbox/agentbox/vmctl/netpolicy"
 	"github.com/agentbox/agentbox/vmctl/network"
+	"github.com/agentbox/agentbox/vmctl/revert"
 	"github.com/agentbox/agentbox/vmctl/sandbox"
 )
 
@@ -77,19 +78,13 @@ func startLocal(ctx context.Context, c *cli.Context, o localOptions) (_ *localSe
 		return nil, err
 	}
 	s := &localService{uri: c.String("uri")}
-	var undo []func()
-	defer func() {
-		if err != nil {
-			for i := len(undo) - 1; i >= 0; i-- {
-				undo[i]()
-			}
-		}
-	}()
+	undo := revert.New()
+	defer undo.OnError(ctx, &err)
 	s.conn, err = libvirt.Connect(ctx, libvirt.Config{URI: s.uri, Socket: c.String("libvirt-socket"), Logger: logger})
 	if err != nil {
 		return nil, fmt.Errorf("connect to libvirt at %s: %w (is libvirtd running? start it with `libvirtd -d` or `systemctl start libvirtd`)", s.uri, err)
 	}
-	undo = append(undo, func() { s.conn.Close() })
+	undo.Add("libvirt connection", func(context.Context) error { return s.conn.Close() })
 	for _, line := range sweepLocalRuns(ctx, stateDir, libvirt.NewDriver(s.conn)) {
 		fmt.Fprintln(c.App.ErrWriter, "agentbox:", line)
 	}
@@ -97,7 +92,7 @@ func startLocal(ctx context.Context, c *cli.Context, o localOptions) (_ *localSe
 	if s.run, err = newLocalRun(stateDir, runtimeDir, o.RunID); err != nil {
 		return nil, err
 	}
-	undo = append(undo, func() { s.run.Close(false) })
+	undo.Add("run state", func(context.Context) error { return s.run.Close(false) })
 	var drvOpts []libvirt.DriverOption
 	if !o.Keep {
 		drvOpts = append(drvOpts, libvirt.WithAutoDestroy())
@@ -131,7 +126,7 @@ func startLocal(ctx context.Context, c *cli.Context, o localOptions) (_ *localSe
 	if err != nil {
 		return nil, err
 	}
-	undo = append(undo, func() { s.daemon.Shutdown(context.WithoutCancel(ctx)) })
+	undo.Add("service", s.daemon.Shutdown)
 	// The server's request log would repeat on stderr each error the CLI
 	// reports itself: only at debug level is it wanted.
 	var srvLog *slog.Logger
