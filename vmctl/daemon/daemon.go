@@ -9,7 +9,6 @@ package daemon
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -128,8 +127,12 @@ type Daemon struct {
 	snapM           *snapshotMetrics
 }
 
-// box is the daemon's side of one sandbox: its limits and counters (kept
-// in the record's Extra) and its detached processes.
+// box is the daemon's side of one sandbox: its detached processes. The
+// sandbox's exec accounting (limits, counts, activity, expiry) is the
+// sandbox's own (sandbox.ExecAccount), persisted in its record; the
+// process table is the daemon's, like the audit and the metrics its
+// OnExit feeds, and lives only as long as the daemon (a restarted daemon
+// lists no processes of before).
 type box struct {
 	sb    *sandbox.Sandbox
 	procs *process.Table
@@ -137,18 +140,6 @@ type box struct {
 	// processes run under it.
 	life   context.Context
 	cancel context.CancelFunc
-
-	mu    sync.Mutex
-	extra extra
-	busy  int // commands and transfers in flight (never idle while > 0)
-}
-
-// extra is the daemon's data in sandbox.Record.Extra.
-type extra struct {
-	Limits       api.Limits `json:"limits"`
-	ExecCount    int        `json:"exec_count"`
-	LastActivity time.Time  `json:"last_activity,omitzero"`
-	Creator      string     `json:"creator,omitempty"`
 }
 
 // New opens the store and the audit log under cfg.StateDir, builds the
@@ -284,18 +275,10 @@ func (d *Daemon) Shutdown(ctx context.Context) error {
 	return errors.Join(d.warm.Drain(context.WithoutCancel(ctx)), d.audit.Close(), d.store.Close())
 }
 
-// addBox creates the daemon's state for sb from its record's Extra.
+// addBox creates the daemon's state for sb.
 func (d *Daemon) addBox(sb *sandbox.Sandbox) *box {
+	sb.ExecAccount() // read from the record now: an unreadable one is logged at start-up
 	b := &box{sb: sb}
-	rec := sb.Record()
-	if len(rec.Extra) > 0 {
-		if err := json.Unmarshal(rec.Extra, &b.extra); err != nil {
-			d.log.Warn("sandbox record extra unreadable", "sandbox", sb.ID, "err", err)
-		}
-	}
-	if b.extra.LastActivity.IsZero() {
-		b.extra.LastActivity = rec.StartedAt
-	}
 	b.life, b.cancel = context.WithCancel(context.Background())
 	b.procs = process.NewTable(process.Options{MaxProcesses: 64, OnExit: func(info process.Info) { d.processExited(b, info) }})
 	d.mu.Lock()
@@ -312,16 +295,6 @@ func (d *Daemon) allBoxes() []*box {
 		out = append(out, b)
 	}
 	return out
-}
-
-// saveExtra persists b's extra into the sandbox record.
-func (d *Daemon) saveExtra(b *box) {
-	b.mu.Lock()
-	raw, err := json.Marshal(b.extra)
-	b.mu.Unlock()
-	if err == nil {
-		b.sb.SetExtra(raw)
-	}
 }
 
 // onChange is the manager's observer: events, metrics, and the end of a
@@ -342,7 +315,7 @@ func (d *Daemon) onChange(r sandbox.Record, removed bool) {
 	}
 	d.mu.Unlock()
 	// One event per change: a record write that only updated counters
-	// (SetExtra) publishes nothing; the first sight of a sandbox is its
+	// (SaveExecAccount) publishes nothing; the first sight of a sandbox is its
 	// "created".
 	switch {
 	case removed:

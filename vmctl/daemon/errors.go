@@ -9,8 +9,6 @@ import (
 // declare theirs). The daemon returns errors of the layers below as they
 // are; the HTTP layer answers them through api.ErrorFrom.
 var (
-	// errExecLimit: the sandbox has run its max_execs commands.
-	errExecLimit = errdefs.New(errdefs.ErrResourceExhausted, api.CodeExecLimit, "the sandbox's command budget is spent")
 	// errCapacity: admission control refused a create or restore.
 	errCapacity = errdefs.New(errdefs.ErrResourceExhausted, api.CodeCapacity, "host capacity exceeded")
 	// errNotAFile: a download of a directory or special file.

@@ -21,46 +21,28 @@ import (
 	"github.com/agentbox/agentbox/vmctl/store"
 )
 
-// beginExec checks b's command budget and counts one more command: it
-// returns the new exec ID ("e" + 6 digits, in start order) or 429
-// exec_limit_reached. The sandbox is busy (never idle) until endExec; an
-// attached command also holds up Shutdown until then.
-func (d *Daemon) beginExec(b *box, attached bool) (string, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if lim := b.extra.Limits.MaxExecs; lim > 0 && b.extra.ExecCount >= lim {
-		msg := fmt.Sprintf("sandbox %s has run its %d commands (max_execs): create a new sandbox", b.sb.ID, lim)
-		return "", errdefs.WithDetails(errExecLimit.WithMessage(msg), map[string]any{"max_execs": lim})
+// beginExec begins a command on b's sandbox (sandbox.BeginExec: counted
+// against its max_execs, busy until endExec) and returns its exec ID and
+// the agent request with the sandbox's default timeout; errors:
+// sandbox.ErrExecLimit. An attached command also holds up Shutdown until
+// endExec.
+func (d *Daemon) beginExec(b *box, req api.ExecRequest, attached bool) (string, agentproto.ExecRequest, error) {
+	id, areq, err := b.sb.BeginExec(agentproto.ExecRequest{Argv: req.Cmd, Env: req.Env, Dir: req.Cwd, UID: req.UID, GID: req.GID, TimeoutMs: req.TimeoutMs})
+	if err != nil {
+		return "", areq, err
 	}
-	b.extra.ExecCount++
-	b.busy++
 	if attached {
 		d.inflight.Add(1)
 	}
-	return fmt.Sprintf("e%06d", b.extra.ExecCount), nil
+	return id, areq, nil
 }
 
 // endExec ends what beginExec began.
 func (d *Daemon) endExec(b *box, attached bool) {
-	b.mu.Lock()
-	b.busy--
-	b.extra.LastActivity = time.Now().UTC()
-	b.mu.Unlock()
+	b.sb.EndExec()
 	if attached {
 		d.inflight.Done()
 	}
-}
-
-// agentRequest turns an API exec request into the guest agent's, with the
-// sandbox's default timeout.
-func agentRequest(b *box, req api.ExecRequest) agentproto.ExecRequest {
-	timeout := req.TimeoutMs
-	if timeout == 0 {
-		b.mu.Lock()
-		timeout = b.extra.Limits.ExecTimeoutMs
-		b.mu.Unlock()
-	}
-	return agentproto.ExecRequest{Argv: req.Cmd, Env: req.Env, Dir: req.Cwd, UID: req.UID, GID: req.GID, TimeoutMs: timeout}
 }
 
 // execArgs are the audit arguments of an exec: the argv, cwd, env keys
@@ -118,13 +100,12 @@ func (d *Daemon) Exec(ctx context.Context, ref string, req api.ExecRequest, star
 	if err != nil {
 		return api.ExitStatus{}, err
 	}
-	id, err := d.beginExec(b, true)
+	id, areq, err := d.beginExec(b, req, true)
 	if err != nil {
 		return api.ExitStatus{}, err
 	}
 	defer d.endExec(b, true)
 	start := time.Now()
-	areq := agentRequest(b, req)
 	var stdin io.Reader
 	if req.Stdin != nil {
 		stdin = bytes.NewReader(req.Stdin)
@@ -132,11 +113,10 @@ func (d *Daemon) Exec(ctx context.Context, ref string, req api.ExecRequest, star
 	out := &countingWriter{w: stdout}
 	errw := &countingWriter{w: stderr}
 	var st agentproto.ExitStatus
-	c := b.sb.Agent()
-	if c == nil {
-		return api.ExitStatus{}, b.sb.Explain(fmt.Errorf("sandbox %s stopped", b.sb.ID))
+	p, err := b.sb.Start(ctx, areq, stdin, out, errw)
+	if errors.Is(err, sandbox.ErrNotRunning) {
+		return api.ExitStatus{}, err
 	}
-	p, err := c.Start(ctx, areq, stdin, out, errw)
 	if err == nil {
 		if p.Pid() > 0 {
 			started(id, p.Pid())
@@ -193,7 +173,7 @@ func (d *Daemon) Exec(ctx context.Context, ref string, req api.ExecRequest, star
 	return status, nil
 }
 
-// finishExec stores the exec's history entry and the sandbox's counters
+// finishExec stores the exec's history entry and the sandbox's accounting
 // in the background: two bbolt commits (each an fsync) would otherwise
 // delay the exit status the caller waits for. Shutdown waits for them.
 func (d *Daemon) finishExec(b *box, h store.Exec) {
@@ -204,7 +184,7 @@ func (d *Daemon) finishExec(b *box, h store.Exec) {
 			d.log.Warn("store exec history", "sandbox", b.sb.ID, "exec", h.ID, "err", err)
 		}
 		if !b.sb.State().Final() {
-			d.saveExtra(b)
+			b.sb.SaveExecAccount()
 		}
 	}()
 }
@@ -216,13 +196,11 @@ func (d *Daemon) StartProcess(ctx context.Context, ref string, req api.ExecReque
 	if err != nil {
 		return api.Process{}, err
 	}
-	id, err := d.beginExec(b, false)
+	id, areq, err := d.beginExec(b, req, false)
 	if err != nil {
 		return api.Process{}, err
 	}
-	areq := agentRequest(b, req)
-	c := b.sb.Agent()
-	if c == nil {
+	if b.sb.State() != sandbox.StateRunning {
 		d.endExec(b, false)
 		return api.Process{}, sandbox.ErrNotRunning.WithMessage(fmt.Sprintf("sandbox %s is not running", b.sb.ID))
 	}
@@ -234,7 +212,7 @@ func (d *Daemon) StartProcess(ctx context.Context, ref string, req api.ExecReque
 	if err := d.store.PutExec(h); err != nil {
 		d.log.Warn("store exec history", "sandbox", b.sb.ID, "exec", id, "err", err)
 	}
-	info, err := b.procs.Start(b.life, id, areq, req.Stdin, req.StdinOpen, process.AgentStart(c))
+	info, err := b.procs.Start(b.life, id, areq, req.Stdin, req.StdinOpen, startFunc(b.sb))
 	d.appendAudit(audit.Entry{Time: start.UTC(), Sandbox: b.sb.ID, Caller: caller, Action: audit.ActionProcessStart,
 		Args: execArgs(areq, true), ExecID: id, BytesIn: int64(len(req.Stdin)), DurationMs: ms(time.Since(start))})
 	if err != nil {
@@ -244,8 +222,19 @@ func (d *Daemon) StartProcess(ctx context.Context, ref string, req api.ExecReque
 		d.store.PutExec(h)
 		return api.Process{}, err
 	}
-	d.saveExtra(b)
+	b.sb.SaveExecAccount()
 	return apiProcess(info), nil
+}
+
+// startFunc starts the table's commands in sb (sandbox.Start).
+func startFunc(sb *sandbox.Sandbox) process.StartFunc {
+	return func(ctx context.Context, req agentproto.ExecRequest, stdin io.Reader, stdout, stderr io.Writer) (process.Proc, error) {
+		p, err := sb.Start(ctx, req, stdin, stdout, stderr)
+		if err != nil {
+			return nil, err // not a typed nil in the interface
+		}
+		return p, nil
+	}
 }
 
 // processExited is the process table's OnExit: audit, history, metrics.
@@ -375,7 +364,7 @@ func (d *Daemon) WriteStdin(ctx context.Context, ref, pid string, r io.Reader, c
 		return n, err
 	}
 	d.appendAudit(e)
-	b.touch()
+	b.sb.Touch()
 	d.metrics.bytes.WithLabelValues("in", "stdio").Add(float64(n))
 	return n, nil
 }

@@ -9,7 +9,6 @@ import (
 	"path"
 	"time"
 
-	"github.com/agentbox/agentbox/vmctl/agent"
 	"github.com/agentbox/agentbox/vmctl/agentproto"
 	"github.com/agentbox/agentbox/vmctl/api"
 	"github.com/agentbox/agentbox/vmctl/audit"
@@ -17,32 +16,25 @@ import (
 	"github.com/agentbox/agentbox/vmctl/sandbox"
 )
 
-// fileOp runs op on b's agent as one busy, audited action on path.
-func (d *Daemon) fileOp(ctx context.Context, ref, action string, args map[string]any, op func(c *agent.Client) (in, out int64, err error)) error {
+// fileOp runs op on b's sandbox as one busy (sandbox.Busy), audited
+// action on path; op's errors come explained from the sandbox's file
+// methods.
+func (d *Daemon) fileOp(ctx context.Context, ref, action string, args map[string]any, op func(sb *sandbox.Sandbox) (in, out int64, err error)) error {
 	b, err := d.running(ref)
 	if err != nil {
 		return err
 	}
-	c := b.sb.Agent()
-	if c == nil {
+	if b.sb.State() != sandbox.StateRunning {
 		return sandbox.ErrNotRunning.WithMessage(fmt.Sprintf("sandbox %s is not running", b.sb.ID))
 	}
-	b.mu.Lock()
-	b.busy++
-	b.mu.Unlock()
+	done := b.sb.Busy()
 	d.inflight.Add(1)
 	defer func() {
-		b.touch()
-		b.mu.Lock()
-		b.busy--
-		b.mu.Unlock()
+		done()
 		d.inflight.Done()
 	}()
 	start := time.Now()
-	in, out, err := op(c)
-	if err != nil && ctx.Err() == nil {
-		err = b.sb.Explain(err)
-	}
+	in, out, err := op(b.sb)
 	e := audit.Entry{Time: start.UTC(), Sandbox: b.sb.ID, Caller: api.CallerFrom(ctx).ID, Action: action, Args: args,
 		BytesIn: in, BytesOut: out, DurationMs: ms(time.Since(start))}
 	if err != nil {
@@ -84,16 +76,12 @@ func (c *countWriter) Write(p []byte) (int, error) {
 // atomically (temporary file, fsync, rename).
 func (d *Daemon) Upload(ctx context.Context, ref, p string, perm fs.FileMode, parents bool, r io.Reader) (api.FileInfo, error) {
 	var info api.FileInfo
-	err := d.fileOp(ctx, ref, audit.ActionUpload, map[string]any{"path": p, "mode": api.FormatMode(perm), "parents": parents}, func(c *agent.Client) (int64, int64, error) {
+	err := d.fileOp(ctx, ref, audit.ActionUpload, map[string]any{"path": p, "mode": api.FormatMode(perm), "parents": parents}, func(sb *sandbox.Sandbox) (int64, int64, error) {
 		cr := &countReader{r: r}
-		var opts []agent.WriteOption
-		if parents {
-			opts = append(opts, agent.WithParents())
-		}
-		if err := c.WriteFile(ctx, p, cr, perm, opts...); err != nil {
+		if err := sb.WriteFile(ctx, p, cr, perm, parents); err != nil {
 			return cr.n, 0, err
 		}
-		fi, err := c.Stat(ctx, p)
+		fi, err := sb.Stat(ctx, p)
 		if err != nil {
 			return cr.n, 0, err
 		}
@@ -105,8 +93,8 @@ func (d *Daemon) Upload(ctx context.Context, ref, p string, perm fs.FileMode, pa
 
 // Download implements apiserver.Backend.
 func (d *Daemon) Download(ctx context.Context, ref, p string, open func(api.FileInfo) io.Writer) error {
-	return d.fileOp(ctx, ref, audit.ActionDownload, map[string]any{"path": p}, func(c *agent.Client) (int64, int64, error) {
-		fi, err := c.Stat(ctx, p)
+	return d.fileOp(ctx, ref, audit.ActionDownload, map[string]any{"path": p}, func(sb *sandbox.Sandbox) (int64, int64, error) {
+		fi, err := sb.Stat(ctx, p)
 		if err != nil {
 			return 0, 0, err
 		}
@@ -114,7 +102,7 @@ func (d *Daemon) Download(ctx context.Context, ref, p string, open func(api.File
 			return 0, 0, errNotAFile.WithMessage(fmt.Sprintf("%s is a %s, not a regular file: download copies single files (use `agentbox exec SANDBOX -- tar -C DIR -c .` for directories)", p, fi.Type))
 		}
 		w := &countWriter{w: open(fileInfo(p, fi))}
-		err = c.ReadFile(ctx, p, w)
+		err = sb.ReadFile(ctx, p, w)
 		return 0, w.n, err
 	})
 }
@@ -122,8 +110,8 @@ func (d *Daemon) Download(ctx context.Context, ref, p string, open func(api.File
 // Stat implements apiserver.Backend.
 func (d *Daemon) Stat(ctx context.Context, ref, p string) (api.FileInfo, error) {
 	var info api.FileInfo
-	err := d.fileOp(ctx, ref, audit.ActionStat, map[string]any{"path": p}, func(c *agent.Client) (int64, int64, error) {
-		fi, err := c.Stat(ctx, p)
+	err := d.fileOp(ctx, ref, audit.ActionStat, map[string]any{"path": p}, func(sb *sandbox.Sandbox) (int64, int64, error) {
+		fi, err := sb.Stat(ctx, p)
 		info = fileInfo(p, fi)
 		return 0, 0, err
 	})
@@ -133,15 +121,15 @@ func (d *Daemon) Stat(ctx context.Context, ref, p string) (api.FileInfo, error) 
 // List implements apiserver.Backend.
 func (d *Daemon) List(ctx context.Context, ref, p string) ([]api.FileInfo, error) {
 	out := []api.FileInfo{}
-	err := d.fileOp(ctx, ref, audit.ActionList, map[string]any{"path": p}, func(c *agent.Client) (int64, int64, error) {
-		fi, err := c.Stat(ctx, p)
+	err := d.fileOp(ctx, ref, audit.ActionList, map[string]any{"path": p}, func(sb *sandbox.Sandbox) (int64, int64, error) {
+		fi, err := sb.Stat(ctx, p)
 		if err != nil {
 			return 0, 0, err
 		}
 		if fi.Type != agentproto.TypeDir {
 			return 0, 0, errNotADirectory.WithMessage(fmt.Sprintf("%s is a %s, not a directory: use stat", p, fi.Type))
 		}
-		entries, err := c.List(ctx, p)
+		entries, err := sb.ReadDir(ctx, p)
 		for _, e := range entries {
 			out = append(out, fileInfo(path.Join(p, e.Name), e))
 		}
@@ -160,8 +148,8 @@ func (d *Daemon) Mkdir(ctx context.Context, ref string, req api.MkdirRequest) er
 		}
 		perm = m
 	}
-	return d.fileOp(ctx, ref, audit.ActionMkdir, map[string]any{"path": req.Path, "mode": api.FormatMode(perm), "parents": req.Parents}, func(c *agent.Client) (int64, int64, error) {
-		return 0, 0, c.Mkdir(ctx, req.Path, perm, req.Parents)
+	return d.fileOp(ctx, ref, audit.ActionMkdir, map[string]any{"path": req.Path, "mode": api.FormatMode(perm), "parents": req.Parents}, func(sb *sandbox.Sandbox) (int64, int64, error) {
+		return 0, 0, sb.Mkdir(ctx, req.Path, perm, req.Parents)
 	})
 }
 
@@ -170,8 +158,8 @@ func (d *Daemon) RemoveFile(ctx context.Context, ref, p string, recursive bool) 
 	if p == "/" {
 		return errdefs.ErrInvalidArgument.WithMessage("refusing to remove / : remove the sandbox instead")
 	}
-	return d.fileOp(ctx, ref, audit.ActionDelete, map[string]any{"path": p, "recursive": recursive}, func(c *agent.Client) (int64, int64, error) {
-		return 0, 0, c.Remove(ctx, p, recursive)
+	return d.fileOp(ctx, ref, audit.ActionDelete, map[string]any{"path": p, "recursive": recursive}, func(sb *sandbox.Sandbox) (int64, int64, error) {
+		return 0, 0, sb.RemoveFile(ctx, p, recursive)
 	})
 }
 

@@ -20,30 +20,12 @@ func (d *Daemon) reaper(ctx context.Context) {
 			return
 		case now := <-t.C:
 			for _, b := range d.allBoxes() {
-				if why := b.expired(now); why != "" {
+				if why := b.sb.Expired(now); why != "" {
 					d.reap(b, why)
 				}
 			}
 		}
 	}
-}
-
-// expired says why b must be reaped at now ("ttl reached", "idle timeout
-// reached"), or "". A sandbox with a command running is never idle.
-func (b *box) expired(now time.Time) string {
-	rec := b.sb.Record()
-	b.mu.Lock()
-	lim, last := b.extra.Limits, b.extra.LastActivity
-	busy := b.busy
-	b.mu.Unlock()
-	if lim.TTLSeconds > 0 && now.Sub(rec.CreatedAt) >= time.Duration(lim.TTLSeconds)*time.Second {
-		return "ttl reached"
-	}
-	if lim.IdleTimeoutSeconds > 0 && busy == 0 && !rec.State.Final() && !last.IsZero() &&
-		now.Sub(last) >= time.Duration(lim.IdleTimeoutSeconds)*time.Second {
-		return "idle timeout reached"
-	}
-	return ""
 }
 
 // reap removes b's sandbox (force) and audits why.

@@ -2,7 +2,6 @@ package daemon
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"maps"
 	"path/filepath"
@@ -64,9 +63,7 @@ func (d *Daemon) CreateSandbox(ctx context.Context, req api.CreateSandboxRequest
 	args["network"] = networkArg(sb.Record())
 	resourceArgs(args, sb.Record()) // resources.go
 	if b := d.box(sb.ID); b != nil {
-		b.mu.Lock()
-		lim := b.extra.Limits
-		b.mu.Unlock()
+		lim := b.sb.ExecAccount().Limits
 		for k, v := range map[string]int64{"ttl_seconds": lim.TTLSeconds, "idle_timeout_seconds": lim.IdleTimeoutSeconds, "exec_timeout_ms": lim.ExecTimeoutMs, "max_execs": int64(lim.MaxExecs)} {
 			if v > 0 {
 				args[k] = v
@@ -106,8 +103,7 @@ func (d *Daemon) create(ctx context.Context, req api.CreateSandboxRequest) (*san
 	if err := d.applyCeilings(ctx, img, &req); err != nil { // resources.go
 		return nil, err
 	}
-	ex := extra{Limits: mergeLimits(req.Limits, d.cfg.Defaults), Creator: api.CallerFrom(ctx).ID}
-	raw, _ := json.Marshal(ex)
+	raw := sandbox.ExecAccount{Limits: sandbox.ExecLimits(mergeLimits(req.Limits, d.cfg.Defaults)), Creator: api.CallerFrom(ctx).ID}.Encode()
 	// The boot is not bound to the request: a client that goes away
 	// mid-boot must not leave a half-made sandbox, so the manager's revert
 	// runs either way (it is under context.WithoutCancel).
@@ -123,10 +119,8 @@ func (d *Daemon) create(ctx context.Context, req api.CreateSandboxRequest) (*san
 	if err != nil {
 		return nil, err
 	}
-	b := d.addBox(sb)
-	b.mu.Lock()
-	b.extra.LastActivity = time.Now().UTC()
-	b.mu.Unlock()
+	d.addBox(sb)
+	sb.Touch()
 	return sb, nil
 }
 
@@ -233,11 +227,8 @@ func (d *Daemon) view(sb *sandbox.Sandbox) api.Sandbox {
 		StartedAt: timePtr(r.StartedAt), StoppedAt: timePtr(r.StoppedAt),
 	}
 	if b := d.box(sb.ID); b != nil {
-		b.mu.Lock()
-		v.ExecCount = b.extra.ExecCount
-		v.Limits = b.extra.Limits
-		v.LastActivityAt = timePtr(b.extra.LastActivity)
-		b.mu.Unlock()
+		a := b.sb.ExecAccount()
+		v.ExecCount, v.Limits, v.LastActivityAt = a.ExecCount, api.Limits(a.Limits), timePtr(a.LastActivity)
 	}
 	if v.Limits.TTLSeconds > 0 {
 		v.ExpiresAt = timePtr(r.CreatedAt.Add(time.Duration(v.Limits.TTLSeconds) * time.Second))
@@ -253,7 +244,7 @@ func (d *Daemon) box(id string) *box {
 	return d.boxes[id]
 }
 
-// running resolves ref to a running sandbox's box and its agent, or the
+// running resolves ref to a running sandbox's box, or the
 // API error saying why not.
 func (d *Daemon) running(ref string) (*box, error) {
 	if err := d.admitting(); err != nil {
@@ -264,7 +255,7 @@ func (d *Daemon) running(ref string) (*box, error) {
 		return nil, err
 	}
 	b := d.box(sb.ID)
-	if b == nil || sb.Agent() == nil {
+	if b == nil || sb.State() != sandbox.StateRunning {
 		r := sb.Record()
 		msg := fmt.Sprintf("sandbox %s is %s", sb.ID, r.State)
 		if r.Reason != "" {
@@ -273,13 +264,6 @@ func (d *Daemon) running(ref string) (*box, error) {
 		return nil, sandbox.ErrNotRunning.WithMessage(msg + ": create a new sandbox")
 	}
 	return b, nil
-}
-
-// touch records activity on b now (the idle timeout counts from it).
-func (b *box) touch() {
-	b.mu.Lock()
-	b.extra.LastActivity = time.Now().UTC()
-	b.mu.Unlock()
 }
 
 func mergeLimits(req, def api.Limits) api.Limits {

@@ -2,7 +2,6 @@ package daemon
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"time"
 
@@ -73,9 +72,7 @@ func (d *Daemon) SaveSnapshot(ctx context.Context, ref string, req api.SaveSnaps
 	}
 	var raw []byte
 	if b := d.box(sb.ID); b != nil {
-		b.mu.Lock()
-		raw, _ = json.Marshal(b.extra)
-		b.mu.Unlock()
+		raw = b.sb.ExecAccount().Encode()
 	}
 	rec, err := d.snaps.Save(ctx, sb, req.Name, raw)
 	args := map[string]any{"name": req.Name}
@@ -179,24 +176,19 @@ func (d *Daemon) restore(ctx context.Context, name string, req api.RestoreReques
 	if err != nil {
 		return nil, sandbox.ErrSnapshotUnusable.WithMessage(fmt.Sprintf("snapshot %q needs its image %s (sha256:%s), which no longer loads: %v: put the image back or remove the snapshot", rec.Name, rec.ImageDir, rec.ImageDigest, err))
 	}
-	var ex extra
-	if len(rec.Extra) > 0 {
-		if err := json.Unmarshal(rec.Extra, &ex); err != nil {
-			d.log.Warn("snapshot extra unreadable", "snapshot", rec.Name, "err", err)
-		}
+	ex, err := sandbox.DecodeExecAccount(rec.Extra)
+	if err != nil {
+		d.log.Warn("snapshot extra unreadable", "snapshot", rec.Name, "err", err)
 	}
-	ex = extra{Limits: mergeLimits(req.Limits, ex.Limits), Creator: api.CallerFrom(ctx).ID}
-	raw, _ := json.Marshal(ex)
+	raw := sandbox.ExecAccount{Limits: sandbox.ExecLimits(mergeLimits(req.Limits, api.Limits(ex.Limits))), Creator: api.CallerFrom(ctx).ID}.Encode()
 	sb, err := d.snaps.Restore(ctx, rec.ID, snapshot.RestoreOptions{
 		Image: img, Name: req.Name, Labels: req.Labels, Extra: raw, Admit: d.admit,
 	})
 	if err != nil {
 		return nil, err
 	}
-	b := d.addBox(sb)
-	b.mu.Lock()
-	b.extra.LastActivity = time.Now().UTC()
-	b.mu.Unlock()
+	d.addBox(sb)
+	sb.Touch()
 	return sb, nil
 }
 
@@ -214,9 +206,8 @@ func snapshotView(r sandbox.SnapshotRecord, sourceRemoved bool) api.Snapshot {
 		Accel: r.Accel, Machine: r.Machine, VCPUs: r.VCPUs, MemoryMiB: r.MemoryMiB,
 		CreatedAt: r.CreatedAt, SaveMs: r.SaveMs, VMStateBytes: r.VMStateBytes, DiskBytes: r.DiskBytes,
 	}
-	var ex extra
-	if len(r.Extra) > 0 && json.Unmarshal(r.Extra, &ex) == nil {
-		v.Limits = ex.Limits
+	if ex, err := sandbox.DecodeExecAccount(r.Extra); err == nil {
+		v.Limits = api.Limits(ex.Limits)
 	}
 	return v
 }

@@ -27,6 +27,13 @@ var (
 	ErrConflict = errdefs.New(errdefs.ErrConflict, "", "sandbox state conflict")
 )
 
+// Exec error categories, wrapped with %w.
+var (
+	// ErrExecLimit: the sandbox has run the most commands its ExecLimits
+	// allow (MaxExecs); a new sandbox is needed.
+	ErrExecLimit = errdefs.New(errdefs.ErrResourceExhausted, "exec_limit_reached", "the sandbox's command budget is spent")
+)
+
 // Snapshot error categories, wrapped with %w.
 var (
 	// ErrNoSnapshot: the overlay holds no snapshot with that tag.

@@ -77,8 +77,8 @@ type Record struct {
 	// Network is the sandbox's network policy and attachment (network.go);
 	// nil in records older than network support (mode none).
 	Network *NetworkRecord `json:"network,omitempty"`
-	// Extra is opaque JSON the manager's user keeps with the record (the
-	// daemon's limits and counters); the manager never reads it.
+	// Extra is the sandbox's exec accounting as JSON (ExecAccount: limits
+	// and counters; exec.go); the manager itself never reads it.
 	Extra []byte `json:"extra,omitempty"`
 }
 

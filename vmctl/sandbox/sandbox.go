@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"maps"
 	"strings"
@@ -13,7 +12,6 @@ import (
 
 	"github.com/agentbox/agentbox/vmctl/accel"
 	"github.com/agentbox/agentbox/vmctl/agent"
-	"github.com/agentbox/agentbox/vmctl/agentproto"
 	"github.com/agentbox/agentbox/vmctl/image"
 )
 
@@ -78,6 +76,8 @@ type Sandbox struct {
 	rec          Record
 	agent        *agent.Client
 	restoreTimes RestoreTimes // see LastRestore
+
+	acct execAccount // exec.go
 
 	// pmu serializes writes of the record to the Store, so the last write
 	// is the newest record and none lands after Remove deleted it.
@@ -276,23 +276,6 @@ func (sb *Sandbox) release() {
 		c.Close()
 	}
 	removeFiles(sb.AgentSocket, sb.GuestAgentSocket)
-}
-
-// Exec runs a command in the sandbox through the guest agent, streaming its
-// stdin, stdout and stderr (see agent.Client.Exec). It fails with
-// ErrNotRunning unless the sandbox is running. If the guest dies while the
-// command runs, the error wraps ErrGuestDied with the console's last lines
-// instead of a bare connection error.
-func (sb *Sandbox) Exec(ctx context.Context, req agentproto.ExecRequest, stdin io.Reader, stdout, stderr io.Writer) (agentproto.ExitStatus, error) {
-	c := sb.Agent()
-	if c == nil {
-		return agentproto.ExitStatus{Code: -1}, sb.notRunning()
-	}
-	st, err := c.Exec(ctx, req, stdin, stdout, stderr)
-	if err != nil && ctx.Err() == nil {
-		return st, sb.Explain(err)
-	}
-	return st, err
 }
 
 // NotRunning returns the ErrNotRunning error for the sandbox's current

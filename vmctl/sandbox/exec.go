@@ -1,0 +1,306 @@
+package sandbox
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"io/fs"
+	"sync"
+	"time"
+
+	"github.com/agentbox/agentbox/vmctl/agent"
+	"github.com/agentbox/agentbox/vmctl/agentproto"
+	"github.com/agentbox/agentbox/vmctl/errdefs"
+)
+
+// This file is the sandbox's guest-facing API and its accounting: commands
+// and file operations go through the agent connection here (callers never
+// hold the agent client), and each sandbox counts its commands against its
+// limits, knows when it was last active and when it expires.
+
+// ExecLimits are a sandbox's limits on its commands and its life. Zero
+// means no limit. The fields and their JSON names are those of the REST
+// API's Limits (vmctl/api), so the two convert into each other.
+type ExecLimits struct {
+	// TTLSeconds: the sandbox expires this many seconds after creation.
+	TTLSeconds int64 `json:"ttl_seconds,omitempty"`
+	// IdleTimeoutSeconds: the sandbox expires after this many seconds
+	// without a command or file operation.
+	IdleTimeoutSeconds int64 `json:"idle_timeout_seconds,omitempty"`
+	// ExecTimeoutMs is the default timeout of each command, in
+	// milliseconds, when its request gives none.
+	ExecTimeoutMs int64 `json:"exec_timeout_ms,omitempty"`
+	// MaxExecs is the most commands the sandbox may run over its life;
+	// BeginExec refuses the next one with ErrExecLimit.
+	MaxExecs int `json:"max_execs,omitempty"`
+}
+
+// ExecAccount is a sandbox's exec accounting. It is kept as JSON in the
+// record's Extra (Encode), so it survives a restart of the process that
+// manages the sandbox, and a snapshot carries it to its restores.
+type ExecAccount struct {
+	// Limits are the sandbox's limits.
+	Limits ExecLimits `json:"limits"`
+	// ExecCount is how many commands (attached and detached) have begun.
+	ExecCount int `json:"exec_count"`
+	// LastActivity is when the last command or file operation ended
+	// (UTC); the idle timeout counts from it. Zero means the sandbox's
+	// start.
+	LastActivity time.Time `json:"last_activity,omitzero"`
+	// Creator is the caller that created the sandbox (the API's caller
+	// id), or "".
+	Creator string `json:"creator,omitempty"`
+}
+
+// Encode returns a as the JSON kept in Record.Extra (Options.Extra,
+// RestoreOptions.Extra).
+func (a ExecAccount) Encode() []byte {
+	raw, err := json.Marshal(a)
+	if err != nil {
+		panic(fmt.Sprintf("sandbox: encode exec account: %v", err)) // plain fields: cannot fail
+	}
+	return raw
+}
+
+// DecodeExecAccount reads the accounting kept in a Record's or a
+// SnapshotRecord's Extra; empty raw is the zero account.
+func DecodeExecAccount(raw []byte) (ExecAccount, error) {
+	var a ExecAccount
+	if len(raw) == 0 {
+		return a, nil
+	}
+	if err := json.Unmarshal(raw, &a); err != nil {
+		return ExecAccount{}, fmt.Errorf("exec accounting in the record: %w", err)
+	}
+	return a, nil
+}
+
+// execAccount is the live accounting of a Sandbox, read from its record
+// on first use.
+type execAccount struct {
+	once sync.Once
+	mu   sync.Mutex
+	a    ExecAccount
+	busy int // commands and file operations in flight (never idle while > 0)
+}
+
+// account returns sb's accounting, loading it from the record's Extra the
+// first time (an unreadable Extra is logged and counts as empty).
+func (sb *Sandbox) account() *execAccount {
+	sb.acct.once.Do(func() {
+		rec := sb.Record()
+		a, err := DecodeExecAccount(rec.Extra)
+		if err != nil && sb.log != nil {
+			sb.log.Warn("sandbox record extra unreadable", "sandbox", sb.ID, "err", err)
+		}
+		if a.LastActivity.IsZero() {
+			a.LastActivity = rec.StartedAt
+		}
+		sb.acct.a = a
+	})
+	return &sb.acct
+}
+
+// ExecAccount returns a copy of the sandbox's exec accounting.
+func (sb *Sandbox) ExecAccount() ExecAccount {
+	acct := sb.account()
+	acct.mu.Lock()
+	defer acct.mu.Unlock()
+	return acct.a
+}
+
+// SaveExecAccount writes the sandbox's accounting into its record's Extra
+// and persists the record (see SetExtra). Counters change in memory;
+// callers save after the change, off the path a caller waits on.
+func (sb *Sandbox) SaveExecAccount() {
+	sb.SetExtra(sb.ExecAccount().Encode())
+}
+
+// Touch records activity now: the idle timeout counts from it.
+func (sb *Sandbox) Touch() {
+	acct := sb.account()
+	acct.mu.Lock()
+	acct.a.LastActivity = time.Now().UTC()
+	acct.mu.Unlock()
+}
+
+// Busy marks the sandbox busy, so never idle, until the returned func is
+// called; that ends it and records activity (Touch). File operations run
+// under it; commands under BeginExec and EndExec.
+func (sb *Sandbox) Busy() (done func()) {
+	acct := sb.account()
+	acct.mu.Lock()
+	acct.busy++
+	acct.mu.Unlock()
+	return func() {
+		acct.mu.Lock()
+		acct.busy--
+		acct.a.LastActivity = time.Now().UTC()
+		acct.mu.Unlock()
+	}
+}
+
+// BeginExec counts one more command against the sandbox's MaxExecs and
+// keeps the sandbox busy until EndExec. It returns the command's id ("e"
+// and 6 digits, in start order) and req with the sandbox's default
+// timeout (ExecLimits.ExecTimeoutMs) when req gives none. Errors:
+// ErrExecLimit when MaxExecs commands have begun (its details say
+// max_execs).
+func (sb *Sandbox) BeginExec(req agentproto.ExecRequest) (string, agentproto.ExecRequest, error) {
+	acct := sb.account()
+	acct.mu.Lock()
+	defer acct.mu.Unlock()
+	if lim := acct.a.Limits.MaxExecs; lim > 0 && acct.a.ExecCount >= lim {
+		msg := fmt.Sprintf("sandbox %s has run its %d commands (max_execs): create a new sandbox", sb.ID, lim)
+		return "", req, errdefs.WithDetails(ErrExecLimit.WithMessage(msg), map[string]any{"max_execs": lim})
+	}
+	acct.a.ExecCount++
+	acct.busy++
+	if req.TimeoutMs == 0 {
+		req.TimeoutMs = acct.a.Limits.ExecTimeoutMs
+	}
+	return fmt.Sprintf("e%06d", acct.a.ExecCount), req, nil
+}
+
+// EndExec ends a command that BeginExec began and records activity.
+func (sb *Sandbox) EndExec() {
+	acct := sb.account()
+	acct.mu.Lock()
+	acct.busy--
+	acct.a.LastActivity = time.Now().UTC()
+	acct.mu.Unlock()
+}
+
+// Expired says why the sandbox must be reaped at now ("ttl reached",
+// "idle timeout reached"), or "". A sandbox with a command or file
+// operation in flight is never idle, nor is one whose domain is gone.
+func (sb *Sandbox) Expired(now time.Time) string {
+	rec := sb.Record()
+	acct := sb.account()
+	acct.mu.Lock()
+	lim, last, busy := acct.a.Limits, acct.a.LastActivity, acct.busy
+	acct.mu.Unlock()
+	if lim.TTLSeconds > 0 && now.Sub(rec.CreatedAt) >= time.Duration(lim.TTLSeconds)*time.Second {
+		return "ttl reached"
+	}
+	if lim.IdleTimeoutSeconds > 0 && busy == 0 && !rec.State.Final() && !last.IsZero() &&
+		now.Sub(last) >= time.Duration(lim.IdleTimeoutSeconds)*time.Second {
+		return "idle timeout reached"
+	}
+	return ""
+}
+
+// agentFor returns the agent connection of a running sandbox, or the
+// ErrNotRunning error saying why there is none.
+func (sb *Sandbox) agentFor() (*agent.Client, error) {
+	c := sb.Agent()
+	if c == nil {
+		return nil, sb.notRunning()
+	}
+	return c, nil
+}
+
+// explain is Explain unless ctx ended (then the caller's cancellation is
+// the reason, not the guest).
+func (sb *Sandbox) explain(ctx context.Context, err error) error {
+	if err != nil && ctx.Err() == nil {
+		return sb.Explain(err)
+	}
+	return err
+}
+
+// Exec runs a command in the sandbox through the guest agent, streaming its
+// stdin, stdout and stderr (see agent.Client.Exec). It fails with
+// ErrNotRunning unless the sandbox is running. If the guest dies while the
+// command runs, the error wraps ErrGuestDied with the console's last lines
+// instead of a bare connection error. It does no accounting (BeginExec).
+func (sb *Sandbox) Exec(ctx context.Context, req agentproto.ExecRequest, stdin io.Reader, stdout, stderr io.Writer) (agentproto.ExitStatus, error) {
+	c, err := sb.agentFor()
+	if err != nil {
+		return agentproto.ExitStatus{Code: -1}, err
+	}
+	st, err := c.Exec(ctx, req, stdin, stdout, stderr)
+	return st, sb.explain(ctx, err)
+}
+
+// Start starts a command in the sandbox and returns once it runs or
+// failed to start (agent.Client.Start: Wait reports how it ended); ctx
+// bounds the command's whole life. It has the shape of
+// process.StartFunc. Errors: ErrNotRunning; the agent's as they are, for
+// the caller to pass to Explain with Wait's (it may wrap both in its own).
+// It does no accounting (BeginExec).
+func (sb *Sandbox) Start(ctx context.Context, req agentproto.ExecRequest, stdin io.Reader, stdout, stderr io.Writer) (*agent.Process, error) {
+	c, err := sb.agentFor()
+	if err != nil {
+		return nil, err
+	}
+	return c.Start(ctx, req, stdin, stdout, stderr)
+}
+
+// WriteFile writes r to the guest file p with mode perm, atomically
+// (temporary file, fsync, rename); parents makes missing parent
+// directories. Errors: ErrNotRunning; the agent's, explained.
+func (sb *Sandbox) WriteFile(ctx context.Context, p string, r io.Reader, perm fs.FileMode, parents bool) error {
+	c, err := sb.agentFor()
+	if err != nil {
+		return err
+	}
+	var opts []agent.WriteOption
+	if parents {
+		opts = append(opts, agent.WithParents())
+	}
+	return sb.explain(ctx, c.WriteFile(ctx, p, r, perm, opts...))
+}
+
+// ReadFile copies the guest file p to w. Errors: ErrNotRunning; the
+// agent's, explained.
+func (sb *Sandbox) ReadFile(ctx context.Context, p string, w io.Writer) error {
+	c, err := sb.agentFor()
+	if err != nil {
+		return err
+	}
+	return sb.explain(ctx, c.ReadFile(ctx, p, w))
+}
+
+// Stat describes the guest path p (not following a final symlink, as the
+// agent's Stat). Errors: ErrNotRunning; the agent's, explained.
+func (sb *Sandbox) Stat(ctx context.Context, p string) (agentproto.FileInfo, error) {
+	c, err := sb.agentFor()
+	if err != nil {
+		return agentproto.FileInfo{}, err
+	}
+	fi, err := c.Stat(ctx, p)
+	return fi, sb.explain(ctx, err)
+}
+
+// ReadDir lists the guest directory p. Errors: ErrNotRunning; the
+// agent's, explained.
+func (sb *Sandbox) ReadDir(ctx context.Context, p string) ([]agentproto.FileInfo, error) {
+	c, err := sb.agentFor()
+	if err != nil {
+		return nil, err
+	}
+	entries, err := c.List(ctx, p)
+	return entries, sb.explain(ctx, err)
+}
+
+// Mkdir makes the guest directory p with mode perm (and its parents with
+// parents). Errors: ErrNotRunning; the agent's, explained.
+func (sb *Sandbox) Mkdir(ctx context.Context, p string, perm fs.FileMode, parents bool) error {
+	c, err := sb.agentFor()
+	if err != nil {
+		return err
+	}
+	return sb.explain(ctx, c.Mkdir(ctx, p, perm, parents))
+}
+
+// RemoveFile removes the guest path p (a directory's content too with
+// recursive). Errors: ErrNotRunning; the agent's, explained.
+func (sb *Sandbox) RemoveFile(ctx context.Context, p string, recursive bool) error {
+	c, err := sb.agentFor()
+	if err != nil {
+		return err
+	}
+	return sb.explain(ctx, c.Remove(ctx, p, recursive))
+}
