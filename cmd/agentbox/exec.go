@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"strings"
 	"time"
@@ -137,8 +136,18 @@ func daemonExec(ctx context.Context, c *cli.Context, cl *client.Client, ref stri
 		}
 		return exitFor(apiStatusCode(st, timeout))
 	}
-	st, err := execWithStdin(ctx, c, cl, ref, req, stdin)
-	if err != nil {
+	st, err := cl.ExecWithStdin(ctx, ref, req, stdin, c.App.Writer, c.App.ErrWriter)
+	killed := ctx.Err() != nil && errors.Is(err, ctx.Err()) // started, then interrupted
+	var ke *client.KillError
+	if killed && errors.As(err, &ke) {
+		fmt.Fprintf(c.App.ErrWriter, "agentbox: %v\n", ke) // the interruption's message hides it
+	}
+	switch {
+	case killed:
+		return interrupted(ctx, err)
+	case errors.Is(err, client.ErrProcessLost):
+		return fmt.Errorf("%w: see `agentbox ps %s`", err, ref)
+	case err != nil:
 		return err
 	}
 	return exitFor(apiStatusCode(st, timeout))
@@ -155,68 +164,6 @@ func interrupted(ctx context.Context, err error) error {
 
 // errGuestKilled marks a guest command killed because we were interrupted.
 var errGuestKilled = errors.New("guest command killed")
-
-// execWithStdin runs req as a detached process with open stdin, copies
-// stdin into it (closing it at EOF) while following its output, and returns
-// its exit status. If ctx ends (a signal) the process is killed. A failure
-// to deliver stdin kills the process too, so it cannot wait forever.
-func execWithStdin(ctx context.Context, c *cli.Context, cl *client.Client, ref string, req api.ExecRequest, stdin io.Reader) (api.ExitStatus, error) {
-	req.StdinOpen = true
-	// Not cancelled by a signal: a process started as we were interrupted
-	// must be known, to be killed.
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), startTimeout)
-	p, err := cl.StartProcess(sctx, ref, req)
-	cancel()
-	if err != nil {
-		return api.ExitStatus{}, err
-	}
-	kill := func() {
-		kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		defer cancel()
-		if err := cl.KillProcess(kctx, ref, p.ID, "KILL"); err != nil && !isCode(err, api.CodeProcessExited) {
-			fmt.Fprintf(c.App.ErrWriter, "agentbox: kill process %s: %v\n", p.ID, err)
-		}
-	}
-
-	if ctx.Err() != nil {
-		kill()
-		return api.ExitStatus{}, interrupted(ctx, nil)
-	}
-	outCtx, cancelOut := context.WithCancel(ctx)
-	defer cancelOut()
-	stdinErr := make(chan error, 1)
-	go func() {
-		_, err := cl.WriteStdin(outCtx, ref, p.ID, stdin, true)
-		if err == nil || outCtx.Err() != nil || isCode(err, api.CodeProcessExited) || isCode(err, api.CodeStdinClosed) {
-			return
-		}
-		// A process that ended while we wrote (head -1) may break the
-		// upload in other ways; only a live process lacks its stdin.
-		if p, perr := cl.GetProcess(outCtx, ref, p.ID); perr == nil && p.State != api.ProcessRunning {
-			return
-		}
-		stdinErr <- err
-		cancelOut()
-	}()
-	st, err := cl.ProcessOutput(outCtx, ref, p.ID, 0, true, c.App.Writer, c.App.ErrWriter)
-	switch {
-	case ctx.Err() != nil:
-		kill()
-		return api.ExitStatus{}, interrupted(ctx, err)
-	case outCtx.Err() != nil:
-		kill()
-		return api.ExitStatus{}, fmt.Errorf("stdin of process %s: %w; the process was killed", p.ID, <-stdinErr)
-	case err != nil:
-		return api.ExitStatus{}, err
-	case st == nil:
-		return api.ExitStatus{}, fmt.Errorf("process %s was lost before it ended (daemon restart or guest death): see `agentbox ps %s`", p.ID, ref)
-	}
-	return *st, nil
-}
-
-// startTimeout bounds starting a detached process, which is not cancelled
-// by signals.
-const startTimeout = time.Minute
 
 // isCode reports whether err is an API error with the given code.
 func isCode(err error, code string) bool {
