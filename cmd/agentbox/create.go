@@ -2,15 +2,11 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"path/filepath"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/agentbox/agentbox/vmctl/accel"
-	"github.com/agentbox/agentbox/vmctl/api"
 	"github.com/agentbox/agentbox/vmctl/client"
 )
 
@@ -72,78 +68,4 @@ func createCommand() *cli.Command {
 			return nil
 		}),
 	}
-}
-
-// createRequest builds a create request from the image directory imageDir
-// (--image DIR or a resolved profile; made absolute: the daemon resolves no
-// relative paths) and the flags create and run share: --cpus, --memory,
-// --accel, --boot-timeout, and the lifetimes and labels of `create` where
-// the command has them.
-func createRequest(c *cli.Context, imageDir string) (api.CreateSandboxRequest, error) {
-	var req api.CreateSandboxRequest
-	if imageDir == "" {
-		return req, errors.New("no image: pass --image DIR (or set AGENTBOX_IMAGE), or a PROFILE; `make test-image` builds one")
-	}
-	img, err := filepath.Abs(imageDir)
-	if err != nil {
-		return req, err
-	}
-	if _, err := accel.ParseMode(c.String("accel")); err != nil {
-		return req, err
-	}
-	req = api.CreateSandboxRequest{
-		Image:     img,
-		Name:      c.String("name"),
-		VCPUs:     c.Int("cpus"),
-		MemoryMiB: c.Int("memory"),
-		Accel:     c.String("accel"),
-	}
-	if req.Network, err = networkRequest(c); err != nil {
-		return req, err
-	}
-	if err := setResources(c, &req); err != nil { // resources.go
-		return req, err
-	}
-	if req.VCPUs < 0 || req.MemoryMiB < 0 {
-		return req, errors.New("--cpus and --memory must be positive")
-	}
-	bt := c.Duration("boot-timeout")
-	if bt < 0 {
-		return req, fmt.Errorf("--boot-timeout %s: must be positive", bt)
-	}
-	req.BootTimeoutMs = bt.Milliseconds()
-	if req.Labels, err = parseLabels(c.StringSlice("label")); err != nil {
-		return req, err
-	}
-	if req.Limits.TTLSeconds, err = wholeSeconds(c, "ttl"); err != nil {
-		return req, err
-	}
-	if req.Limits.IdleTimeoutSeconds, err = wholeSeconds(c, "idle-timeout"); err != nil {
-		return req, err
-	}
-	if t := c.Duration("exec-timeout"); t < 0 {
-		return req, fmt.Errorf("--exec-timeout %s: must be positive", t)
-	} else {
-		req.Limits.ExecTimeoutMs = t.Milliseconds()
-	}
-	if req.Limits.MaxExecs = c.Int("max-execs"); req.Limits.MaxExecs < 0 {
-		return req, fmt.Errorf("--max-execs %d: must be positive", req.Limits.MaxExecs)
-	}
-	return req, nil
-}
-
-// wholeSeconds returns the duration flag name in seconds (0 when unset);
-// it must be positive and a whole number of seconds, since the API counts
-// lifetimes in seconds.
-func wholeSeconds(c *cli.Context, name string) (int64, error) {
-	d := c.Duration(name)
-	switch {
-	case d == 0:
-		return 0, nil
-	case d < 0:
-		return 0, fmt.Errorf("--%s %s: must be positive", name, d)
-	case d%time.Second != 0:
-		return 0, fmt.Errorf("--%s %s: must be whole seconds (e.g. 90s, 30m, 2h)", name, d)
-	}
-	return int64(d / time.Second), nil
 }

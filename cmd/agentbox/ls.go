@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"text/tabwriter"
@@ -58,44 +57,4 @@ func writeSandboxTable(w io.Writer, sbs []api.Sandbox, now time.Time) error {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%dMiB\t%s\n", sb.ID, name, sb.State, sb.Image.Name, sb.VCPUs, sb.MemoryMiB, age(now.Sub(sb.CreatedAt)))
 	}
 	return tw.Flush()
-}
-
-// age renders a duration the way `ls` shows ages: 45s, 12m, 3h, 5d.
-func age(d time.Duration) string {
-	switch {
-	case d < time.Minute:
-		return fmt.Sprintf("%ds", max(0, int(d/time.Second)))
-	case d < time.Hour:
-		return fmt.Sprintf("%dm", int(d/time.Minute))
-	case d < 48*time.Hour:
-		return fmt.Sprintf("%dh", int(d/time.Hour))
-	}
-	return fmt.Sprintf("%dd", int(d/(24*time.Hour)))
-}
-
-// writeJSON writes v as indented JSON and a newline.
-// writeList prints a listing the way every `ls` does: --json as an
-// indented JSON array ([] when empty), -q/--quiet one key per line,
-// otherwise table's columns with ages counted up to now.
-func writeList[T any](c *cli.Context, list []T, key func(T) string, table func(w io.Writer, list []T, now time.Time) error) error {
-	w := c.App.Writer
-	switch {
-	case c.Bool("json"):
-		if list == nil {
-			list = []T{}
-		}
-		return writeJSON(w, list)
-	case c.Bool("quiet"):
-		for _, v := range list {
-			fmt.Fprintln(w, key(v))
-		}
-		return nil
-	}
-	return table(w, list, time.Now())
-}
-
-func writeJSON(w interface{ Write([]byte) (int, error) }, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
 }

@@ -183,6 +183,3 @@ func writeSnapshotTable(w io.Writer, list []api.Snapshot, now time.Time) error {
 	}
 	return tw.Flush()
 }
-
-// mib renders a byte count in MiB with one decimal.
-func mib(b int64) string { return fmt.Sprintf("%.1fMiB", float64(b)/(1<<20)) }
