@@ -53,7 +53,7 @@ func auditCommand() *cli.Command {
 				}); err != nil {
 					return err
 				}
-				return audit.Replay(w, entries, audit.ReplayOptions{})
+				return writeReplay(w, entries, replayOptions{})
 			}
 			return cl.Audit(ctx, ref, func(e audit.Entry) error {
 				_, err := fmt.Fprintln(w, auditLine(e))

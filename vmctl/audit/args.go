@@ -1,6 +1,7 @@
 package audit
 
-// Keys of Entry.Args the daemon writes and Replay knows how to show. Other
+// Keys of Entry.Args the daemon writes and `agentbox audit --replay`
+// knows how to show. Other
 // keys are shown as key=value (nil and "" values not at all); a key ending in "_ms" is shown as a
 // duration, "_mib" as MiB and "_bytes" as a byte size (the suffix
 // dropped), so new arguments read well without changes here.
@@ -12,9 +13,9 @@ const (
 	// (string), shown as the prompt ("/work $ make").
 	ArgCwd = "cwd"
 	// ArgEnvKeys holds the keys (not values) of the environment an exec
-	// added ([]string); Replay leaves them out.
+	// added ([]string); the replay leaves them out.
 	ArgEnvKeys = "env_keys"
-	// ArgDetached marks the exec of a detached process (bool); Replay
+	// ArgDetached marks the exec of a detached process (bool); the replay
 	// leaves it out (the action says so).
 	ArgDetached = "detached"
 	// ArgTimeoutMs is an exec's timeout in milliseconds.

@@ -1,8 +1,8 @@
 // Package audit keeps the daemon's audit trail: one JSON object (an
 // [Entry]) per line for every action a caller takes on a sandbox, in an
 // append-only log rotated by size; it reads the trail back with a filter
-// and renders one sandbox's session as a readable timeline ([Replay], for
-// `agentbox audit --replay`). [OutputDigester] summarises a command's
+// (the timeline `agentbox audit --replay` renders from it is the CLI's,
+// cmd/agentbox/replay.go). [OutputDigester] summarises a command's
 // output (length, SHA-256, first bytes) for an entry without keeping it.
 //
 // # File layout

@@ -1,4 +1,4 @@
-package audit
+package main
 
 import (
 	"bufio"
@@ -13,33 +13,35 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/agentbox/agentbox/vmctl/audit"
 )
 
-// DefaultReplayOutputLines is how many lines of each output stream Replay
-// shows under a command when ReplayOptions.MaxOutputLines is 0.
-const DefaultReplayOutputLines = 4
+// defaultReplayOutputLines is how many lines of each output stream
+// writeReplay shows under a command when replayOptions.MaxOutputLines is 0.
+const defaultReplayOutputLines = 4
 
-// Layout limits of Replay, in characters.
+// Layout limits of writeReplay, in characters.
 const (
 	replayDescColumn = 48  // the result column starts here after the description (unless it is longer)
 	replayDescMax    = 120 // longer descriptions are cut with "…"
 	replayLineMax    = 100 // longer output lines are cut with "…"
 )
 
-// ReplayOptions tunes Replay.
-type ReplayOptions struct {
+// replayOptions tunes writeReplay.
+type replayOptions struct {
 	// Name is the sandbox's name for the header; "" takes the "name"
 	// argument of a create entry, if any.
 	Name string
 	// Color adds ANSI colours (for a terminal); off by default.
 	Color bool
 	// MaxOutputLines is how many lines of each output head are shown
-	// under a command: 0 means DefaultReplayOutputLines, < 0 none.
+	// under a command: 0 means defaultReplayOutputLines, < 0 none.
 	MaxOutputLines int
 }
 
-// Replay renders entries (normally one sandbox's, as Read returns them) as
-// a timeline for people, `agentbox audit --replay`:
+// writeReplay renders entries (normally one sandbox's, as audit.Log.Read
+// returns them) as a timeline for people, `agentbox audit --replay`:
 //
 //	sandbox 3f2a9c1b0d4e (work1) — 5 actions, 2026-11-29 14:02:11 → 14:09:40 UTC
 //	14:02:11.120  +0.000s  uid:0   create       image=debian-minimal name=work1 vcpus=1 memory=256MiB          2.1s
@@ -54,7 +56,7 @@ type ReplayOptions struct {
 // actions ended). Columns: UTC time of day, offset from the first entry,
 // caller (and the sandbox when entries of several are given), action,
 // what was done (argv shell-quoted, paths with sizes, other arguments as
-// key=value, see the Arg* keys), the result ("exit N" or "error CODE")
+// key=value, see audit's Arg* keys), the result ("exit N" or "error CODE")
 // and the duration. Under a command come the first lines of its output
 // heads, "│" for stdout and "!" for stderr, with "…" when more was
 // produced; under a failed action its error message after "✗". Control
@@ -62,17 +64,17 @@ type ReplayOptions struct {
 // terminal. A line "── DATE ──" marks each change of day.
 //
 // Errors are w's.
-func Replay(w io.Writer, entries []Entry, opts ReplayOptions) error {
+func writeReplay(w io.Writer, entries []audit.Entry, opts replayOptions) error {
 	bw := bufio.NewWriter(w)
 	if len(entries) == 0 {
 		bw.WriteString("no audit entries\n")
 		return bw.Flush()
 	}
 	es := slices.Clone(entries)
-	slices.SortStableFunc(es, func(a, b Entry) int { return a.Time.Compare(b.Time) })
+	slices.SortStableFunc(es, func(a, b audit.Entry) int { return a.Time.Compare(b.Time) })
 	maxLines := opts.MaxOutputLines
 	if maxLines == 0 {
-		maxLines = DefaultReplayOutputLines
+		maxLines = defaultReplayOutputLines
 	}
 	p := palette{on: opts.Color}
 
@@ -80,8 +82,8 @@ func Replay(w io.Writer, entries []Entry, opts ReplayOptions) error {
 	name := opts.Name
 	for _, e := range es {
 		sandboxes[e.Sandbox] = true
-		if name == "" && e.Action == ActionCreate {
-			if n, ok := e.Args[ArgName].(string); ok {
+		if name == "" && e.Action == audit.ActionCreate {
+			if n, ok := e.Args[audit.ArgName].(string); ok {
 				name = n
 			}
 		}
@@ -222,7 +224,7 @@ type replayRow struct {
 	sub                                             []subLine
 }
 
-func newReplayRow(e Entry, t0 time.Time, maxLines int) replayRow {
+func newReplayRow(e audit.Entry, t0 time.Time, maxLines int) replayRow {
 	r := replayRow{
 		rel:     "+" + formatOffset(e.Time.Sub(t0)),
 		sandbox: sanitize(e.Sandbox),
@@ -260,7 +262,7 @@ func newReplayRow(e Entry, t0 time.Time, maxLines int) replayRow {
 }
 
 // describe says what an entry did, in one line.
-func describe(e Entry) string {
+func describe(e audit.Entry) string {
 	args := maps.Clone(e.Args)
 	if args == nil {
 		args = map[string]any{}
@@ -277,48 +279,48 @@ func describe(e Entry) string {
 		}
 	}
 	switch e.Action {
-	case ActionProcessStart, ActionProcessStdin, ActionProcessKill, ActionProcessExit:
+	case audit.ActionProcessStart, audit.ActionProcessStdin, audit.ActionProcessKill, audit.ActionProcessExit:
 		add(sanitize(e.ExecID))
 	}
 	switch e.Action {
-	case ActionExec, ActionProcessStart:
-		cmd, _ := take(ArgCmd)
-		cwd, _ := take(ArgCwd)
+	case audit.ActionExec, audit.ActionProcessStart:
+		cmd, _ := take(audit.ArgCmd)
+		cwd, _ := take(audit.ArgCwd)
 		prompt := "$"
 		if s := valueString(cwd); s != "" && s != "/" {
 			prompt = quoteWord(s) + " $"
 		}
 		add(prompt + " " + quoteArgv(cmd))
-		delete(args, ArgEnvKeys) // keys only; the command line says enough
-		delete(args, ArgDetached)
-	case ActionProcessStdin:
+		delete(args, audit.ArgEnvKeys) // keys only; the command line says enough
+		delete(args, audit.ArgDetached)
+	case audit.ActionProcessStdin:
 		n := formatBytes(e.BytesIn)
-		if c, _ := take(ArgClose); c == true {
+		if c, _ := take(audit.ArgClose); c == true {
 			n += ", then closed"
 		}
 		add("stdin " + n)
-	case ActionProcessKill:
-		if s, ok := take(ArgSignal); ok {
+	case audit.ActionProcessKill:
+		if s, ok := take(audit.ArgSignal); ok {
 			add("signal " + quoteWord(valueString(s)))
 		}
-	case ActionUpload, ActionDownload, ActionStat, ActionList, ActionMkdir, ActionDelete:
-		if path, ok := take(ArgPath); ok {
+	case audit.ActionUpload, audit.ActionDownload, audit.ActionStat, audit.ActionList, audit.ActionMkdir, audit.ActionDelete:
+		if path, ok := take(audit.ArgPath); ok {
 			add(quoteWord(valueString(path)))
 		}
 		switch {
 		case e.Error != "": // nothing moved
-		case e.Action == ActionUpload:
+		case e.Action == audit.ActionUpload:
 			add("(" + formatBytes(e.BytesIn) + ")")
-		case e.Action == ActionDownload:
+		case e.Action == audit.ActionDownload:
 			add("(" + formatBytes(e.BytesOut) + ")")
 		}
-	case ActionReap, ActionReconcile, ActionStateChange:
-		if reason, ok := take(ArgReason); ok {
+	case audit.ActionReap, audit.ActionReconcile, audit.ActionStateChange:
+		if reason, ok := take(audit.ArgReason); ok {
 			add(sanitize(valueString(reason)))
 		}
 	}
 	// The rest as key=value: well-known keys first, then by name.
-	first := []string{ArgImage, ArgName, ArgVCPUs, ArgMemoryMiB}
+	first := []string{audit.ArgImage, audit.ArgName, audit.ArgVCPUs, audit.ArgMemoryMiB}
 	keys := slices.Sorted(maps.Keys(args))
 	slices.SortStableFunc(keys, func(a, b string) int {
 		ia, ib := slices.Index(first, a), slices.Index(first, b)
@@ -338,7 +340,7 @@ func describe(e Entry) string {
 	}
 	switch {
 	case len(rest) == 0:
-	case e.Action == ActionExec || e.Action == ActionProcessStart:
+	case e.Action == audit.ActionExec || e.Action == audit.ActionProcessStart:
 		// Bracketed, so that settings (uid, timeout) do not read as more
 		// words of the command line.
 		add("[" + strings.Join(rest, " ") + "]")
@@ -549,7 +551,7 @@ func sanitize(s string) string {
 
 // outputLines returns up to maxLines lines of an output head, then a "…"
 // line when more was produced.
-func outputLines(d *OutputDigest, kind subKind, maxLines int) []subLine {
+func outputLines(d *audit.OutputDigest, kind subKind, maxLines int) []subLine {
 	if d == nil || d.Bytes == 0 {
 		return nil
 	}

@@ -1,4 +1,4 @@
-package audit
+package main
 
 import (
 	"bytes"
@@ -8,63 +8,68 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/agentbox/agentbox/vmctl/audit"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata")
 
+// sessionStart is when the test session's first action happened.
+var sessionStart = time.Date(2026, 11, 29, 14, 2, 11, 120_000_000, time.UTC)
+
 // digestOf digests s the way the daemon does.
-func digestOf(s string) *OutputDigest {
-	var d OutputDigester
+func digestOf(s string) *audit.OutputDigest {
+	var d audit.OutputDigester
 	d.Write([]byte(s))
 	return d.Digest()
 }
 
 // session is a sandbox's life as the daemon would log it, with Go types
 // in Args (as the daemon appends them).
-func session() []Entry {
+func session() []audit.Entry {
 	const sb = "3f2a9c1b0d4e"
-	at := func(d time.Duration) time.Time { return t0.Add(d) }
+	at := func(d time.Duration) time.Time { return sessionStart.Add(d) }
 	many := strings.Repeat("line\n", 40)
-	return []Entry{
-		{Time: at(0), Sandbox: sb, Caller: "uid:0", Action: ActionCreate, DurationMs: 2100,
+	return []audit.Entry{
+		{Time: at(0), Sandbox: sb, Caller: "uid:0", Action: audit.ActionCreate, DurationMs: 2100,
 			Args: map[string]any{"image": "debian-minimal", "vcpus": 1, "memory_mib": 256, "name": "work1",
 				"labels": map[string]string{"team": "ml"}, "ttl_ms": int64(3_600_000)}},
-		{Time: at(2882 * time.Millisecond), Sandbox: sb, Caller: "uid:0", Action: ActionExec, ExecID: "e000001",
-			Args:     map[string]any{"cmd": []string{"python3", "-c", "print(1)"}, "cwd": "/", ArgEnvKeys: []string{"HOME"}, "timeout_ms": 30000, "uid": uint32(1000)},
-			ExitCode: intp(0), DurationMs: 41, BytesOut: 2, Stdout: digestOf("1\n"), Stderr: digestOf("")},
-		{Time: at(4180 * time.Millisecond), Sandbox: sb, Caller: "uid:0", Action: ActionUpload,
+		{Time: at(2882 * time.Millisecond), Sandbox: sb, Caller: "uid:0", Action: audit.ActionExec, ExecID: "e000001",
+			Args:     map[string]any{"cmd": []string{"python3", "-c", "print(1)"}, "cwd": "/", audit.ArgEnvKeys: []string{"HOME"}, "timeout_ms": 30000, "uid": uint32(1000)},
+			ExitCode: intPtr(0), DurationMs: 41, BytesOut: 2, Stdout: digestOf("1\n"), Stderr: digestOf("")},
+		{Time: at(4180 * time.Millisecond), Sandbox: sb, Caller: "uid:0", Action: audit.ActionUpload,
 			Args: map[string]any{"path": "/work/data.csv", "mode": "0644"}, BytesIn: 50 << 20, DurationMs: 1900},
-		{Time: at(48900 * time.Millisecond), Sandbox: sb, Caller: "uid:0", Action: ActionExec, ExecID: "e000002",
+		{Time: at(48900 * time.Millisecond), Sandbox: sb, Caller: "uid:0", Action: audit.ActionExec, ExecID: "e000002",
 			Args:     map[string]any{"cmd": []string{"sh", "-c", "echo oops >&2; exit 3"}, "cwd": "/work"},
-			ExitCode: intp(3), DurationMs: 30, Stderr: digestOf("oops\n")},
+			ExitCode: intPtr(3), DurationMs: 30, Stderr: digestOf("oops\n")},
 		// Output with more lines than shown, and a head cut by HeadBytes.
-		{Time: at(50 * time.Second), Sandbox: sb, Caller: "uid:0", Action: ActionExec, ExecID: "e000003",
+		{Time: at(50 * time.Second), Sandbox: sb, Caller: "uid:0", Action: audit.ActionExec, ExecID: "e000003",
 			Args:     map[string]any{"cmd": []string{"seq", "40"}},
-			ExitCode: intp(0), DurationMs: 12, Stdout: digestOf(many)},
-		{Time: at(51 * time.Second), Sandbox: sb, Caller: "uid:0", Action: ActionExec, ExecID: "e000004",
+			ExitCode: intPtr(0), DurationMs: 12, Stdout: digestOf(many)},
+		{Time: at(51 * time.Second), Sandbox: sb, Caller: "uid:0", Action: audit.ActionExec, ExecID: "e000004",
 			Args:     map[string]any{"cmd": []string{"cat", "big.log"}, "cwd": "/work dir"},
-			ExitCode: intp(0), DurationMs: 75_300, Stdout: digestOf("first\tline\x1b[31m red?\r\n" + strings.Repeat("y", 3000))},
+			ExitCode: intPtr(0), DurationMs: 75_300, Stdout: digestOf("first\tline\x1b[31m red?\r\n" + strings.Repeat("y", 3000))},
 		// Control characters and quotes in argv.
-		{Time: at(52 * time.Second), Sandbox: sb, Caller: "uid:0", Action: ActionExec, ExecID: "e000005",
+		{Time: at(52 * time.Second), Sandbox: sb, Caller: "uid:0", Action: audit.ActionExec, ExecID: "e000005",
 			Args:     map[string]any{"cmd": []string{"printf", "%s\\n", "it's", "a\nb", "\x1b]0;pwned\x07", ""}},
-			ExitCode: intp(0), DurationMs: 2, Stdout: digestOf("it's\na\nb\n")},
-		{Time: at(60 * time.Second), Sandbox: sb, Caller: "token", Action: ActionDownload,
+			ExitCode: intPtr(0), DurationMs: 2, Stdout: digestOf("it's\na\nb\n")},
+		{Time: at(60 * time.Second), Sandbox: sb, Caller: "token", Action: audit.ActionDownload,
 			Args: map[string]any{"path": "/etc/shadow"}, DurationMs: 4,
 			Error: "not_found", ErrorMessage: "file /etc/shadow does not exist in sandbox work1: check the path with agentbox ls"},
-		{Time: at(61 * time.Second), Sandbox: sb, Caller: "uid:1000", Action: ActionProcessStart, ExecID: "e000006",
-			Args: map[string]any{"cmd": []string{"python3", "-m", "http.server"}, "pid": 812, ArgDetached: true}, DurationMs: 9},
-		{Time: at(62 * time.Second), Sandbox: sb, Caller: "uid:1000", Action: ActionProcessStdin, ExecID: "e000006",
+		{Time: at(61 * time.Second), Sandbox: sb, Caller: "uid:1000", Action: audit.ActionProcessStart, ExecID: "e000006",
+			Args: map[string]any{"cmd": []string{"python3", "-m", "http.server"}, "pid": 812, audit.ArgDetached: true}, DurationMs: 9},
+		{Time: at(62 * time.Second), Sandbox: sb, Caller: "uid:1000", Action: audit.ActionProcessStdin, ExecID: "e000006",
 			Args: map[string]any{"close": true}, BytesIn: 12},
-		{Time: at(90 * time.Second), Sandbox: sb, Caller: "uid:1000", Action: ActionProcessKill, ExecID: "e000006",
+		{Time: at(90 * time.Second), Sandbox: sb, Caller: "uid:1000", Action: audit.ActionProcessKill, ExecID: "e000006",
 			Args: map[string]any{"signal": "TERM"}},
-		{Time: at(90*time.Second + 120*time.Millisecond), Sandbox: sb, Caller: "daemon", Action: ActionProcessExit, ExecID: "e000006",
-			ExitCode: intp(143), DurationMs: 29_120, Stderr: digestOf("Keyboard\xffinterrupt\n")},
-		{Time: at(95 * time.Second), Sandbox: sb, Caller: "uid:1000", Action: ActionMkdir,
+		{Time: at(90*time.Second + 120*time.Millisecond), Sandbox: sb, Caller: "daemon", Action: audit.ActionProcessExit, ExecID: "e000006",
+			ExitCode: intPtr(143), DurationMs: 29_120, Stderr: digestOf("Keyboard\xffinterrupt\n")},
+		{Time: at(95 * time.Second), Sandbox: sb, Caller: "uid:1000", Action: audit.ActionMkdir,
 			Args: map[string]any{"path": "/work/out", "parents": true}, DurationMs: 1},
 		// The log holds entries in the order actions ended: Replay sorts.
-		{Time: at(10*time.Hour + 30*time.Second), Sandbox: sb, Caller: "daemon", Action: ActionReap,
+		{Time: at(10*time.Hour + 30*time.Second), Sandbox: sb, Caller: "daemon", Action: audit.ActionReap,
 			Args: map[string]any{"reason": "ttl reached"}},
-		{Time: at(10 * time.Hour), Sandbox: sb, Caller: "uid:0", Action: ActionStop, DurationMs: 3400},
+		{Time: at(10 * time.Hour), Sandbox: sb, Caller: "uid:0", Action: audit.ActionStop, DurationMs: 3400},
 	}
 }
 
@@ -89,21 +94,21 @@ func golden(t *testing.T, name string, got []byte) {
 	}
 }
 
-func replay(t *testing.T, es []Entry, opts ReplayOptions) []byte {
+func replay(t *testing.T, es []audit.Entry, opts replayOptions) []byte {
 	t.Helper()
 	var buf bytes.Buffer
-	if err := Replay(&buf, es, opts); err != nil {
+	if err := writeReplay(&buf, es, opts); err != nil {
 		t.Fatalf("Replay: %v", err)
 	}
 	return buf.Bytes()
 }
 
 func TestReplayGolden(t *testing.T) {
-	golden(t, "replay.golden", replay(t, session(), ReplayOptions{}))
+	golden(t, "replay.golden", replay(t, session(), replayOptions{}))
 }
 
 func TestReplayColorGolden(t *testing.T) {
-	got := replay(t, session(), ReplayOptions{Color: true, MaxOutputLines: 2, Name: "renamed"})
+	got := replay(t, session(), replayOptions{Color: true, MaxOutputLines: 2, Name: "renamed"})
 	if !bytes.Contains(got, []byte("\x1b[32mexit 0\x1b[0m")) || !bytes.Contains(got, []byte("\x1b[31mexit 3\x1b[0m")) {
 		t.Fatalf("colour output lacks green exit 0 / red exit 3:\n%q", got)
 	}
@@ -115,27 +120,27 @@ func TestReplayColorGolden(t *testing.T) {
 }
 
 func TestReplayNoOutputLines(t *testing.T) {
-	got := replay(t, session()[:5], ReplayOptions{MaxOutputLines: -1})
+	got := replay(t, session()[:5], replayOptions{MaxOutputLines: -1})
 	if bytes.Contains(got, []byte("│")) || bytes.Contains(got, []byte("\n                ")) {
 		t.Fatalf("MaxOutputLines -1 still shows output:\n%s", got)
 	}
 }
 
 func TestReplaySeveralSandboxes(t *testing.T) {
-	es := []Entry{
-		{Time: t0, Sandbox: "aaaaaaaaaaaa", Caller: "uid:0", Action: ActionCreate, Args: map[string]any{"image": "alpine", "name": "", "x": nil}, DurationMs: 900},
-		{Time: t0.Add(time.Second), Sandbox: "bbbbbbbbbbbb", Caller: "uid:1000", Action: ActionExec,
-			Args: map[string]any{"cmd": []string{"true"}}, ExitCode: intp(0), DurationMs: 5},
-		{Time: t0.Add(26 * time.Hour), Caller: "daemon", Action: ActionReconcile, Args: map[string]any{"reason": "adopted 1, cleaned 1"}},
+	es := []audit.Entry{
+		{Time: sessionStart, Sandbox: "aaaaaaaaaaaa", Caller: "uid:0", Action: audit.ActionCreate, Args: map[string]any{"image": "alpine", "name": "", "x": nil}, DurationMs: 900},
+		{Time: sessionStart.Add(time.Second), Sandbox: "bbbbbbbbbbbb", Caller: "uid:1000", Action: audit.ActionExec,
+			Args: map[string]any{"cmd": []string{"true"}}, ExitCode: intPtr(0), DurationMs: 5},
+		{Time: sessionStart.Add(26 * time.Hour), Caller: "daemon", Action: audit.ActionReconcile, Args: map[string]any{"reason": "adopted 1, cleaned 1"}},
 	}
-	golden(t, "replay_multi.golden", replay(t, es, ReplayOptions{}))
+	golden(t, "replay_multi.golden", replay(t, es, replayOptions{}))
 }
 
 func TestReplayEmptyAndSingle(t *testing.T) {
-	if got := string(replay(t, nil, ReplayOptions{})); got != "no audit entries\n" {
+	if got := string(replay(t, nil, replayOptions{})); got != "no audit entries\n" {
 		t.Fatalf("empty replay %q", got)
 	}
-	got := string(replay(t, []Entry{{Time: t0, Sandbox: "aaaaaaaaaaaa", Caller: "uid:0", Action: ActionStop}}, ReplayOptions{}))
+	got := string(replay(t, []audit.Entry{{Time: sessionStart, Sandbox: "aaaaaaaaaaaa", Caller: "uid:0", Action: audit.ActionStop}}, replayOptions{}))
 	want := "sandbox aaaaaaaaaaaa — 1 action, 2026-11-29 14:02:11 UTC\n" +
 		"14:02:11.120  +0.000s  uid:0  stop\n"
 	if got != want {
@@ -146,14 +151,21 @@ func TestReplayEmptyAndSingle(t *testing.T) {
 // What Read returns (Args decoded from JSON: []any, float64) renders the
 // same as what the daemon appended.
 func TestReplayAfterJSONRoundTrip(t *testing.T) {
-	l := openLog(t, t.TempDir(), Options{})
+	l, err := audit.Open(t.TempDir(), audit.Options{})
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
 	for _, e := range session() {
 		if err := l.Append(e); err != nil {
 			t.Fatal(err)
 		}
 	}
-	read := readAll(t, l, Filter{Sandbox: "3f2a9c1b0d4e"})
-	if got, want := replay(t, read, ReplayOptions{}), replay(t, session(), ReplayOptions{}); !bytes.Equal(got, want) {
+	var read []audit.Entry
+	if err := l.Read(audit.Filter{Sandbox: "3f2a9c1b0d4e"}, func(e audit.Entry) error { read = append(read, e); return nil }); err != nil {
+		t.Fatalf("Read: %v", err)
+	}
+	if got, want := replay(t, read, replayOptions{}), replay(t, session(), replayOptions{}); !bytes.Equal(got, want) {
 		t.Fatalf("replay of read entries differs:\n%s\n--- want\n%s", got, want)
 	}
 }
