@@ -159,6 +159,7 @@ type entry struct {
 	lostReason string
 	endedAt    time.Time
 	stdinOpen  bool
+	ending     bool // end has begun (notify running): no second end
 	out        buffer
 }
 
@@ -241,7 +242,7 @@ func (t *Table) Start(ctx context.Context, id string, req agentproto.ExecRequest
 	delete(t.pending, id)
 	if t.closed {
 		t.mu.Unlock()
-		e.end(StateLost, nil, "the process table was closed while the command started")
+		e.end(StateLost, nil, "the process table was closed while the command started", nil)
 		t.waiters.Go(func() {
 			kill(e)
 			_, _ = p.Wait()
@@ -272,15 +273,10 @@ func (t *Table) evictLocked() bool {
 // wait records the command's end.
 func (t *Table) wait(e *entry) {
 	st, err := e.proc.Wait()
-	var ok bool
-	var info Info
 	if err == nil || st.ErrorKind != "" || st.Code >= 0 || st.Signal != 0 {
-		ok, info = e.end(StateExited, &st, "")
+		e.end(StateExited, &st, "", t.opts.OnExit)
 	} else {
-		ok, info = e.end(StateLost, nil, err.Error())
-	}
-	if ok && t.opts.OnExit != nil {
-		t.opts.OnExit(info)
+		e.end(StateLost, nil, err.Error(), t.opts.OnExit)
 	}
 }
 
@@ -368,14 +364,10 @@ func (t *Table) CloseAll(reason string) {
 	t.mu.Unlock()
 	var wg sync.WaitGroup
 	for _, e := range entries {
-		ok, info := e.end(StateLost, nil, reason)
-		if !ok {
+		if ok, _ := e.end(StateLost, nil, reason, t.opts.OnExit); !ok {
 			continue
 		}
 		wg.Go(func() { kill(e) })
-		if t.opts.OnExit != nil {
-			t.opts.OnExit(info)
-		}
 	}
 	wg.Wait()
 }
@@ -391,20 +383,35 @@ func kill(e *entry) {
 	_ = e.proc.Signal(ctx, syscall.SIGKILL)
 }
 
-// end moves e from running to state once; it reports whether it did and
-// the Info after the move. It closes stdin (pending writes fail with
-// ErrExited) and wakes followers.
-func (e *entry) end(state string, exit *agentproto.ExitStatus, reason string) (bool, Info) {
+// end marks e ended with state (once: the first caller wins, later ones
+// get false) and returns its final Info. notify, if not nil, is called
+// with that Info before the end is visible to readers (state, output
+// followers, Wait), so what it records (the daemon's audit entry and exec
+// history) is there by the time anyone sees the process ended. It
+// closes stdin (pending writes fail with ErrExited) and wakes followers.
+func (e *entry) end(state string, exit *agentproto.ExitStatus, reason string, notify func(Info)) (bool, Info) {
 	e.mu.Lock()
-	if e.state != StateRunning {
+	if e.state != StateRunning || e.ending {
 		e.mu.Unlock()
 		return false, Info{}
 	}
-	e.state, e.exit, e.lostReason, e.endedAt = state, exit, reason, time.Now()
+	e.ending = true
+	info := e.infoLocked()
+	e.mu.Unlock()
+	now := time.Now()
+	info.State, info.Error, info.StdinOpen, info.EndedAt = state, reason, false, now
+	if exit != nil {
+		x := *exit
+		info.Exit = &x
+	}
+	if notify != nil {
+		notify(info)
+	}
+	e.mu.Lock()
+	e.state, e.exit, e.lostReason, e.endedAt = state, exit, reason, now
 	e.stdinOpen = false
 	e.out.broadcast()
 	close(e.done)
-	info := e.infoLocked()
 	e.mu.Unlock()
 	if e.stdinR != nil {
 		e.stdinR.CloseWithError(ErrExited)

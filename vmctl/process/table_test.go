@@ -11,6 +11,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/agentbox/agentbox/vmctl/agent"
 	"github.com/agentbox/agentbox/vmctl/agentproto"
@@ -866,4 +867,42 @@ func TestConcurrentFollowers(t *testing.T) {
 		go follow(int64(i * 101 % len(want)))
 	}
 	wg.Wait()
+}
+
+// TestOnExitBeforeVisible: OnExit runs before anyone can see the process
+// ended, so what it records (the daemon's process.exit audit entry) is
+// there when a client that saw the exit looks for it.
+func TestOnExitBeforeVisible(t *testing.T) {
+	entered, release := make(chan process.Info, 1), make(chan struct{})
+	tb := process.NewTable(process.Options{OnExit: func(info process.Info) {
+		entered <- info
+		<-release
+	}})
+	ctx := context.Background()
+	if _, err := tb.Start(ctx, "p", argv("true"), nil, false, starter(func(f *fake) (agentproto.ExitStatus, error) {
+		return agentproto.ExitStatus{Code: 3}, nil
+	}, nil)); err != nil {
+		t.Fatal(err)
+	}
+	var final process.Info
+	select {
+	case final = <-entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("OnExit not called")
+	}
+	if final.State != process.StateExited || final.Exit == nil || final.Exit.Code != 3 || final.EndedAt.IsZero() {
+		t.Fatalf("OnExit's info %+v, want exited with code 3 and ended_at", final)
+	}
+	if info, err := tb.Get("p"); err != nil || info.State != process.StateRunning {
+		t.Fatalf("while OnExit runs: %+v, %v; want still running", info, err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	if info, err := tb.Wait(wctx, "p"); err == nil {
+		t.Fatalf("Wait returned %+v while OnExit runs", info)
+	}
+	close(release)
+	if info := wait(t, tb, "p"); info.State != process.StateExited || !info.EndedAt.Equal(final.EndedAt) {
+		t.Fatalf("after OnExit: %+v, want exited at %v", info, final.EndedAt)
+	}
 }
