@@ -56,8 +56,9 @@ func New(m *sandbox.Manager) *Service {
 	return s
 }
 
-// FileLock returns the lock of one qcow2 file: held while it is saved
-// into, copied or deleted from (the warm templates' files too).
+// FileLock returns the lock of one path: a qcow2 file, held while it is
+// saved into, copied or deleted from (the warm templates' files too), or a
+// warm template's directory, held while it is built or removed.
 func (s *Service) FileLock(path string) *sync.Mutex {
 	s.mu.Lock()
 	defer s.mu.Unlock()

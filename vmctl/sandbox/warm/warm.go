@@ -75,8 +75,7 @@ type Service struct {
 	cfg   sandbox.Config
 	log   *slog.Logger
 
-	mu    sync.Mutex
-	locks map[string]*sync.Mutex // per key: the build of one template
+	mu sync.Mutex
 
 	// The pool: per template key, sandboxes restored up to the loaded,
 	// paused domain.
@@ -104,19 +103,11 @@ func New(m *sandbox.Manager, snaps *snapshot.Service) *Service {
 // dir returns STATE_DIR/warm/<key>.
 func (w *Service) dir(key string) string { return filepath.Join(w.cfg.StateDir, "warm", key) }
 
-func (w *Service) lock(key string) *sync.Mutex {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.locks == nil {
-		w.locks = map[string]*sync.Mutex{}
-	}
-	l, ok := w.locks[key]
-	if !ok {
-		l = &sync.Mutex{}
-		w.locks[key] = l
-	}
-	return l
-}
+// lock returns the lock of one template key, held while the template is
+// built, removed or evicted: the snapshot service's lock of the template's
+// directory (one keyed-lock table for every file the sandbox packages
+// share).
+func (w *Service) lock(key string) *sync.Mutex { return w.snaps.FileLock(w.dir(key)) }
 
 // Create is sandbox.Manager.Create from the image's warm template: a
 // pre-booted "ready" snapshot per image and machine shape (image digest,
