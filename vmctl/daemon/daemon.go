@@ -83,7 +83,7 @@ type Config struct {
 	ReapInterval time.Duration
 	// Ceilings cap what a create may ask for (resources.go).
 	Ceilings Ceilings
-	// Thresholds are the usage warn and act levels (resources.go).
+	// Thresholds are the usage warn and act levels (usage.go).
 	Thresholds Thresholds
 	// UsageInterval is how often running sandboxes' usage is sampled;
 	// 0 means DefaultUsageInterval.
@@ -112,6 +112,7 @@ type Daemon struct {
 	metrics *metrics
 	events  *hub
 	report  sandbox.Report
+	usage   *usageMonitor // usage samples and thresholds (usage.go)
 
 	mu       sync.Mutex
 	boxes    map[string]*box   // by sandbox ID
@@ -121,7 +122,6 @@ type Daemon struct {
 
 	stopReaper context.CancelFunc
 	reaperDone chan struct{}
-	res        usageMonitor // usage monitor (resources.go)
 
 	snapMetricsOnce sync.Once // snapshots.go
 	snapM           *snapshotMetrics
@@ -209,6 +209,10 @@ func New(ctx context.Context, cfg Config) (_ *Daemon, err error) {
 	if err != nil {
 		return nil, err
 	}
+	d.usage = &usageMonitor{
+		interval: cfg.UsageInterval, thresholds: cfg.Thresholds, log: log,
+		list: d.mgr.List, sample: d.limits.Usage, audit: d.appendAudit, publish: d.events.publish, stop: d.mgr.Stop,
+	}
 	d.snaps = snapshot.New(d.mgr) // before Reconcile: it keeps snapshot files
 	d.warm = warm.New(d.mgr, d.snaps)
 	d.warm.SetPool(cfg.WarmPool)
@@ -231,7 +235,7 @@ func New(ctx context.Context, cfg Config) (_ *Daemon, err error) {
 	reapCtx, stop := context.WithCancel(context.Background())
 	d.stopReaper, d.reaperDone = stop, make(chan struct{})
 	go d.reaper(reapCtx)
-	d.startUsageMonitor(reapCtx)
+	d.usage.start(reapCtx, d.metrics.reg)
 	return d, nil
 }
 
@@ -253,7 +257,7 @@ func (d *Daemon) Shutdown(ctx context.Context) error {
 	d.mu.Unlock()
 	d.stopReaper()
 	<-d.reaperDone
-	d.waitUsageMonitor()
+	d.usage.wait()
 
 	done := make(chan struct{})
 	go func() { d.inflight.Wait(); close(done) }()

@@ -3,14 +3,8 @@ package daemon
 import (
 	"context"
 	"fmt"
-	"strings"
-	"sync"
-	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/agentbox/agentbox/vmctl/api"
-	"github.com/agentbox/agentbox/vmctl/audit"
 	"github.com/agentbox/agentbox/vmctl/errdefs"
 	"github.com/agentbox/agentbox/vmctl/image"
 	"github.com/agentbox/agentbox/vmctl/overlay"
@@ -32,33 +26,6 @@ type Ceilings struct {
 	IOBps           int64 // --max-io-bps, bytes/s
 	IOPS            int64 // --max-iops, operations/s
 	Pids            int64 // --max-pids, host tasks of the QEMU process
-}
-
-// Thresholds are the usage levels, in percent of a limit, at which the
-// daemon warns (audit entry "resource" and event "sandbox.resource") and
-// acts (stops the sandbox, reason naming the numbers): QEMU's resident
-// memory against its hard limit, the overlay's host bytes against the
-// disk's size. Zero fields take the defaults, 80 and 95; a negative one
-// turns that level off.
-type Thresholds struct {
-	WarnPercent int
-	ActPercent  int
-}
-
-// DefaultUsageInterval is how often the daemon samples the usage of its
-// running sandboxes when Config.UsageInterval is zero.
-const DefaultUsageInterval = 5 * time.Second
-
-// ActionResource is the audit action of a usage threshold crossed (warn
-// or act); its args say which limit, the numbers and what was done.
-const ActionResource = "resource"
-
-// usageMonitor is the daemon's usage monitor state.
-type usageMonitor struct {
-	mu     sync.Mutex
-	usage  map[string]resources.Usage // by sandbox ID: the latest sample
-	warned map[string]bool            // sandbox ID + limit: a warning was given
-	done   chan struct{}
 }
 
 // ceilingError is the 422 of a request above a ceiling.
@@ -146,8 +113,8 @@ func resourceArgs(args map[string]any, r sandbox.Record) {
 }
 
 // viewResources adds the sandbox's limits, their enforcement and its
-// latest usage sample to its API view.
-func (d *Daemon) viewResources(r sandbox.Record, v *api.Sandbox) {
+// latest usage sample (latest: the usage monitor's) to its API view.
+func viewResources(r sandbox.Record, v *api.Sandbox, latest func(id string) (resources.Usage, bool)) {
 	if lim := r.Resources; lim != nil {
 		res := &api.Resources{
 			DiskMiB: lim.DiskMiB, CPUQuotaPercent: lim.CPUQuotaPercent, MemoryHardLimitMiB: lim.MemoryHardLimitMiB,
@@ -162,208 +129,12 @@ func (d *Daemon) viewResources(r sandbox.Record, v *api.Sandbox) {
 	if r.State != sandbox.StateRunning {
 		return
 	}
-	d.res.mu.Lock()
-	u, ok := d.res.usage[r.ID]
-	d.res.mu.Unlock()
-	if ok {
+	if u, ok := latest(r.ID); ok {
 		v.Usage = &api.Usage{
 			SampledAt: u.SampledAt, DomainState: u.DomainState, PauseReason: u.PauseReason,
 			CPUTimeNs: u.CPUTimeNs, MemoryRSSBytes: u.MemoryRSSBytes, MemoryLimitBytes: u.MemoryLimitBytes,
 			DiskBytes: u.DiskBytes, DiskCapBytes: u.DiskCapBytes, NetRxBytes: u.NetRxBytes, NetTxBytes: u.NetTxBytes,
 			Pids: u.Pids, PidsMax: u.PidsMax,
 		}
-	}
-}
-
-// startUsageMonitor samples every running sandbox's usage each
-// Config.UsageInterval until ctx ends, keeps the latest sample for the
-// API and metrics, and applies the thresholds.
-func (d *Daemon) startUsageMonitor(ctx context.Context) {
-	d.res.usage, d.res.warned, d.res.done = map[string]resources.Usage{}, map[string]bool{}, make(chan struct{})
-	interval := d.cfg.UsageInterval
-	if interval <= 0 {
-		interval = DefaultUsageInterval
-	}
-	d.metrics.reg.MustRegister(&usageCollector{d: d})
-	go func() {
-		defer close(d.res.done)
-		t := time.NewTicker(interval)
-		defer t.Stop()
-		for {
-			d.sampleUsage(ctx)
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-		}
-	}()
-}
-
-// waitUsageMonitor waits for the monitor to end (after its context).
-func (d *Daemon) waitUsageMonitor() {
-	if d.res.done != nil {
-		<-d.res.done
-	}
-}
-
-// sampleUsage reads every running sandbox's usage once.
-func (d *Daemon) sampleUsage(ctx context.Context) {
-	live := map[string]bool{}
-	for _, sb := range d.mgr.List() {
-		if sb.State() != sandbox.StateRunning {
-			continue
-		}
-		live[sb.ID] = true
-		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		u, err := d.limits.Usage(cctx, sb)
-		cancel()
-		if err != nil {
-			continue
-		}
-		d.res.mu.Lock()
-		prev, had := d.res.usage[sb.ID]
-		d.res.usage[sb.ID] = u
-		d.res.mu.Unlock()
-		if u.DomainState == "paused" && (!had || prev.DomainState != "paused") {
-			d.resourceEvent(sb, "paused", fmt.Sprintf("the domain is paused (%s)", orUnknown(u.PauseReason)), "warn", nil)
-		}
-		d.checkThresholds(sb, u)
-	}
-	d.res.mu.Lock()
-	for id := range d.res.usage {
-		if !live[id] {
-			delete(d.res.usage, id)
-		}
-	}
-	for key := range d.res.warned {
-		if id, _, _ := strings.Cut(key, "/"); !live[id] {
-			delete(d.res.warned, key)
-		}
-	}
-	d.res.mu.Unlock()
-}
-
-func orUnknown(s string) string {
-	if s == "" {
-		return "reason unknown"
-	}
-	return s
-}
-
-// thresholds returns the warn and act levels in percent (≤ 0: off).
-func (d *Daemon) thresholds() (warn, act int) {
-	warn, act = d.cfg.Thresholds.WarnPercent, d.cfg.Thresholds.ActPercent
-	if warn == 0 {
-		warn = 80
-	}
-	if act == 0 {
-		act = 95
-	}
-	return warn, act
-}
-
-// checkThresholds warns once per sandbox and limit when usage crosses the
-// warn level, and stops the sandbox when it crosses the act level.
-func (d *Daemon) checkThresholds(sb *sandbox.Sandbox, u resources.Usage) {
-	warn, act := d.thresholds()
-	for _, c := range []struct {
-		limit     string
-		used, cap uint64
-		what      string
-	}{
-		{"memory", u.MemoryRSSBytes, u.MemoryLimitBytes, "QEMU resident memory"},
-		{"disk", u.DiskBytes, u.DiskCapBytes, "overlay disk use"},
-	} {
-		if c.cap == 0 {
-			continue
-		}
-		pct := int(c.used * 100 / c.cap)
-		msg := fmt.Sprintf("%s %d MiB is %d%% of its %d MiB limit", c.what, c.used>>20, pct, c.cap>>20)
-		args := map[string]any{"limit": c.limit, "used_bytes": c.used, "limit_bytes": c.cap, "percent": pct}
-		if warn > 0 && pct >= warn && d.firstTime(sb.ID+"/warn/"+c.limit) {
-			d.resourceEvent(sb, c.limit, msg+fmt.Sprintf(" (warn threshold %d%%)", warn), "warn", args)
-		}
-		if act > 0 && pct >= act && d.firstTime(sb.ID+"/act") {
-			d.resourceEvent(sb, c.limit, msg+fmt.Sprintf(" (act threshold %d%%): stopping the sandbox", act), "stop", args)
-			go func() {
-				if err := d.mgr.Stop(context.Background(), sb, msg); err != nil {
-					d.log.Warn("stop sandbox over its threshold", "sandbox", sb.ID, "err", err)
-				}
-			}()
-			return
-		}
-	}
-}
-
-// firstTime reports whether key is seen for the first time (and marks
-// it).
-func (d *Daemon) firstTime(key string) bool {
-	d.res.mu.Lock()
-	defer d.res.mu.Unlock()
-	if d.res.warned[key] {
-		return false
-	}
-	d.res.warned[key] = true
-	return true
-}
-
-// resourceEvent audits and publishes a usage warning or action.
-func (d *Daemon) resourceEvent(sb *sandbox.Sandbox, limit, reason, action string, args map[string]any) {
-	if args == nil {
-		args = map[string]any{"limit": limit}
-	}
-	args["reason"], args["action"] = reason, action
-	d.appendAudit(audit.Entry{Time: time.Now().UTC(), Sandbox: sb.ID, Caller: "daemon", Action: ActionResource, Args: args})
-	d.events.publish(api.Event{Time: time.Now().UTC(), Type: api.EventSandboxResource, Sandbox: sb.ID, Name: sb.Name, State: string(sb.State()), Reason: reason})
-	d.log.Warn("sandbox resource threshold", "sandbox", sb.ID, "limit", limit, "action", action, "reason", reason)
-}
-
-// usageCollector exports the latest usage samples as gauges labelled by
-// sandbox ID.
-type usageCollector struct{ d *Daemon }
-
-var usageDescs = map[string]*prometheus.Desc{
-	"cpu":     prometheus.NewDesc("agentbox_sandbox_cpu_seconds", "CPU time of the sandbox's QEMU process (a counter sampled every few seconds).", []string{"sandbox"}, nil),
-	"rss":     prometheus.NewDesc("agentbox_sandbox_memory_rss_bytes", "Resident memory of the sandbox's QEMU process.", []string{"sandbox"}, nil),
-	"memlim":  prometheus.NewDesc("agentbox_sandbox_memory_limit_bytes", "Enforced memory hard limit of the sandbox's QEMU process (absent when none).", []string{"sandbox"}, nil),
-	"disk":    prometheus.NewDesc("agentbox_sandbox_disk_bytes", "Host bytes the sandbox's overlay occupies.", []string{"sandbox"}, nil),
-	"diskcap": prometheus.NewDesc("agentbox_sandbox_disk_cap_bytes", "Virtual size of the sandbox's disk.", []string{"sandbox"}, nil),
-	"rx":      prometheus.NewDesc("agentbox_sandbox_network_receive_bytes", "Bytes the sandbox's interfaces received.", []string{"sandbox"}, nil),
-	"tx":      prometheus.NewDesc("agentbox_sandbox_network_transmit_bytes", "Bytes the sandbox's interfaces sent.", []string{"sandbox"}, nil),
-	"pids":    prometheus.NewDesc("agentbox_sandbox_host_tasks", "Host tasks (processes and threads) of the sandbox's QEMU process.", []string{"sandbox"}, nil),
-	"paused":  prometheus.NewDesc("agentbox_sandbox_paused", "1 while the sandbox's domain is paused (e.g. QEMU stopped it on a host I/O error).", []string{"sandbox"}, nil),
-}
-
-func (c *usageCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range usageDescs {
-		ch <- d
-	}
-}
-
-func (c *usageCollector) Collect(ch chan<- prometheus.Metric) {
-	c.d.res.mu.Lock()
-	defer c.d.res.mu.Unlock()
-	g := func(name string, v float64, id string) {
-		ch <- prometheus.MustNewConstMetric(usageDescs[name], prometheus.GaugeValue, v, id)
-	}
-	for id, u := range c.d.res.usage {
-		g("cpu", float64(u.CPUTimeNs)/1e9, id)
-		g("rss", float64(u.MemoryRSSBytes), id)
-		if u.MemoryLimitBytes > 0 {
-			g("memlim", float64(u.MemoryLimitBytes), id)
-		}
-		g("disk", float64(u.DiskBytes), id)
-		g("diskcap", float64(u.DiskCapBytes), id)
-		g("rx", float64(u.NetRxBytes), id)
-		g("tx", float64(u.NetTxBytes), id)
-		if u.Pids >= 0 {
-			g("pids", float64(u.Pids), id)
-		}
-		paused := 0.0
-		if u.DomainState == "paused" {
-			paused = 1
-		}
-		g("paused", paused, id)
 	}
 }

@@ -234,7 +234,7 @@ func (d *Daemon) view(sb *sandbox.Sandbox) api.Sandbox {
 		v.ExpiresAt = timePtr(r.CreatedAt.Add(time.Duration(v.Limits.TTLSeconds) * time.Second))
 	}
 	v.Network = networkView(r)
-	d.viewResources(r, &v)
+	viewResources(r, &v, d.usage.latest) // resources.go
 	return v
 }
 
