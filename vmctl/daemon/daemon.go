@@ -14,7 +14,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"runtime"
 	"sync"
 	"time"
 
@@ -51,7 +50,7 @@ type Config struct {
 	// CapacityMemoryMiB and CapacityVCPUs are what the daemon may commit
 	// to sandboxes in total; creates beyond them get 429. Zero means the
 	// defaults: the host's memory minus 1 GiB (at least half of it) and
-	// 4 vCPUs per host CPU.
+	// 4 vCPUs per host CPU (admission.go).
 	CapacityMemoryMiB int
 	CapacityVCPUs     int
 	// Defaults are the limits of sandboxes whose create request leaves
@@ -81,9 +80,9 @@ type Config struct {
 	// ReapInterval is how often TTL and idle timeouts are checked; 0 means
 	// 1 s.
 	ReapInterval time.Duration
-	// Ceilings cap what a create may ask for (resources.go).
+	// Ceilings cap what a create may ask for (admission.go).
 	Ceilings Ceilings
-	// Thresholds are the usage warn and act levels (resources.go).
+	// Thresholds are the usage warn and act levels (usage.go).
 	Thresholds Thresholds
 	// UsageInterval is how often running sandboxes' usage is sampled;
 	// 0 means DefaultUsageInterval.
@@ -112,16 +111,16 @@ type Daemon struct {
 	metrics *metrics
 	events  *hub
 	report  sandbox.Report
+	adm     *admission    // capacity, ceilings, shutdown refusal (admission.go)
+	usage   *usageMonitor // usage samples and thresholds (usage.go)
 
 	mu       sync.Mutex
 	boxes    map[string]*box   // by sandbox ID
 	seen     map[string]string // sandbox ID → last state published as an event
-	closing  bool
-	inflight sync.WaitGroup // execs and file transfers
+	inflight sync.WaitGroup    // execs and file transfers
 
 	stopReaper context.CancelFunc
 	reaperDone chan struct{}
-	res        usageMonitor // usage monitor (resources.go)
 
 	snapMetricsOnce sync.Once // snapshots.go
 	snapM           *snapshotMetrics
@@ -166,12 +165,6 @@ func New(ctx context.Context, cfg Config) (_ *Daemon, err error) {
 	if cfg.Accel == nil {
 		cfg.Accel = func(m accel.Mode) (accel.Choice, error) { return accel.Choose(m, nil) }
 	}
-	if cfg.CapacityMemoryMiB <= 0 {
-		cfg.CapacityMemoryMiB = defaultMemoryMiB()
-	}
-	if cfg.CapacityVCPUs <= 0 {
-		cfg.CapacityVCPUs = 4 * runtime.NumCPU()
-	}
 	if cfg.ReapInterval <= 0 {
 		cfg.ReapInterval = time.Second
 	}
@@ -193,6 +186,7 @@ func New(ctx context.Context, cfg Config) (_ *Daemon, err error) {
 	}
 	undo.Add("audit log", func(context.Context) error { return d.audit.Close() })
 	d.metrics = newMetrics(cfg.Registerer, d)
+	d.adm = newAdmission(cfg, d.metrics.admissionRefused)
 	d.snapMetrics() // registered now, so /metrics shows them before the first snapshot
 	d.limits = resources.New(cfg.Driver, log)
 	d.mgr, err = sandbox.NewManager(sandbox.Config{
@@ -208,6 +202,10 @@ func New(ctx context.Context, cfg Config) (_ *Daemon, err error) {
 	})
 	if err != nil {
 		return nil, err
+	}
+	d.usage = &usageMonitor{
+		interval: cfg.UsageInterval, thresholds: cfg.Thresholds, log: log,
+		list: d.mgr.List, sample: d.limits.Usage, audit: d.appendAudit, publish: d.events.publish, stop: d.mgr.Stop,
 	}
 	d.snaps = snapshot.New(d.mgr) // before Reconcile: it keeps snapshot files
 	d.warm = warm.New(d.mgr, d.snaps)
@@ -231,7 +229,7 @@ func New(ctx context.Context, cfg Config) (_ *Daemon, err error) {
 	reapCtx, stop := context.WithCancel(context.Background())
 	d.stopReaper, d.reaperDone = stop, make(chan struct{})
 	go d.reaper(reapCtx)
-	d.startUsageMonitor(reapCtx)
+	d.usage.start(reapCtx, d.metrics.reg)
 	return d, nil
 }
 
@@ -248,12 +246,10 @@ func (d *Daemon) Instance() string { return d.store.Instance() }
 // (or are stopped with Config.StopOnShutdown), and the audit log and the
 // store are closed. Call it after the API server stopped accepting.
 func (d *Daemon) Shutdown(ctx context.Context) error {
-	d.mu.Lock()
-	d.closing = true
-	d.mu.Unlock()
+	d.adm.close()
 	d.stopReaper()
 	<-d.reaperDone
-	d.waitUsageMonitor()
+	d.usage.wait()
 
 	done := make(chan struct{})
 	go func() { d.inflight.Wait(); close(done) }()
@@ -335,16 +331,6 @@ func (d *Daemon) onChange(r sandbox.Record, removed bool) {
 			}()
 		}
 	}
-}
-
-// defaultMemoryMiB is the host's memory minus 1 GiB for the host itself,
-// but at least half of it.
-func defaultMemoryMiB() int {
-	total := hostMemoryMiB()
-	if total <= 0 {
-		return 4096
-	}
-	return max(total-1024, total/2)
 }
 
 // closeLostExecs ends the history entries of commands that were running

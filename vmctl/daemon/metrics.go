@@ -88,8 +88,8 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(sandboxesDesc, prometheus.GaugeValue, float64(n), st)
 	}
 	used := c.d.mgr.Resources()
-	ch <- prometheus.MustNewConstMetric(capacityDesc, prometheus.GaugeValue, float64(c.d.cfg.CapacityMemoryMiB), "memory_mib")
-	ch <- prometheus.MustNewConstMetric(capacityDesc, prometheus.GaugeValue, float64(c.d.cfg.CapacityVCPUs), "vcpus")
+	ch <- prometheus.MustNewConstMetric(capacityDesc, prometheus.GaugeValue, float64(c.d.adm.memoryMiB), "memory_mib")
+	ch <- prometheus.MustNewConstMetric(capacityDesc, prometheus.GaugeValue, float64(c.d.adm.vcpus), "vcpus")
 	ch <- prometheus.MustNewConstMetric(committedDesc, prometheus.GaugeValue, float64(used.UsedMemoryMiB), "memory_mib")
 	ch <- prometheus.MustNewConstMetric(committedDesc, prometheus.GaugeValue, float64(used.UsedVCPUs), "vcpus")
 }

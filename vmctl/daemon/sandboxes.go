@@ -30,7 +30,7 @@ func (d *Daemon) Info(ctx context.Context) (api.Info, error) {
 		Version: d.cfg.Version,
 		API:     "v1",
 		Capacity: api.Capacity{
-			MemoryMiB: d.cfg.CapacityMemoryMiB, VCPUs: d.cfg.CapacityVCPUs,
+			MemoryMiB: d.adm.memoryMiB, VCPUs: d.adm.vcpus,
 			UsedMemoryMiB: used.UsedMemoryMiB, UsedVCPUs: used.UsedVCPUs,
 		},
 		Sandboxes: counts,
@@ -76,7 +76,7 @@ func (d *Daemon) CreateSandbox(ctx context.Context, req api.CreateSandboxRequest
 }
 
 func (d *Daemon) create(ctx context.Context, req api.CreateSandboxRequest) (*sandbox.Sandbox, error) {
-	if err := d.admitting(); err != nil {
+	if err := d.adm.admitting(); err != nil {
 		return nil, err
 	}
 	if !filepath.IsAbs(req.Image) {
@@ -100,7 +100,7 @@ func (d *Daemon) create(ctx context.Context, req api.CreateSandboxRequest) (*san
 	if err != nil {
 		return nil, err
 	}
-	if err := d.applyCeilings(ctx, img, &req); err != nil { // resources.go
+	if err := d.adm.applyCeilings(ctx, img, &req); err != nil {
 		return nil, err
 	}
 	raw := sandbox.ExecAccount{Limits: sandbox.ExecLimits(mergeLimits(req.Limits, d.cfg.Defaults)), Creator: api.CallerFrom(ctx).ID}.Encode()
@@ -111,7 +111,7 @@ func (d *Daemon) create(ctx context.Context, req api.CreateSandboxRequest) (*san
 		Image: img, Accel: choice, Name: req.Name, Labels: req.Labels, Extra: raw,
 		VCPUs: req.VCPUs, MemoryMiB: req.MemoryMiB,
 		BootTimeout:       time.Duration(req.BootTimeoutMs) * time.Millisecond,
-		Admit:             d.admit,
+		Admit:             d.adm.admit,
 		Network:           policy,
 		GuestAgentChannel: d.cfg.GuestAgentChannel,
 		Resources:         resourceRequest(req),
@@ -122,35 +122,6 @@ func (d *Daemon) create(ctx context.Context, req api.CreateSandboxRequest) (*san
 	d.addBox(sb)
 	sb.Touch()
 	return sb, nil
-}
-
-// admitting refuses new work once Shutdown began.
-func (d *Daemon) admitting() error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.closing {
-		return errdefs.ErrUnavailable.WithMessage("the daemon is shutting down: retry against the restarted daemon")
-	}
-	return nil
-}
-
-// admit is admission control: a create that would commit more memory or
-// vCPUs than the configured capacity is refused with 429 and the numbers.
-func (d *Daemon) admit(r sandbox.Resources) error {
-	memOK := r.UsedMemoryMiB+r.MemoryMiB <= d.cfg.CapacityMemoryMiB
-	cpuOK := r.UsedVCPUs+r.VCPUs <= d.cfg.CapacityVCPUs
-	if memOK && cpuOK {
-		return nil
-	}
-	msg := fmt.Sprintf("host capacity exceeded: the sandbox needs %d MiB and %d vCPUs; %d of %d MiB and %d of %d vCPUs are committed: remove sandboxes, ask for less, or raise --capacity-memory/--capacity-vcpus",
-		r.MemoryMiB, r.VCPUs, r.UsedMemoryMiB, d.cfg.CapacityMemoryMiB, r.UsedVCPUs, d.cfg.CapacityVCPUs)
-	details := map[string]any{
-		"requested_memory_mib": r.MemoryMiB, "requested_vcpus": r.VCPUs,
-		"used_memory_mib": r.UsedMemoryMiB, "used_vcpus": r.UsedVCPUs,
-		"capacity_memory_mib": d.cfg.CapacityMemoryMiB, "capacity_vcpus": d.cfg.CapacityVCPUs,
-	}
-	d.metrics.admissionRefused.Inc()
-	return errdefs.WithDetails(errCapacity.WithMessage(msg), details)
 }
 
 // ListSandboxes implements apiserver.Backend.
@@ -234,7 +205,7 @@ func (d *Daemon) view(sb *sandbox.Sandbox) api.Sandbox {
 		v.ExpiresAt = timePtr(r.CreatedAt.Add(time.Duration(v.Limits.TTLSeconds) * time.Second))
 	}
 	v.Network = networkView(r)
-	d.viewResources(r, &v)
+	viewResources(r, &v, d.usage.latest) // resources.go
 	return v
 }
 
@@ -247,7 +218,7 @@ func (d *Daemon) box(id string) *box {
 // running resolves ref to a running sandbox's box, or the
 // API error saying why not.
 func (d *Daemon) running(ref string) (*box, error) {
-	if err := d.admitting(); err != nil {
+	if err := d.adm.admitting(); err != nil {
 		return nil, err
 	}
 	sb, err := d.mgr.Get(ref)

@@ -63,7 +63,7 @@ func (d *Daemon) startSandbox(ctx context.Context, warm bool, opts sandbox.Optio
 // SaveSnapshot implements apiserver.SnapshotBackend.
 func (d *Daemon) SaveSnapshot(ctx context.Context, ref string, req api.SaveSnapshotRequest) (api.Snapshot, error) {
 	start := time.Now()
-	if err := d.admitting(); err != nil {
+	if err := d.adm.admitting(); err != nil {
 		return api.Snapshot{}, err
 	}
 	sb, err := d.mgr.Get(ref)
@@ -165,7 +165,7 @@ func (d *Daemon) RestoreSnapshot(ctx context.Context, name string, req api.Resto
 }
 
 func (d *Daemon) restore(ctx context.Context, name string, req api.RestoreRequest) (*sandbox.Sandbox, error) {
-	if err := d.admitting(); err != nil {
+	if err := d.adm.admitting(); err != nil {
 		return nil, err
 	}
 	rec, err := d.snaps.Get(name)
@@ -182,7 +182,7 @@ func (d *Daemon) restore(ctx context.Context, name string, req api.RestoreReques
 	}
 	raw := sandbox.ExecAccount{Limits: sandbox.ExecLimits(mergeLimits(req.Limits, api.Limits(ex.Limits))), Creator: api.CallerFrom(ctx).ID}.Encode()
 	sb, err := d.snaps.Restore(ctx, rec.ID, snapshot.RestoreOptions{
-		Image: img, Name: req.Name, Labels: req.Labels, Extra: raw, Admit: d.admit,
+		Image: img, Name: req.Name, Labels: req.Labels, Extra: raw, Admit: d.adm.admit,
 	})
 	if err != nil {
 		return nil, err

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"net/http"
 	"syscall"
 	"testing"
 
@@ -16,24 +15,6 @@ import (
 	"github.com/agentbox/agentbox/vmctl/process"
 	"github.com/agentbox/agentbox/vmctl/sandbox"
 )
-
-func TestAdmit(t *testing.T) {
-	d := &Daemon{cfg: Config{CapacityMemoryMiB: 1024, CapacityVCPUs: 2}, metrics: newMetrics(nil, nil)}
-	if err := d.admit(sandbox.Resources{VCPUs: 1, MemoryMiB: 512, UsedVCPUs: 1, UsedMemoryMiB: 512}); err != nil {
-		t.Fatalf("exactly full must be admitted: %v", err)
-	}
-	err := d.admit(sandbox.Resources{VCPUs: 1, MemoryMiB: 513, UsedVCPUs: 0, UsedMemoryMiB: 512})
-	ae := api.ErrorFrom(err)
-	if ae == nil || ae.Status != http.StatusTooManyRequests || ae.Code != api.CodeCapacity {
-		t.Fatalf("over memory: %v", err)
-	}
-	if ae.Details["capacity_memory_mib"] != 1024 || ae.Details["used_memory_mib"] != 512 || ae.Details["requested_memory_mib"] != 513 {
-		t.Fatalf("details %v", ae.Details)
-	}
-	if err := d.admit(sandbox.Resources{VCPUs: 2, MemoryMiB: 1, UsedVCPUs: 1}); err == nil {
-		t.Fatal("over vCPUs admitted")
-	}
-}
 
 func TestParseSignal(t *testing.T) {
 	for in, want := range map[string]syscall.Signal{"": syscall.SIGKILL, "TERM": syscall.SIGTERM, "sigterm": syscall.SIGTERM, "SIGINT": syscall.SIGINT, "9": syscall.SIGKILL, "15": syscall.SIGTERM} {

@@ -8,11 +8,30 @@ import (
 
 	"github.com/agentbox/agentbox/vmctl/api"
 	"github.com/agentbox/agentbox/vmctl/image"
+	"github.com/agentbox/agentbox/vmctl/sandbox"
 )
+
+func TestAdmit(t *testing.T) {
+	d := newAdmission(Config{CapacityMemoryMiB: 1024, CapacityVCPUs: 2}, newMetrics(nil, nil).admissionRefused)
+	if err := d.admit(sandbox.Resources{VCPUs: 1, MemoryMiB: 512, UsedVCPUs: 1, UsedMemoryMiB: 512}); err != nil {
+		t.Fatalf("exactly full must be admitted: %v", err)
+	}
+	err := d.admit(sandbox.Resources{VCPUs: 1, MemoryMiB: 513, UsedVCPUs: 0, UsedMemoryMiB: 512})
+	ae := api.ErrorFrom(err)
+	if ae == nil || ae.Status != http.StatusTooManyRequests || ae.Code != api.CodeCapacity {
+		t.Fatalf("over memory: %v", err)
+	}
+	if ae.Details["capacity_memory_mib"] != 1024 || ae.Details["used_memory_mib"] != 512 || ae.Details["requested_memory_mib"] != 513 {
+		t.Fatalf("details %v", ae.Details)
+	}
+	if err := d.admit(sandbox.Resources{VCPUs: 2, MemoryMiB: 1, UsedVCPUs: 1}); err == nil {
+		t.Fatal("over vCPUs admitted")
+	}
+}
 
 func TestApplyCeilings(t *testing.T) {
 	img := &image.Image{Manifest: image.Manifest{Resources: image.Resources{VCPUs: 1, MemoryMiB: 512, DiskMiB: 4096}}}
-	d := &Daemon{cfg: Config{Ceilings: Ceilings{VCPUs: 2, MemoryMiB: 4096, DiskMiB: 3072, CPUQuotaPercent: 100, IOBps: 1 << 20, IOPS: 100, Pids: 512}}}
+	d := &admission{ceilings: Ceilings{VCPUs: 2, MemoryMiB: 4096, DiskMiB: 3072, CPUQuotaPercent: 100, IOBps: 1 << 20, IOPS: 100, Pids: 512}}
 	for _, tc := range []struct {
 		req  api.CreateSandboxRequest
 		want string
@@ -42,7 +61,7 @@ func TestApplyCeilings(t *testing.T) {
 	}
 	// A quota ceiling above what the sandbox's vCPUs can use fills in
 	// only 100 % per vCPU (more would be refused as having no effect).
-	d.cfg.Ceilings = Ceilings{CPUQuotaPercent: 300}
+	d.ceilings = Ceilings{CPUQuotaPercent: 300}
 	for vcpus, want := range map[int]int{1: 100, 2: 200, 4: 300} {
 		req := api.CreateSandboxRequest{VCPUs: vcpus}
 		if err := d.applyCeilings(context.Background(), img, &req); err != nil || req.CPUQuotaPercent != want {
