@@ -1,23 +1,17 @@
-package main
+package inprocess
 
 import (
 	"context"
-	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
 
-	"github.com/agentbox/agentbox/vmctl/api"
-	"github.com/agentbox/agentbox/vmctl/apiserver"
-	"github.com/agentbox/agentbox/vmctl/client"
 	"github.com/agentbox/agentbox/vmctl/sandbox"
 )
 
-// fakeDomains is a domainSweeper over a set of running domain names.
+// fakeDomains is a Domains over a set of running domain names.
 type fakeDomains struct {
 	running   map[string]bool
 	destroyed []string
@@ -37,12 +31,12 @@ func (f *fakeDomains) DestroyDomain(_ context.Context, name string) error {
 	return nil
 }
 
-// TestSweepLocalRuns: a run whose process is gone (its lock free) is
-// removed with its domain and runtime dir, and named; a live run (lock
-// held, here by another process) and a kept run are left alone.
-func TestSweepLocalRuns(t *testing.T) {
+// TestSweep: a run whose process is gone (its lock free) is removed with
+// its domain and runtime dir, and named; a live run (lock held, here by
+// another process) and a kept run are left alone.
+func TestSweep(t *testing.T) {
 	state, runtime := t.TempDir(), t.TempDir()
-	dead, err := newLocalRun(state, runtime, "00000000000000de")
+	dead, err := newRunDir(state, runtime, "00000000000000de")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,14 +44,14 @@ func TestSweepLocalRuns(t *testing.T) {
 	os.WriteFile(filepath.Join(dead.RuntimeDir, "abcdefabcdef.sock"), nil, 0o600)
 	dead.lock.Close() // the process died: its lock is free, its files remain
 
-	kept, err := newLocalRun(state, runtime, "00000000000000ee")
+	kept, err := newRunDir(state, runtime, "00000000000000ee")
 	if err != nil {
 		t.Fatal(err)
 	}
 	kept.Keep("virsh destroy ...")
 	kept.lock.Close()
 
-	alive, err := newLocalRun(state, runtime, "00000000000000ff")
+	alive, err := newRunDir(state, runtime, "00000000000000ff")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,13 +59,13 @@ func TestSweepLocalRuns(t *testing.T) {
 	// Another process holds the live run's lock (flock locks of one
 	// process's own descriptors would conflict too, but this is the real
 	// case).
-	holder := exec.Command("flock", filepath.Join(alive.Dir, localLockFile), "sleep", "60")
+	holder := exec.Command("flock", filepath.Join(alive.Dir, lockFile), "sleep", "60")
 	if err := holder.Start(); err != nil {
 		t.Skipf("flock(1): %v", err)
 	}
 	t.Cleanup(func() { holder.Process.Kill(); holder.Wait() })
 	for { // until flock(1) holds it
-		f, ok := tryLock(filepath.Join(alive.Dir, localLockFile))
+		f, ok := tryLock(filepath.Join(alive.Dir, lockFile))
 		if !ok {
 			break
 		}
@@ -79,7 +73,7 @@ func TestSweepLocalRuns(t *testing.T) {
 	}
 
 	drv := &fakeDomains{running: map[string]bool{"agentbox-abcdefabcdef": true, "agentbox-other": true}}
-	lines := sweepLocalRuns(t.Context(), state, drv)
+	lines := Sweep(t.Context(), state, drv)
 	want := "removed what the in-process run 00000000000000de left behind (its process is gone): domain agentbox-abcdefabcdef, runtime dir " + dead.RuntimeDir + ", dir " + dead.Dir
 	if len(lines) != 1 || lines[0] != want {
 		t.Fatalf("sweep said %q, want [%q]", lines, want)
@@ -97,21 +91,21 @@ func TestSweepLocalRuns(t *testing.T) {
 			t.Errorf("swept %s: %v", p, err)
 		}
 	}
-	if lines := sweepLocalRuns(t.Context(), state, drv); len(lines) != 0 {
+	if lines := Sweep(t.Context(), state, drv); len(lines) != 0 {
 		t.Errorf("second sweep: %q", lines)
 	}
 }
 
-// TestLocalRunClose: a run's own Close removes its directories unless it
-// is kept or asked to keep its files.
-func TestLocalRunClose(t *testing.T) {
+// TestRunDirClose: a run's own Close removes its directories unless it is
+// kept or asked to keep its files.
+func TestRunDirClose(t *testing.T) {
 	state, runtime := t.TempDir(), t.TempDir()
-	r, err := newLocalRun(state, runtime, "0000000000000001")
+	r, err := newRunDir(state, runtime, "0000000000000001")
 	if err != nil {
 		t.Fatal(err)
 	}
 	// A live run's lock is not free, not even to this process.
-	if f, ok := tryLock(filepath.Join(r.Dir, localLockFile)); ok {
+	if f, ok := tryLock(filepath.Join(r.Dir, lockFile)); ok {
 		f.Close()
 		t.Fatal("a live run's lock could be taken")
 	}
@@ -121,11 +115,11 @@ func TestLocalRunClose(t *testing.T) {
 	if ents, _ := os.ReadDir(runtime); len(ents) != 0 {
 		t.Errorf("runtime dir left: %v", ents)
 	}
-	if ents, _ := os.ReadDir(filepath.Join(state, localRunsDir)); len(ents) != 0 {
+	if ents, _ := os.ReadDir(filepath.Join(state, runsDir)); len(ents) != 0 {
 		t.Errorf("run dir left: %v", ents)
 	}
 
-	k, err := newLocalRun(state, runtime, "0000000000000002")
+	k, err := newRunDir(state, runtime, "0000000000000002")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,39 +127,7 @@ func TestLocalRunClose(t *testing.T) {
 	if err := k.Close(false); err != nil {
 		t.Fatal(err)
 	}
-	if b, err := os.ReadFile(filepath.Join(k.Dir, localKeptFile)); err != nil || string(b) != "rm -rf it\n" {
+	if b, err := os.ReadFile(filepath.Join(k.Dir, keptFile)); err != nil || string(b) != "rm -rf it\n" {
 		t.Errorf("kept run: %q, %v", b, err)
-	}
-}
-
-// TestMemListener: the in-process API server serves vmctl/client over the
-// in-memory listener, naming the caller by uid like its unix socket.
-func TestMemListener(t *testing.T) {
-	d := newFakeBackend()
-	srv, err := apiserver.NewServer(apiserver.Config{Backend: d})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln := newMemListener()
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ln) }()
-	cl := client.New("", client.WithHTTPClient(&http.Client{Transport: &http.Transport{DialContext: ln.DialContext}}))
-	if _, err := cl.CreateSandbox(t.Context(), api.CreateSandboxRequest{Image: "/img", Name: "w1"}); err != nil {
-		t.Fatal(err)
-	}
-	var out strings.Builder
-	st, err := cl.Exec(t.Context(), "w1", api.ExecRequest{Cmd: []string{"out", "hello", "", "3"}}, &out, io.Discard)
-	if err != nil || st.ExitCode != 3 || out.String() != "hello" {
-		t.Errorf("exec: %+v %q %v", st, out.String(), err)
-	}
-	cl.Close()
-	if err := srv.Shutdown(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-done; err != nil {
-		t.Errorf("Serve: %v", err)
-	}
-	if _, err := ln.DialContext(t.Context(), "", ""); err == nil {
-		t.Error("dial after Close succeeded")
 	}
 }
