@@ -117,7 +117,7 @@ func runAction(c *cli.Context) error {
 		}
 	}
 
-	// In-process: the same service, in this process (local.go).
+	// In-process: the same service, in this process (local.go, vmctl/inprocess).
 	svc, err := startLocal(ctx, c, localOptions{
 		RunID:             runID,
 		Keep:              c.Bool("keep"),
@@ -135,5 +135,5 @@ func runAction(c *cli.Context) error {
 			fmt.Fprintln(c.App.ErrWriter, "agentbox: teardown:", err)
 		}
 	}()
-	return runSandbox(ctx, c, runTarget{cl: svc.Client, kept: func(sb api.Sandbox) { svc.Keep(c.App.ErrWriter, sb) }}, creq, req, gotSignal)
+	return runSandbox(ctx, c, runTarget{cl: svc.Client, kept: func(sb api.Sandbox) { printKept(c.App.ErrWriter, svc, sb) }}, creq, req, gotSignal)
 }

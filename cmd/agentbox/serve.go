@@ -23,6 +23,7 @@ import (
 	"github.com/agentbox/agentbox/vmctl/api"
 	"github.com/agentbox/agentbox/vmctl/apiserver"
 	"github.com/agentbox/agentbox/vmctl/daemon"
+	"github.com/agentbox/agentbox/vmctl/inprocess"
 	"github.com/agentbox/agentbox/vmctl/libvirt"
 )
 
@@ -125,7 +126,7 @@ func serveAction(c *cli.Context) error {
 		return fmt.Errorf("connect to libvirt at %s: %w (is libvirtd running? start it with `libvirtd -d` or `systemctl start libvirtd`)", c.String("uri"), err)
 	}
 	defer conn.Close()
-	for _, line := range sweepLocalRuns(ctx, stateDir, libvirt.NewDriver(conn)) { // localrun.go
+	for _, line := range inprocess.Sweep(ctx, stateDir, libvirt.NewDriver(conn)) {
 		fmt.Fprintln(c.App.ErrWriter, "agentbox serve:", line)
 	}
 

@@ -82,23 +82,3 @@ func networkCleanup(c *cli.Context) error {
 	}
 	return nil
 }
-
-// localNetworkTable is the nftables table of in-process sandboxes (`run
-// --local` or without a daemon), apart from any daemon's.
-const localNetworkTable = "agentbox_run"
-
-// localNetwork is the network provider of an in-process run whose policy
-// needs one: the default pool (subnets in use on the host are skipped),
-// its own table, an egress service per sandbox. Errors say what is
-// missing (root, nf_tables).
-func localNetwork(log *slog.Logger) (sandbox.NetworkProvider, error) {
-	m, err := network.New(network.Config{
-		Table:  localNetworkTable,
-		Egress: network.StartEgress(network.EgressOptions{Logger: log}),
-		Logger: log,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("sandbox network (run as root): %w", err)
-	}
-	return m, nil
-}
