@@ -250,6 +250,10 @@ func TestBadInput(t *testing.T) {
 		{[]string{"run", "--image", testenv.Image(t), "--accel", "hvf", "--", "true"}, "want auto, kvm or tcg"},
 		{[]string{"run", "--image", testenv.Image(t), "--env", "NOEQUALS", "--", "true"}, "want KEY=VALUE"},
 		{[]string{"run", "--image", testenv.Image(t), "--accel", "tcg", "--memory", "1", "--", "true"}, "memory"},
+		// The in-process service is held to the host's capacity as the
+		// daemon is: refused at once, not a QEMU failure or a boot timeout.
+		{[]string{"run", "--local", "--image", testenv.Image(t), "--accel", "tcg", "--memory", "100000000", "--", "true"}, "host capacity exceeded: the sandbox needs 100000000 MiB and 1 vCPUs"},
+		{[]string{"run", "--local", "--image", testenv.Image(t), "--accel", "tcg", "--memory", "100000000", "--", "true"}, "ask for less with --cpus/--memory"},
 	}
 	for _, tc := range cases {
 		args := append([]string{"--uri", testenv.URI(), "--state-dir", state, "--runtime-dir", runtime}, tc.args...)

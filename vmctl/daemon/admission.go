@@ -39,8 +39,9 @@ type Ceilings struct {
 // manager's Admit hook, 429). It holds the capacity figures that Info
 // and the agentbox_capacity gauges report.
 type admission struct {
-	memoryMiB int // Config.CapacityMemoryMiB, defaulted
-	vcpus     int // Config.CapacityVCPUs, defaulted
+	memoryMiB int    // Config.CapacityMemoryMiB, defaulted
+	vcpus     int    // Config.CapacityVCPUs, defaulted
+	hint      string // Config.CapacityHint, defaulted
 	ceilings  Ceilings
 	refused   prometheus.Counter // agentbox_admission_refused_total
 	closing   atomic.Bool        // Shutdown began
@@ -51,7 +52,10 @@ type admission struct {
 // of it) and 4 vCPUs per host CPU. refused counts the creates admit
 // refuses.
 func newAdmission(cfg Config, refused prometheus.Counter) *admission {
-	a := &admission{memoryMiB: cfg.CapacityMemoryMiB, vcpus: cfg.CapacityVCPUs, ceilings: cfg.Ceilings, refused: refused}
+	a := &admission{memoryMiB: cfg.CapacityMemoryMiB, vcpus: cfg.CapacityVCPUs, hint: cfg.CapacityHint, ceilings: cfg.Ceilings, refused: refused}
+	if a.hint == "" {
+		a.hint = "remove sandboxes, ask for less, or raise --capacity-memory/--capacity-vcpus"
+	}
 	if a.memoryMiB <= 0 {
 		a.memoryMiB = defaultMemoryMiB()
 	}
@@ -90,8 +94,8 @@ func (a *admission) admit(r sandbox.Resources) error {
 	if memOK && cpuOK {
 		return nil
 	}
-	msg := fmt.Sprintf("host capacity exceeded: the sandbox needs %d MiB and %d vCPUs; %d of %d MiB and %d of %d vCPUs are committed: remove sandboxes, ask for less, or raise --capacity-memory/--capacity-vcpus",
-		r.MemoryMiB, r.VCPUs, r.UsedMemoryMiB, a.memoryMiB, r.UsedVCPUs, a.vcpus)
+	msg := fmt.Sprintf("host capacity exceeded: the sandbox needs %d MiB and %d vCPUs; %d of %d MiB and %d of %d vCPUs are committed: %s",
+		r.MemoryMiB, r.VCPUs, r.UsedMemoryMiB, a.memoryMiB, r.UsedVCPUs, a.vcpus, a.hint)
 	details := map[string]any{
 		"requested_memory_mib": r.MemoryMiB, "requested_vcpus": r.VCPUs,
 		"used_memory_mib": r.UsedMemoryMiB, "used_vcpus": r.UsedVCPUs,

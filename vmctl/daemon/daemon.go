@@ -53,6 +53,10 @@ type Config struct {
 	// 4 vCPUs per host CPU (admission.go).
 	CapacityMemoryMiB int
 	CapacityVCPUs     int
+	// CapacityHint ends the message of a create refused for capacity: what
+	// the caller can do. Empty means the daemon's: "remove sandboxes, ask
+	// for less, or raise --capacity-memory/--capacity-vcpus".
+	CapacityHint string
 	// Defaults are the limits of sandboxes whose create request leaves
 	// them zero.
 	Defaults api.Limits

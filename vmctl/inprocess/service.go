@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"net/http"
 	"path/filepath"
 	"time"
@@ -133,10 +132,13 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 			}
 			return choice, err
 		},
-		// One run, one sandbox: no admission control and no usage
-		// thresholds, as for a VM started by hand.
-		CapacityMemoryMiB:   math.MaxInt32,
-		CapacityVCPUs:       math.MaxInt32,
+		// Held to the host's capacity as the daemon is (its defaults:
+		// the host's memory minus 1 GiB, 4 vCPUs per host CPU), so a
+		// request the host cannot hold is refused at once with the
+		// numbers instead of failing in QEMU or timing out in the boot.
+		// One run, one sandbox: no usage thresholds, as for a VM
+		// started by hand.
+		CapacityHint:        "ask for less with --cpus/--memory (an in-process run is held to the host's capacity as `agentbox serve` is)",
 		Thresholds:          daemon.Thresholds{WarnPercent: -1, ActPercent: -1},
 		Network:             &lazyNetwork{make: makeNetwork},
 		ImageVerifyCacheDir: filepath.Join(stateDir, "image-verify"),
