@@ -197,6 +197,8 @@ func TestCLICopy(t *testing.T) {
 		t.Errorf("guest /a/b/data.bin: %v", f)
 	}
 	d.cli(t, nil, "cp", src, "w1:/nodir/x").check(t, 125, "", "agentbox: /nodir: no such directory: create it or pass parents (create /nodir first, or pass --parents)\n")
+	// A missing sandbox is not_found too, but wants no --parents hint.
+	d.cli(t, nil, "cp", src, "nosuchbox:/tmp/x").check(t, 125, "", "agentbox: no sandbox \"nosuchbox\": see `agentbox ls`\n")
 
 	// Back into a local directory and to a named file: byte-exact, mode kept.
 	out := t.TempDir()

@@ -172,6 +172,11 @@ func upload(ctx context.Context, c *cli.Context, cl *client.Client, local string
 	}
 	_, err := cl.Upload(ctx, dst.sandbox, target, r, perm, parents)
 	if err != nil && !parents && isCode(err, api.CodeNotFound) {
+		// A missing parent directory and a missing sandbox are both
+		// not_found: only the first wants the --parents hint.
+		if _, serr := cl.GetSandbox(ctx, dst.sandbox); serr != nil {
+			return serr
+		}
 		return fmt.Errorf("%w (create %s first, or pass --parents)", err, path.Dir(target))
 	}
 	return err
