@@ -254,6 +254,8 @@ func TestBadInput(t *testing.T) {
 		// daemon is: refused at once, not a QEMU failure or a boot timeout.
 		{[]string{"run", "--local", "--image", testenv.Image(t), "--accel", "tcg", "--memory", "100000000", "--", "true"}, "host capacity exceeded: the sandbox needs 100000000 MiB and 1 vCPUs"},
 		{[]string{"run", "--local", "--image", testenv.Image(t), "--accel", "tcg", "--memory", "100000000", "--", "true"}, "ask for less with --cpus/--memory"},
+		// A boot timeout, however short, says which flag to raise.
+		{[]string{"run", "--local", "--image", testenv.Image(t), "--accel", "tcg", "--boot-timeout", "1ms", "--", "true"}, "guest agent did not answer within 1ms (a TCG boot takes seconds: raise --boot-timeout"},
 	}
 	for _, tc := range cases {
 		args := append([]string{"--uri", testenv.URI(), "--state-dir", state, "--runtime-dir", runtime}, tc.args...)

@@ -294,7 +294,9 @@ func (sb *Sandbox) connectAgent(ctx context.Context, timeout time.Duration) (*ag
 		if r.err == nil {
 			return r.c, nil
 		}
-		if ctx.Err() == context.DeadlineExceeded {
+		// The handshake's reads carry ctx's deadline, so they may time out
+		// a moment before ctx itself says so.
+		if ctx.Err() == context.DeadlineExceeded || errors.Is(r.err, context.DeadlineExceeded) || errors.Is(r.err, os.ErrDeadlineExceeded) {
 			return nil, fmt.Errorf("%w: guest agent did not answer within %s (a TCG boot takes seconds: raise --boot-timeout if the host is busy); console:\n%s", ErrBootTimeout, timeout, ConsoleTail(sb.ConsoleLog, 20))
 		}
 		// A connection that breaks during boot usually means QEMU exited:
