@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"io"
 	"reflect"
 	"testing"
 	"time"
@@ -157,4 +159,26 @@ func TestWholeSecondsAndCreateRequest(t *testing.T) {
 		}
 	}
 	d.cli(t, nil, "create").check(t, 125, "", "agentbox: no image: pass --image DIR (or set AGENTBOX_IMAGE), or a profile of the flake: `agentbox create [FLAGS] PROFILE` (see `agentbox profile ls`); `make test-image` builds an image\n")
+}
+
+// TestFlagValueHints: a value a flag cannot parse is named as typed
+// (--flag) and gets the hint its flag's type wants.
+func TestFlagValueHints(t *testing.T) {
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run", "--timeout", "5", "--", "true"}, `invalid value "5" for flag --timeout: parse error (durations take a unit: 500ms, 30s, 5m): see ` + "`agentbox run --help`"},
+		{[]string{"run", "--memory", "abc", "--", "true"}, `invalid value "abc" for flag --memory: parse error (want a whole number): see ` + "`agentbox run --help`"},
+		{[]string{"exec", "-t", "x", "w1", "--", "true"}, "flag provided but not defined: -t: see `agentbox exec --help`"},
+	}
+	for _, tc := range cases {
+		app := newApp()
+		var stderr bytes.Buffer
+		app.Writer, app.ErrWriter = io.Discard, &stderr
+		err := app.Run(append([]string{"agentbox", "--config", ""}, tc.args...))
+		if err == nil || err.Error() != tc.want {
+			t.Errorf("%v: %v, want %q", tc.args, err, tc.want)
+		}
+	}
 }

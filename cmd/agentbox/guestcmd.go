@@ -7,6 +7,8 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -37,14 +39,51 @@ func commandFlags() []cli.Flag {
 // instead of urfave/cli's full help text.
 func usageError(c *cli.Context, err error, _ bool) error {
 	msg := err.Error()
-	if strings.Contains(msg, "parse error") {
-		msg += " (durations take a unit: 500ms, 30s, 5m; numbers are plain integers)"
+	// Go's flag package says `invalid value "5" for flag -timeout: parse
+	// error`: name the flag as it is typed and say what its type takes.
+	if m := flagValueError.FindStringSubmatch(msg); m != nil {
+		name := m[1]
+		if len(name) > 1 {
+			msg = strings.Replace(msg, "flag -"+name, "flag --"+name, 1)
+		}
+		switch flagKind(c, name) {
+		case "duration":
+			msg += " (durations take a unit: 500ms, 30s, 5m)"
+		case "number":
+			msg += " (want a whole number)"
+		}
 	}
 	name := "agentbox"
 	if c.Command != nil && c.Command.Name != "" && c.Command.Name != c.App.Name {
 		name += " " + c.Command.Name
 	}
 	return fmt.Errorf("%s: see `%s --help`", msg, name)
+}
+
+// flagValueError matches the flag package's error for a value its flag
+// cannot parse; the group is the flag's name.
+var flagValueError = regexp.MustCompile(`invalid value ".*" for flag -([A-Za-z0-9-]+):`)
+
+// flagKind says what the flag named name of c's command (or the app's
+// global flags) takes: "duration", "number", or "" for anything else.
+func flagKind(c *cli.Context, name string) string {
+	flags := c.App.Flags
+	if c.Command != nil {
+		flags = append(slices.Clone(c.Command.Flags), flags...)
+	}
+	for _, f := range flags {
+		if !slices.Contains(f.Names(), name) {
+			continue
+		}
+		switch f.(type) {
+		case *cli.DurationFlag:
+			return "duration"
+		case *cli.IntFlag, *cli.Int64Flag, *cli.UintFlag, *cli.Uint64Flag:
+			return "number"
+		}
+		return ""
+	}
+	return ""
 }
 
 // guestArgv returns the command to run from the arguments after "--".
