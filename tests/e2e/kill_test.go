@@ -3,6 +3,7 @@ package e2e
 import (
 	"bufio"
 	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -28,15 +29,7 @@ func TestRunKill9DuringBoot(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(2 * time.Minute)
-	for !qemuRunningFor(state) {
-		if time.Now().After(deadline) {
-			cmd.Process.Kill()
-			cmd.Wait()
-			t.Fatalf("no qemu process appeared; stderr %s", stderr)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitQEMU(t, cmd, state, stderr)
 	killed(t, cmd)
 	assertOrphansGone(t, state, runtime)
 }
@@ -60,6 +53,21 @@ func TestRunKill9DuringExec(t *testing.T) {
 	}
 	killed(t, cmd)
 	assertOrphansGone(t, state, runtime)
+}
+
+// waitQEMU waits (up to 2 minutes) until the started cmd's domain has a
+// QEMU process (it boots from state); else it kills cmd and fails.
+func waitQEMU(t *testing.T, cmd *exec.Cmd, state string, stderr fmt.Stringer) {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for !qemuRunningFor(state) {
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			cmd.Wait()
+			t.Fatalf("no qemu process appeared; stderr %s", stderr)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // killDirs returns a test's state and runtime dirs, checked for leaks at

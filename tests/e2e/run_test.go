@@ -405,15 +405,7 @@ func TestSignalDuringBoot(t *testing.T) {
 	}
 	// Wait until the domain's qemu process exists, then interrupt the boot.
 	state := cmd.Args[4] // --uri U --state-dir DIR: DIR is the 5th argument
-	deadline := time.Now().Add(2 * time.Minute)
-	for !qemuRunningFor(state) {
-		if time.Now().After(deadline) {
-			cmd.Process.Kill()
-			cmd.Wait()
-			t.Fatalf("no qemu process appeared; stderr %s", stderr)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitQEMU(t, cmd, state, stderr)
 	cmd.Process.Signal(syscall.SIGINT)
 	err := cmd.Wait()
 	ee, ok := err.(*exec.ExitError)
