@@ -59,17 +59,29 @@ func newRunID() string {
 	return hex.EncodeToString(nonce)
 }
 
+// runIdleTimeout is the idle timeout of a sandbox `agentbox run` makes
+// through a daemon (not kept): a CLI killed with kill -9 cannot remove
+// its sandbox, and the daemon's reaper removes it this long after its
+// last command ended (a command in flight is never idle; the daemon ends
+// an exec whose client went away). An in-process run's sandbox dies with
+// the process instead (libvirt's autodestroy).
+const runIdleTimeout = time.Minute
+
 // runSandbox is `agentbox run` against t: create a sandbox from creq
 // (labelled with runIDLabel), run req in it like `exec` does, remove it
 // (also on errors and signals) unless --keep. Against a daemon, a sandbox
-// not kept carries a TTL of max(--timeout, 1h) + --boot-timeout, so a
-// killed CLI never leaks it for long.
+// not kept carries an idle timeout of runIdleTimeout and a TTL of
+// max(--timeout, 1h) + --boot-timeout, so a killed CLI never leaks it
+// for long.
 func runSandbox(ctx context.Context, c *cli.Context, t runTarget, creq api.CreateSandboxRequest, req agentproto.ExecRequest, gotSignal func() syscall.Signal) error {
 	cl, runID := t.cl, creq.Labels[runIDLabel]
 	keep := c.Bool("keep")
 	if !keep && t.ttl {
 		ttl := max(c.Duration("timeout"), time.Hour) + c.Duration("boot-timeout")
 		creq.Limits.TTLSeconds = int64((ttl + time.Second - 1) / time.Second)
+		if creq.Limits.IdleTimeoutSeconds == 0 {
+			creq.Limits.IdleTimeoutSeconds = int64(runIdleTimeout / time.Second)
+		}
 	}
 	sb, err := cl.CreateSandbox(ctx, creq)
 	if err != nil {

@@ -1097,6 +1097,50 @@ func TestDaemonRunUsesDaemon(t *testing.T) {
 	}
 }
 
+// TestDaemonRunKilled: a `run` through the daemon killed with kill -9
+// mid-command cannot remove its sandbox; the daemon's reaper does, a
+// minute after the command ended (the run's idle timeout), and audits
+// why.
+func TestDaemonRunKilled(t *testing.T) {
+	d := startDaemon(t)
+	cmd := exec.Command(agentboxBin, "--uri", testenv.URI(), "run", "--image", testenv.Image(t), "--accel", "tcg", "--memory", "256",
+		"--", "sh", "-c", "echo started; exec sleep 300")
+	cmd.Env = append(os.Environ(), "AGENTBOX_CONFIG=", "AGENTBOX_HOST=", "AGENTBOX_SOCKET="+d.socket)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || line != "started\n" {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatalf("first line %q, %v; stderr %s", line, err, &stderr)
+	}
+	sbs := d.list("label=agentbox.run=1")
+	if len(sbs) != 1 || sbs[0].Limits.IdleTimeoutSeconds != 60 || sbs[0].Limits.TTLSeconds < 3600 {
+		t.Fatalf("run's sandboxes %+v; want one with idle timeout 60 s and a TTL ≥ 1 h", sbs)
+	}
+	id := sbs[0].ID
+	d.track(id)
+	cmd.Process.Kill()
+	cmd.Wait()
+	waitFor(t, 3*time.Minute, "the killed run's sandbox "+id+" to be reaped", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
+		defer cancel()
+		st, _, _, err := d.roundTrip(ctx, "GET", "/v1/sandboxes/"+id, nil, "")
+		return err == nil && st == http.StatusNotFound
+	})
+	d.assertGone(id)
+	es := d.audit(id)
+	if len(es) == 0 || es[len(es)-1].Action != "reap" || es[len(es)-1].Args["reason"] != "idle timeout reached" {
+		t.Errorf("audit of the killed run's sandbox: %+v; want it to end with a reap, reason idle timeout reached", es)
+	}
+}
+
 // TestDaemonSIGTERM: SIGTERM lets a running exec finish, exits 0 and
 // leaves the sandbox running; the next daemon adopts it.
 func TestDaemonSIGTERM(t *testing.T) {
