@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"time"
 
 	golibvirt "github.com/digitalocean/go-libvirt"
 )
@@ -226,8 +227,17 @@ func (c *Conn) dispatch(ev LifecycleEvent) {
 	}
 }
 
+// resyncChecks are the delays after a reconnection at which resync looks
+// at a watched domain (added up: 0 s, 0.25 s, 0.75 s, … about 16 s): a
+// restarted libvirtd still lists a domain whose QEMU died while it was
+// down until its own reconnect thread has found the process gone, and it
+// emits no lifecycle event for that, so one look right after the
+// reconnection can miss the end.
+var resyncChecks = []time.Duration{0, 250 * time.Millisecond, 500 * time.Millisecond, time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second}
+
 // resync runs after a reconnection: every watched domain believed alive
-// that no longer exists gets a synthesized stopped event.
+// that no longer exists gets a synthesized stopped event (resyncDomain,
+// in the background, so events keep flowing meanwhile).
 func (c *Conn) resync() {
 	c.watchMu.Lock()
 	names := make(map[string]bool)
@@ -240,14 +250,67 @@ func (c *Conn) resync() {
 	}
 	c.watchMu.Unlock()
 	for name := range names {
+		go c.resyncDomain(name)
+	}
+}
+
+// resyncDomain looks for name at each of resyncChecks until libvirt no
+// longer knows it (then its watchers get a synthesized stopped event), a
+// real stopped event arrived, the connection is lost again (the next
+// reconnection resyncs) or the Conn is closed.
+func (c *Conn) resyncDomain(name string) {
+	for _, delay := range resyncChecks {
+		t := time.NewTimer(delay)
+		select {
+		case <-t.C:
+		case <-c.done:
+			t.Stop()
+			return
+		}
+		if !c.watchedAlive(name) {
+			return
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), c.cfg.DialTimeout)
 		_, err := c.DomainState(ctx, name)
 		cancel()
-		if errors.Is(err, ErrDomainNotFound) {
-			c.log.Info("domain vanished while disconnected from libvirtd", slog.String("domain", name))
-			c.dispatchVanished(name)
+		switch {
+		case errors.Is(err, ErrDomainNotFound):
+			// A domain stopped after the reconnection (destroyed, powered
+			// off) has its real event on the way: give it vanishGrace.
+			t := time.NewTimer(vanishGrace)
+			select {
+			case <-t.C:
+			case <-c.done:
+				t.Stop()
+				return
+			}
+			if c.watchedAlive(name) {
+				c.log.Info("domain vanished while disconnected from libvirtd", slog.String("domain", name))
+				c.dispatchVanished(name)
+			}
+			return
+		case err != nil:
+			return
 		}
 	}
+}
+
+// vanishGrace is how long resyncDomain waits for libvirt's own stopped
+// event of a domain it found gone before it synthesizes one: libvirt
+// sends the event of a destroy or a guest poweroff within milliseconds.
+const vanishGrace = 2 * time.Second
+
+// watchedAlive reports whether a watcher of name still believes the
+// domain alive (no stopped event delivered or queued yet).
+func (c *Conn) watchedAlive(name string) bool {
+	c.watchMu.Lock()
+	defer c.watchMu.Unlock()
+	for w := range c.watchers[name] {
+		if w.alive {
+			return true
+		}
+	}
+	return false
 }
 
 // dispatchVanished queues a synthesized stopped event on the watchers of
