@@ -34,9 +34,11 @@ type Error struct {
 // Error returns the message.
 func (e *Error) Error() string { return e.Message }
 
-// Unwrap returns the errdefs category of e.Code (errdefs.ErrInternal for
-// an unknown code).
-func (e *Error) Unwrap() error { return categoryOf(e.Code) }
+// Unwrap returns the errdefs category of e.Code answered with e.Status
+// (a 422 invalid_argument is errdefs.ErrFailedPrecondition, a 400 one
+// errdefs.ErrInvalidArgument; see StatusOf for errors of a stream),
+// errdefs.ErrInternal for an unknown code.
+func (e *Error) Unwrap() error { return categoryOf(e.Code, e.Status) }
 
 // Is reports whether target is an errdefs sentinel whose reason is e.Code
 // and whose category is e's.
@@ -45,7 +47,7 @@ func (e *Error) Is(target error) bool {
 	if !errors.As(target, &s) || s.Reason() == "" {
 		return false
 	}
-	return s.Reason() == e.Code && s.Category() == categoryOf(e.Code)
+	return s.Reason() == e.Code && s.Category() == categoryOf(e.Code, e.Status)
 }
 
 // ErrorResponse is the JSON body of every error answer.
@@ -90,11 +92,12 @@ const (
 	CodeGuestDied        = "guest_died"          // 503: the guest died during the request
 )
 
-// mapping is one row of the error table: errors of category (with reason,
-// when set) are answered with status and code.
+// mapping is one row of the error table: errors of category are answered
+// with status and code; when byReason is set, only those that carry a
+// sentinel whose reason is code.
 type mapping struct {
 	category *errdefs.Error
-	reason   string
+	byReason bool
 	status   int
 	code     string
 }
@@ -104,45 +107,51 @@ type mapping struct {
 // matches (reasons are tested anywhere in the error's tree, so a joined
 // "not running" and "guest died" is guest_died); the rows of a reason
 // come before their category's. A reason's code is the reason itself.
+// Read backwards (a code and status a client received), the first row
+// with both is taken: a 409 conflict is ErrConflict (ErrAlreadyExists
+// without a reason is answered the same), a 503 unavailable ErrUnavailable
+// (ErrCanceled and ErrDeadlineExceeded too).
 var errorTable = []mapping{
-	{errdefs.ErrResourceExhausted, CodeInsufficientStorage, http.StatusInsufficientStorage, CodeInsufficientStorage},
-	{errdefs.ErrFailedPrecondition, CodeSnapshotUnusable, http.StatusUnprocessableEntity, CodeSnapshotUnusable},
-	{errdefs.ErrAlreadyExists, CodeNameTaken, http.StatusConflict, CodeNameTaken},
-	{errdefs.ErrFailedPrecondition, CodeSandboxRunning, http.StatusConflict, CodeSandboxRunning},
-	{errdefs.ErrUnavailable, CodeGuestDied, http.StatusServiceUnavailable, CodeGuestDied},
-	{errdefs.ErrFailedPrecondition, CodeNotRunning, http.StatusConflict, CodeNotRunning},
-	{errdefs.ErrInternal, CodeBootFailed, http.StatusInternalServerError, CodeBootFailed},
-	{errdefs.ErrFailedPrecondition, CodeProcessExited, http.StatusConflict, CodeProcessExited},
-	{errdefs.ErrFailedPrecondition, CodeStdinClosed, http.StatusConflict, CodeStdinClosed},
-	{errdefs.ErrNotFound, CodeOutputDropped, http.StatusGone, CodeOutputDropped},
-	{errdefs.ErrResourceExhausted, CodeExecLimit, http.StatusTooManyRequests, CodeExecLimit},
-	{errdefs.ErrResourceExhausted, CodeCapacity, http.StatusTooManyRequests, CodeCapacity},
-	{errdefs.ErrAlreadyExists, CodeFileExists, http.StatusConflict, CodeFileExists},
-	{errdefs.ErrInternal, CodeGuestError, http.StatusInternalServerError, CodeGuestError},
-	{errdefs.ErrInvalidArgument, CodeInvalidImage, http.StatusUnprocessableEntity, CodeInvalidImage},
-	{errdefs.ErrFailedPrecondition, CodeNotAFile, http.StatusUnprocessableEntity, CodeNotAFile},
-	{errdefs.ErrFailedPrecondition, CodeNotADirectory, http.StatusUnprocessableEntity, CodeNotADirectory},
-	{errdefs.ErrInvalidArgument, CodeBadRequest, http.StatusBadRequest, CodeBadRequest},
-	{errdefs.ErrInvalidArgument, CodeTooLarge, http.StatusRequestEntityTooLarge, CodeTooLarge},
-	{errdefs.ErrInvalidArgument, CodeUnsupportedMedia, http.StatusUnsupportedMediaType, CodeUnsupportedMedia},
-	{errdefs.ErrNotImplemented, CodeMethodNotAllowed, http.StatusMethodNotAllowed, CodeMethodNotAllowed},
+	// Reasons (byReason): the sentinels whose reason is the code.
+	{errdefs.ErrResourceExhausted, true, http.StatusInsufficientStorage, CodeInsufficientStorage},
+	{errdefs.ErrFailedPrecondition, true, http.StatusUnprocessableEntity, CodeSnapshotUnusable},
+	{errdefs.ErrAlreadyExists, true, http.StatusConflict, CodeNameTaken},
+	{errdefs.ErrFailedPrecondition, true, http.StatusConflict, CodeSandboxRunning},
+	{errdefs.ErrUnavailable, true, http.StatusServiceUnavailable, CodeGuestDied},
+	{errdefs.ErrFailedPrecondition, true, http.StatusConflict, CodeNotRunning},
+	{errdefs.ErrInternal, true, http.StatusInternalServerError, CodeBootFailed},
+	{errdefs.ErrFailedPrecondition, true, http.StatusConflict, CodeProcessExited},
+	{errdefs.ErrFailedPrecondition, true, http.StatusConflict, CodeStdinClosed},
+	{errdefs.ErrNotFound, true, http.StatusGone, CodeOutputDropped},
+	{errdefs.ErrResourceExhausted, true, http.StatusTooManyRequests, CodeExecLimit},
+	{errdefs.ErrResourceExhausted, true, http.StatusTooManyRequests, CodeCapacity},
+	{errdefs.ErrAlreadyExists, true, http.StatusConflict, CodeFileExists},
+	{errdefs.ErrInternal, true, http.StatusInternalServerError, CodeGuestError},
+	{errdefs.ErrInvalidArgument, true, http.StatusUnprocessableEntity, CodeInvalidImage},
+	{errdefs.ErrFailedPrecondition, true, http.StatusUnprocessableEntity, CodeNotAFile},
+	{errdefs.ErrFailedPrecondition, true, http.StatusUnprocessableEntity, CodeNotADirectory},
+	{errdefs.ErrInvalidArgument, true, http.StatusBadRequest, CodeBadRequest},
+	{errdefs.ErrInvalidArgument, true, http.StatusRequestEntityTooLarge, CodeTooLarge},
+	{errdefs.ErrInvalidArgument, true, http.StatusUnsupportedMediaType, CodeUnsupportedMedia},
+	{errdefs.ErrNotImplemented, true, http.StatusMethodNotAllowed, CodeMethodNotAllowed},
 
-	{errdefs.ErrNotFound, "", http.StatusNotFound, CodeNotFound},
-	{errdefs.ErrConflict, "", http.StatusConflict, CodeConflict},
-	{errdefs.ErrAlreadyExists, "", http.StatusConflict, CodeConflict},
-	{errdefs.ErrInvalidArgument, "", http.StatusBadRequest, CodeInvalidArgument},
+	// Categories, for errors without one of the reasons above.
+	{errdefs.ErrNotFound, false, http.StatusNotFound, CodeNotFound},
+	{errdefs.ErrConflict, false, http.StatusConflict, CodeConflict},
+	{errdefs.ErrAlreadyExists, false, http.StatusConflict, CodeConflict},
+	{errdefs.ErrInvalidArgument, false, http.StatusBadRequest, CodeInvalidArgument},
 	// Well-formed but refused by the host or the guest (a resource the
 	// host cannot enforce, the guest's EINVAL): 422, with the code
 	// invalid_argument the API has always answered.
-	{errdefs.ErrFailedPrecondition, "", http.StatusUnprocessableEntity, CodeInvalidArgument},
-	{errdefs.ErrPermissionDenied, "", http.StatusForbidden, CodePermissionDenied},
-	{errdefs.ErrUnauthenticated, "", http.StatusUnauthorized, CodeUnauthorized},
-	{errdefs.ErrResourceExhausted, "", http.StatusTooManyRequests, CodeCapacity},
-	{errdefs.ErrNotImplemented, "", http.StatusNotImplemented, CodeNotImplemented},
-	{errdefs.ErrUnavailable, "", http.StatusServiceUnavailable, CodeUnavailable},
-	{errdefs.ErrCanceled, "", http.StatusServiceUnavailable, CodeUnavailable},
-	{errdefs.ErrDeadlineExceeded, "", http.StatusServiceUnavailable, CodeUnavailable},
-	{errdefs.ErrInternal, "", http.StatusInternalServerError, CodeInternal},
+	{errdefs.ErrFailedPrecondition, false, http.StatusUnprocessableEntity, CodeInvalidArgument},
+	{errdefs.ErrPermissionDenied, false, http.StatusForbidden, CodePermissionDenied},
+	{errdefs.ErrUnauthenticated, false, http.StatusUnauthorized, CodeUnauthorized},
+	{errdefs.ErrResourceExhausted, false, http.StatusTooManyRequests, CodeCapacity},
+	{errdefs.ErrNotImplemented, false, http.StatusNotImplemented, CodeNotImplemented},
+	{errdefs.ErrUnavailable, false, http.StatusServiceUnavailable, CodeUnavailable},
+	{errdefs.ErrCanceled, false, http.StatusServiceUnavailable, CodeUnavailable},
+	{errdefs.ErrDeadlineExceeded, false, http.StatusServiceUnavailable, CodeUnavailable},
+	{errdefs.ErrInternal, false, http.StatusInternalServerError, CodeInternal},
 }
 
 // ErrorFrom maps err to the API's error model, through the one error table
@@ -174,7 +183,7 @@ func ErrorFrom(err error) *Error {
 // lookup returns the first row of errorTable that err matches.
 func lookup(err error) (mapping, bool) {
 	for _, m := range errorTable {
-		if m.reason != "" && !errdefs.HasReason(err, m.reason) {
+		if m.byReason && !errdefs.HasReason(err, m.code) {
 			continue
 		}
 		if errors.Is(err, m.category) {
@@ -187,24 +196,40 @@ func lookup(err error) (mapping, bool) {
 // StatusOf returns the HTTP status a stable error code is answered with
 // (its first row in the error table; see the Code* constants), 500 for an
 // unknown code. The client uses it to fill Error.Status for errors that
-// arrive inside a stream, where no HTTP status travels.
+// arrive inside a stream, where no HTTP status travels: there a 422
+// invalid_argument reads as the 400 one.
 func StatusOf(code string) int {
-	for _, m := range errorTable {
-		if m.code == code {
-			return m.status
-		}
+	if m, ok := rowOf(code, 0); ok {
+		return m.status
 	}
 	return http.StatusInternalServerError
 }
 
-// categoryOf returns the errdefs category a stable code stands for: the
-// category of its row in errorTable (the first, for codes several rows
-// answer), errdefs.ErrInternal for an unknown code.
-func categoryOf(code string) error {
-	for _, m := range errorTable {
-		if m.code == code {
-			return m.category
-		}
+// categoryOf returns the errdefs category a stable code answered with an
+// HTTP status stands for: the category of its row in errorTable (the
+// first with both code and status; with status 0, or one no row of the
+// code has, the code's first), errdefs.ErrInternal for an unknown code.
+func categoryOf(code string, status int) error {
+	if m, ok := rowOf(code, status); ok {
+		return m.category
 	}
 	return errdefs.ErrInternal
+}
+
+// rowOf returns the first row of errorTable with code and, unless status
+// is 0 or no row of code has it, status.
+func rowOf(code string, status int) (mapping, bool) {
+	first, found := mapping{}, false
+	for _, m := range errorTable {
+		if m.code != code {
+			continue
+		}
+		if status == 0 || m.status == status {
+			return m, true
+		}
+		if !found {
+			first, found = m, true
+		}
+	}
+	return first, found
 }
