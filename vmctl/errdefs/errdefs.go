@@ -105,10 +105,6 @@ func (e *Error) Category() *Error {
 // errdefs does.
 func (e *Error) WithMessage(msg string) error { return &message{err: e, msg: msg} }
 
-// WithMessage returns an error whose text is msg and that unwraps to err
-// (keeping its category, reason and details): err's own text is dropped.
-func WithMessage(err error, msg string) error { return &message{err: err, msg: msg} }
-
 type message struct {
 	err error
 	msg string
@@ -159,19 +155,6 @@ func HasReason(err error, reason string) bool {
 	return found
 }
 
-// Reason returns the reason of the outermost sentinel err wraps that has
-// one, "" if none.
-func Reason(err error) string {
-	r := ""
-	walk(err, func(e error) bool {
-		if s, ok := e.(*Error); ok && s.reason != "" {
-			r = s.reason
-		}
-		return r != ""
-	})
-	return r
-}
-
 // walk calls f on err and the errors it wraps, depth first as errors.Is
 // does, until f returns true.
 func walk(err error, f func(error) bool) bool {
@@ -194,19 +177,19 @@ func walk(err error, f func(error) bool) bool {
 	return false
 }
 
-// Categories lists the categories in the order Category tests them.
-var Categories = []*Error{
+// categories lists the categories in the order Category tests them.
+var categories = []*Error{
 	ErrNotFound, ErrAlreadyExists, ErrConflict, ErrInvalidArgument, ErrFailedPrecondition,
 	ErrResourceExhausted, ErrUnavailable, ErrCanceled, ErrDeadlineExceeded, ErrPermissionDenied,
 	ErrUnauthenticated, ErrNotImplemented, ErrInternal,
 }
 
-// Category returns the category of err: the first of Categories that
+// Category returns the category of err: the first of the categories that
 // errors.Is matches; ErrCanceled and ErrDeadlineExceeded also for the
 // context package's errors; nil when err has none (an uncategorised
 // error, which fronts treat as ErrInternal).
 func Category(err error) *Error {
-	for _, c := range Categories {
+	for _, c := range categories {
 		if errors.Is(err, c) {
 			return c
 		}
@@ -218,28 +201,4 @@ func Category(err error) *Error {
 		return ErrDeadlineExceeded
 	}
 	return nil
-}
-
-// IsNotFound reports whether err is of category ErrNotFound.
-func IsNotFound(err error) bool { return errors.Is(err, ErrNotFound) }
-
-// IsAlreadyExists reports whether err is of category ErrAlreadyExists.
-func IsAlreadyExists(err error) bool { return errors.Is(err, ErrAlreadyExists) }
-
-// IsInvalidArgument reports whether err is of category ErrInvalidArgument.
-func IsInvalidArgument(err error) bool { return errors.Is(err, ErrInvalidArgument) }
-
-// IsUnavailable reports whether err is of category ErrUnavailable.
-func IsUnavailable(err error) bool { return errors.Is(err, ErrUnavailable) }
-
-// IsCanceled reports whether err is of category ErrCanceled or is
-// context.Canceled.
-func IsCanceled(err error) bool {
-	return errors.Is(err, ErrCanceled) || errors.Is(err, context.Canceled)
-}
-
-// IsDeadlineExceeded reports whether err is of category
-// ErrDeadlineExceeded or is context.DeadlineExceeded.
-func IsDeadlineExceeded(err error) bool {
-	return errors.Is(err, ErrDeadlineExceeded) || errors.Is(err, context.DeadlineExceeded)
 }

@@ -22,10 +22,11 @@ func TestSentinelMatchesItselfAndCategory(t *testing.T) {
 	if errors.Is(err, errOther) || errors.Is(err, errdefs.ErrNotFound) {
 		t.Fatal("a sentinel must not match another sentinel of the same reason, nor another category")
 	}
-	if got := errdefs.Reason(err); got != "name_taken" {
-		t.Fatalf("Reason = %q", got)
+	var s *errdefs.Error
+	if !errors.As(err, &s) || s.Reason() != "name_taken" || !errdefs.HasReason(err, "name_taken") {
+		t.Fatal("Reason")
 	}
-	if errdefs.Category(err) != errdefs.ErrAlreadyExists || !errdefs.IsAlreadyExists(err) {
+	if errdefs.Category(err) != errdefs.ErrAlreadyExists {
 		t.Fatal("Category")
 	}
 	if err.Error() != "create w1: sandbox name taken" {
@@ -50,7 +51,7 @@ func TestJoinAndContext(t *testing.T) {
 	if !errdefs.HasReason(err, "guest_died") || !errdefs.HasReason(err, "name_taken") || errdefs.HasReason(err, "x") {
 		t.Fatal("HasReason must see every joined error")
 	}
-	if errdefs.Category(fmt.Errorf("x: %w", context.Canceled)) != errdefs.ErrCanceled || !errdefs.IsDeadlineExceeded(context.DeadlineExceeded) {
+	if errdefs.Category(fmt.Errorf("x: %w", context.Canceled)) != errdefs.ErrCanceled || errdefs.Category(context.DeadlineExceeded) != errdefs.ErrDeadlineExceeded {
 		t.Fatal("context errors are categorised")
 	}
 	if errdefs.Category(errors.New("boom")) != nil || errdefs.ErrNotFound.Unwrap() != nil {
