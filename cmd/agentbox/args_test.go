@@ -95,7 +95,7 @@ func TestParseLabels(t *testing.T) {
 	}
 }
 
-func TestAPIStatusCode(t *testing.T) {
+func TestGuestStatus(t *testing.T) {
 	cases := []struct {
 		st      api.ExitStatus
 		timeout time.Duration
@@ -114,8 +114,8 @@ func TestAPIStatusCode(t *testing.T) {
 		{api.ExitStatus{Error: "odd"}, 0, 125, "odd"},
 	}
 	for _, tc := range cases {
-		if code, msg := apiStatusCode(tc.st, tc.timeout); code != tc.code || msg != tc.msg {
-			t.Errorf("apiStatusCode(%+v) = %d, %q; want %d, %q", tc.st, code, msg, tc.code, tc.msg)
+		if code, msg := guestStatus(tc.st, tc.timeout); code != tc.code || msg != tc.msg {
+			t.Errorf("guestStatus(%+v) = %d, %q; want %d, %q", tc.st, code, msg, tc.code, tc.msg)
 		}
 	}
 	if err := exitFor(0, ""); err != nil {

@@ -29,7 +29,7 @@ func daemonExec(ctx context.Context, c *cli.Context, cl *client.Client, ref stri
 		if err != nil {
 			return err
 		}
-		return exitFor(apiStatusCode(st, timeout))
+		return exitFor(guestStatus(st, timeout))
 	}
 	st, err := cl.ExecWithStdin(ctx, ref, req, stdin, c.App.Writer, c.App.ErrWriter)
 	killed := ctx.Err() != nil && errors.Is(err, ctx.Err()) // started, then interrupted
@@ -45,7 +45,7 @@ func daemonExec(ctx context.Context, c *cli.Context, cl *client.Client, ref stri
 	case err != nil:
 		return err
 	}
-	return exitFor(apiStatusCode(st, timeout))
+	return exitFor(guestStatus(st, timeout))
 }
 
 // interrupted is the error for a command whose ctx ended (a signal); the

@@ -114,7 +114,7 @@ func clientAction(fn clientFunc) cli.ActionFunc {
 			case errors.Is(err, errStopped):
 				msg = ""
 			}
-			return &exitError{code: ExitSignalBase + int(sig), msg: msg}
+			return signalExit(sig, msg)
 		}
 		if errors.Is(err, client.ErrUnreachable) {
 			return unreachable(c)

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"syscall"
 	"time"
 
 	"github.com/agentbox/agentbox/vmctl/agentproto"
@@ -64,31 +65,22 @@ func exitStatus(err error) (int, string) {
 	if errors.As(err, &ee) {
 		return ee.code, ee.msg
 	}
-	if code, ok := exitStatuses[errdefs.Category(err)]; ok {
-		return code, err.Error()
+	code, ok := exitStatuses[errdefs.Category(err)]
+	if !ok { // uncategorised
+		code = ExitAgentboxFailed
 	}
-	return ExitAgentboxFailed, err.Error()
+	return code, err.Error()
 }
 
 // statusCode maps a guest command's ExitStatus from the guest agent (run
-// --local) to agentbox's exit status and a message to print, as
-// guestStatus does the daemon's (the agent's status in the daemon's shell
-// form).
-func statusCode(st agentproto.ExitStatus, timeout string) (int, string) {
+// --local) to agentbox's exit status and a message to print: the agent's
+// status in the daemon's shell form, through guestStatus.
+func statusCode(st agentproto.ExitStatus, timeout time.Duration) (int, string) {
 	as := api.ExitStatus{ExitCode: st.ShellCode(), Signal: st.Signal, TimedOut: st.TimedOut, Error: st.Error}
 	if st.ErrorKind == "" {
 		as.Error = ""
 	}
-	if st.TimedOut {
-		return ExitTimeout, fmt.Sprintf("command timed out after %s and was killed", timeout)
-	}
-	return guestStatus(as, 0)
-}
-
-// apiStatusCode maps a daemon's ExitStatus to agentbox's exit status and a
-// message to print; see guestStatus.
-func apiStatusCode(st api.ExitStatus, timeout time.Duration) (int, string) {
-	return guestStatus(st, timeout)
+	return guestStatus(as, timeout)
 }
 
 // guestStatus maps a guest command's ExitStatus (the daemon's shell-style
@@ -123,4 +115,10 @@ func exitFor(code int, msg string) error {
 		return nil
 	}
 	return &exitError{code: code, msg: msg}
+}
+
+// signalExit is the result of an action interrupted by signal sig:
+// agentbox exits 128+sig (ExitSignalBase), printing msg ("" for nothing).
+func signalExit(sig syscall.Signal, msg string) error {
+	return &exitError{code: ExitSignalBase + int(sig), msg: msg}
 }

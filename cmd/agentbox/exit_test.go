@@ -2,6 +2,7 @@ package main
 
 import (
 	"testing"
+	"time"
 
 	"github.com/agentbox/agentbox/vmctl/agentproto"
 )
@@ -22,11 +23,11 @@ func TestStatusCode(t *testing.T) {
 		{agentproto.ExitStatus{Code: -1, ErrorKind: agentproto.ExecBadWorkdir}, 126},
 	}
 	for _, tc := range cases {
-		if got, _ := statusCode(tc.st, "1s"); got != tc.code {
+		if got, _ := statusCode(tc.st, time.Second); got != tc.code {
 			t.Errorf("statusCode(%+v) = %d, want %d", tc.st, got, tc.code)
 		}
 	}
-	if code, msg := statusCode(agentproto.ExitStatus{Code: -1, ErrorKind: agentproto.ExecNotFound, Error: "x: command not found"}, ""); code != 127 || msg != "x: command not found" {
+	if code, msg := statusCode(agentproto.ExitStatus{Code: -1, ErrorKind: agentproto.ExecNotFound, Error: "x: command not found"}, 0); code != 127 || msg != "x: command not found" {
 		t.Errorf("not-found message %q", msg)
 	}
 }

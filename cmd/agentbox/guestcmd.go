@@ -183,7 +183,7 @@ func runGuest(ctx context.Context, c *cli.Context, g execer, req agentproto.Exec
 	}
 	st, err := g.Exec(execCtx, req, stdin, c.App.Writer, c.App.ErrWriter)
 	if sig := got(); sig != 0 {
-		return &exitError{code: ExitSignalBase + int(sig), msg: fmt.Sprintf("%s: guest command killed", sig)}
+		return signalExit(sig, fmt.Sprintf("%s: guest command killed", sig))
 	}
 	if err != nil && timeout > 0 && errors.Is(execCtx.Err(), context.DeadlineExceeded) {
 		st, err = agentproto.ExitStatus{TimedOut: true}, nil
@@ -192,11 +192,7 @@ func runGuest(ctx context.Context, c *cli.Context, g execer, req agentproto.Exec
 	if err != nil && !errors.As(err, &startErr) {
 		return fmt.Errorf("exec: %w", err)
 	}
-	code, msg := statusCode(st, timeout.String())
-	if code != 0 || msg != "" {
-		return &exitError{code: code, msg: msg}
-	}
-	return nil
+	return exitFor(statusCode(st, timeout))
 }
 
 // forwardedStdin returns the stdin to give the guest command, or nil for

@@ -42,7 +42,7 @@ func outputCommand() *cli.Command {
 			if st == nil {
 				return fmt.Errorf("process %s was lost before it ended (daemon restart or guest death): its exit status is unknown", args[1])
 			}
-			return exitFor(apiStatusCode(*st, 0))
+			return exitFor(guestStatus(*st, 0))
 		}),
 	}
 }

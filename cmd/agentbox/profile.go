@@ -78,7 +78,7 @@ func profileAction(fn func(ctx context.Context, c *cli.Context, r *profile.Resol
 		defer stop()
 		err = fn(ctx, c, r)
 		if sig := gotSignal(); sig != 0 {
-			return &exitError{code: ExitSignalBase + int(sig), msg: "interrupted"}
+			return signalExit(sig, "interrupted")
 		}
 		return err
 	}

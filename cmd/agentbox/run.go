@@ -86,7 +86,7 @@ func runAction(c *cli.Context) error {
 	if profileName != "" {
 		if imageDir, err = resolveProfile(ctx, c, profileName, c.Bool("verbose")); err != nil {
 			if sig := gotSignal(); sig != 0 {
-				return &exitError{code: ExitSignalBase + int(sig), msg: "interrupted while building profile " + profileName}
+				return signalExit(sig, "interrupted while building profile "+profileName)
 			}
 			return err
 		}
@@ -109,7 +109,7 @@ func runAction(c *cli.Context) error {
 		case err == nil:
 			return runSandbox(ctx, c, daemonTarget(c, cl), creq, req, gotSignal)
 		case gotSignal() != 0:
-			return &exitError{code: ExitSignalBase + int(gotSignal()), msg: "interrupted"}
+			return signalExit(gotSignal(), "interrupted")
 		case errors.Is(err, client.ErrUnreachable) && !absent:
 			return fmt.Errorf("%w, or pass --local to run in-process", unreachable(c))
 		case !absent:
@@ -126,7 +126,7 @@ func runAction(c *cli.Context) error {
 	})
 	if err != nil {
 		if sig := gotSignal(); sig != 0 {
-			return &exitError{code: ExitSignalBase + int(sig), msg: "interrupted"}
+			return signalExit(sig, "interrupted")
 		}
 		return err
 	}

@@ -86,7 +86,7 @@ func runSandbox(ctx context.Context, c *cli.Context, t runTarget, creq api.Creat
 	sb, err := cl.CreateSandbox(ctx, creq)
 	if err != nil {
 		if sig := gotSignal(); sig != 0 {
-			return &exitError{code: ExitSignalBase + int(sig), msg: "interrupted while booting; " + removeRunSandboxes(ctx, cl, runID)}
+			return signalExit(sig, "interrupted while booting; "+removeRunSandboxes(ctx, cl, runID))
 		}
 		return err
 	}
@@ -107,7 +107,7 @@ func runSandbox(ctx context.Context, c *cli.Context, t runTarget, creq api.Creat
 	err = daemonExec(ctx, c, cl, sb.ID, apiExecRequest(req))
 	var ee *exitError
 	if sig := gotSignal(); sig != 0 && !errors.As(err, &ee) {
-		return &exitError{code: ExitSignalBase + int(sig), msg: fmt.Sprintf("%s: guest command killed", sig)}
+		return signalExit(sig, fmt.Sprintf("%s: guest command killed", sig))
 	}
 	return err
 }
