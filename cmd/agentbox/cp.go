@@ -160,7 +160,7 @@ func upload(ctx context.Context, c *cli.Context, cl *client.Client, local string
 		switch {
 		case err == nil:
 			intoDir = fi.Type == api.FileDir
-		case !isCode(err, api.CodeNotFound):
+		case !api.HasCode(err, api.CodeNotFound):
 			return err
 		}
 	}
@@ -171,7 +171,7 @@ func upload(ctx context.Context, c *cli.Context, cl *client.Client, local string
 		target = path.Join(target, base)
 	}
 	_, err := cl.Upload(ctx, dst.sandbox, target, r, perm, parents)
-	if err != nil && !parents && isCode(err, api.CodeNotFound) {
+	if err != nil && !parents && api.HasCode(err, api.CodeNotFound) {
 		// A missing parent directory and a missing sandbox are both
 		// not_found: only the first wants the --parents hint.
 		if _, serr := cl.GetSandbox(ctx, dst.sandbox); serr != nil {
@@ -187,7 +187,7 @@ func upload(ctx context.Context, c *cli.Context, cl *client.Client, local string
 func download(ctx context.Context, c *cli.Context, cl *client.Client, src cpEnd, local string) error {
 	srcPath := path.Clean(src.path)
 	notFile := func(err error) error {
-		if isCode(err, api.CodeNotAFile) {
+		if api.HasCode(err, api.CodeNotAFile) {
 			if fi, serr := cl.Stat(ctx, src.sandbox, srcPath); serr == nil && fi.Type == api.FileDir {
 				return dirHint(src.sandbox + ":" + srcPath)
 			}

@@ -121,7 +121,7 @@ func removeRunSandboxes(ctx context.Context, cl *client.Client, runID string) st
 	sbs, err := cl.ListSandboxes(tctx, map[string]string{runIDLabel: runID}, "")
 	if err == nil {
 		for _, sb := range sbs {
-			if derr := cl.DeleteSandbox(tctx, sb.ID, true); derr != nil && !isCode(derr, api.CodeNotFound) {
+			if derr := cl.DeleteSandbox(tctx, sb.ID, true); derr != nil && !api.HasCode(derr, api.CodeNotFound) {
 				err = derr
 			}
 		}

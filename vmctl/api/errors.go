@@ -180,6 +180,14 @@ func ErrorFrom(err error) *Error {
 	return &Error{Status: status, Code: code, Message: err.Error(), Details: maps.Clone(errdefs.Details(err))}
 }
 
+// HasCode reports whether err, or an error it wraps, is an *Error with
+// the stable code (one of the Code* constants): what a client tests for
+// an answer it handles, e.g. HasCode(err, CodeNotFound) after a delete.
+func HasCode(err error, code string) bool {
+	var ae *Error
+	return errors.As(err, &ae) && ae.Code == code
+}
+
 // lookup returns the first row of errorTable that err matches.
 func lookup(err error) (mapping, bool) {
 	for _, m := range errorTable {

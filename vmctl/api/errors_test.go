@@ -66,3 +66,14 @@ func TestAnsweredErrorMatches(t *testing.T) {
 		t.Error("codes without a reason match their category; unknown ones ErrInternal")
 	}
 }
+
+// TestHasCode: the code of an *Error anywhere in the chain, nothing else.
+func TestHasCode(t *testing.T) {
+	err := fmt.Errorf("delete: %w", api.Errorf(http.StatusNotFound, api.CodeNotFound, "no sandbox"))
+	if !api.HasCode(err, api.CodeNotFound) || api.HasCode(err, api.CodeConflict) {
+		t.Error("HasCode does not see the wrapped *Error's code")
+	}
+	if api.HasCode(errdefs.ErrNotFound, api.CodeNotFound) || api.HasCode(nil, api.CodeNotFound) {
+		t.Error("HasCode matches an error that is no *Error")
+	}
+}

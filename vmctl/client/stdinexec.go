@@ -60,7 +60,7 @@ func (c *Client) ExecWithStdin(ctx context.Context, ref string, req api.ExecRequ
 	kill := func(err error) error {
 		kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), killTimeout)
 		defer cancel()
-		if kerr := c.KillProcess(kctx, ref, p.ID, "KILL"); kerr != nil && !hasCode(kerr, api.CodeProcessExited) {
+		if kerr := c.KillProcess(kctx, ref, p.ID, "KILL"); kerr != nil && !api.HasCode(kerr, api.CodeProcessExited) {
 			return errors.Join(err, &KillError{Process: p.ID, Err: kerr})
 		}
 		return err
@@ -74,7 +74,7 @@ func (c *Client) ExecWithStdin(ctx context.Context, ref string, req api.ExecRequ
 	stdinErr := make(chan error, 1)
 	go func() {
 		_, err := c.WriteStdin(outCtx, ref, p.ID, stdin, true)
-		if err == nil || outCtx.Err() != nil || hasCode(err, api.CodeProcessExited) || hasCode(err, api.CodeStdinClosed) {
+		if err == nil || outCtx.Err() != nil || api.HasCode(err, api.CodeProcessExited) || api.HasCode(err, api.CodeStdinClosed) {
 			return
 		}
 		// A process that ended while we wrote (head -1) may break the
@@ -100,10 +100,4 @@ func (c *Client) ExecWithStdin(ctx context.Context, ref string, req api.ExecRequ
 		return api.ExitStatus{}, fmt.Errorf("process %s was %w", p.ID, ErrProcessLost)
 	}
 	return *st, nil
-}
-
-// hasCode reports whether err is an API error with the given code.
-func hasCode(err error, code string) bool {
-	var ae *api.Error
-	return errors.As(err, &ae) && ae.Code == code
 }
