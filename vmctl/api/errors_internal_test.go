@@ -2,6 +2,12 @@ package api
 
 import (
 	"errors"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/agentbox/agentbox/vmctl/errdefs"
@@ -52,5 +58,55 @@ func TestErrorTableRoundTrip(t *testing.T) {
 	}
 	if StatusOf("what") != 500 || categoryOf("what", 404) != errdefs.ErrInternal {
 		t.Error("an unknown code is 500 internal")
+	}
+}
+
+// TestEveryCodeInTable: every Code* constant of the package is a code of
+// the error table (so Codes, and the OpenAPI enum checked against it, has
+// them all).
+func TestEveryCodeInTable(t *testing.T) {
+	inTable := map[string]bool{}
+	for _, m := range errorTable {
+		inTable[m.code] = true
+	}
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fset := token.NewFileSet()
+	n := 0
+	for _, name := range files {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, name, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range f.Decls {
+			gd, ok := d.(*ast.GenDecl)
+			if !ok || gd.Tok != token.CONST {
+				continue
+			}
+			for _, spec := range gd.Specs {
+				vs := spec.(*ast.ValueSpec)
+				for i, id := range vs.Names {
+					if !strings.HasPrefix(id.Name, "Code") || i >= len(vs.Values) {
+						continue
+					}
+					lit, ok := vs.Values[i].(*ast.BasicLit)
+					if !ok || lit.Kind != token.STRING {
+						continue
+					}
+					n++
+					if code, _ := strconv.Unquote(lit.Value); !inTable[code] {
+						t.Errorf("%s = %s is answered by no row of the error table", id.Name, lit.Value)
+					}
+				}
+			}
+		}
+	}
+	if n < len(inTable) {
+		t.Errorf("found %d Code* constants, fewer than the table's %d codes", n, len(inTable))
 	}
 }
