@@ -7,6 +7,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/agentbox/agentbox/vmctl/accel"
 	"github.com/agentbox/agentbox/vmctl/client"
 )
 
@@ -47,6 +48,9 @@ func createCommand() *cli.Command {
 			}
 			// Nothing may follow: no arguments with --image, the PROFILE alone otherwise.
 			if _, err := exactArgs(c, c.Args().Len()-len(rest), "agentbox create [FLAGS] --image DIR  |  agentbox create [FLAGS] PROFILE"); err != nil {
+				return err
+			}
+			if _, err := accel.ParseMode(c.String("accel")); err != nil {
 				return err
 			}
 			imageDir := c.String("image")

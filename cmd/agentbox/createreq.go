@@ -7,7 +7,6 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/agentbox/agentbox/vmctl/accel"
 	"github.com/agentbox/agentbox/vmctl/api"
 )
 
@@ -15,7 +14,8 @@ import (
 // (--image DIR or a resolved profile; made absolute: the daemon resolves no
 // relative paths) and the flags create and run share: --cpus, --memory,
 // --accel, --boot-timeout, and the lifetimes and labels of `create` where
-// the command has them.
+// the command has them. The command checks --accel itself, before it
+// builds a profile.
 func createRequest(c *cli.Context, imageDir string) (api.CreateSandboxRequest, error) {
 	var req api.CreateSandboxRequest
 	if imageDir == "" {
@@ -23,9 +23,6 @@ func createRequest(c *cli.Context, imageDir string) (api.CreateSandboxRequest, e
 	}
 	img, err := filepath.Abs(imageDir)
 	if err != nil {
-		return req, err
-	}
-	if _, err := accel.ParseMode(c.String("accel")); err != nil {
 		return req, err
 	}
 	req = api.CreateSandboxRequest{

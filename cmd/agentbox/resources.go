@@ -12,13 +12,12 @@ import (
 
 	"github.com/agentbox/agentbox/vmctl/api"
 	"github.com/agentbox/agentbox/vmctl/daemon"
-	"github.com/agentbox/agentbox/vmctl/sandbox"
 	"github.com/agentbox/agentbox/vmctl/sandbox/resources"
 )
 
 // resourceFlags are the per-sandbox resource flags of create and run
 // (besides --cpus and --memory). They are string flags parsed by
-// resourceRequest, so a bad value gets an error naming the flag and what
+// setResources, so a bad value gets an error naming the flag and what
 // it takes.
 func resourceFlags() []cli.Flag {
 	return []cli.Flag{
@@ -31,34 +30,34 @@ func resourceFlags() []cli.Flag {
 	}
 }
 
-// resourceRequest reads the resource flags. Errors name the flag, its
-// value and what it takes; ranges beyond the sign (minimums, the quota's
-// 100 % per vCPU) are checked by the sandbox manager, for the daemon too.
-func resourceRequest(c *cli.Context) (sandbox.ResourceRequest, error) {
-	var r sandbox.ResourceRequest
+// setResources reads the resource flags into a create request. Errors
+// name the flag, its value and what it takes; ranges beyond the sign
+// (minimums, the quota's 100 % per vCPU) are checked by the sandbox
+// manager, for the daemon too.
+func setResources(c *cli.Context, req *api.CreateSandboxRequest) error {
 	var err error
-	if r.DiskMiB, err = sizeFlag(c, "disk", 20, "a size in MiB, or with a K, M, G or T suffix (e.g. 4096 or 4G)"); err != nil {
-		return r, err
+	if req.DiskMiB, err = sizeFlag(c, "disk", 20, "a size in MiB, or with a K, M, G or T suffix (e.g. 4096 or 4G)"); err != nil {
+		return err
 	}
-	if r.IOBytesPerSec, err = sizeFlag(c, "io-bps", 0, "bytes per second, or with a K, M or G suffix (e.g. 52428800 or 50M)"); err != nil {
-		return r, err
+	if req.IOBps, err = sizeFlag(c, "io-bps", 0, "bytes per second, or with a K, M or G suffix (e.g. 52428800 or 50M)"); err != nil {
+		return err
 	}
 	var n int64
 	if n, err = countFlag(c, "cpu-quota", "a whole number of percent of one host CPU (e.g. 50)"); err != nil {
-		return r, err
+		return err
 	}
-	r.CPUQuotaPercent = int(n)
-	if r.IOPS, err = countFlag(c, "iops", "a whole number of operations per second (e.g. 100)"); err != nil {
-		return r, err
+	req.CPUQuotaPercent = int(n)
+	if req.IOPS, err = countFlag(c, "iops", "a whole number of operations per second (e.g. 100)"); err != nil {
+		return err
 	}
 	if n, err = countFlag(c, "io-weight", "a whole number 100..1000"); err != nil {
-		return r, err
+		return err
 	}
-	r.IOWeight = int(n)
-	if r.Pids, err = countFlag(c, "pids", "a whole number of host tasks (e.g. 512)"); err != nil {
-		return r, err
+	req.IOWeight = int(n)
+	if req.Pids, err = countFlag(c, "pids", "a whole number of host tasks (e.g. 512)"); err != nil {
+		return err
 	}
-	return r, nil
+	return nil
 }
 
 // countFlag parses an unsuffixed non-negative integer flag (unset: 0).
@@ -123,17 +122,6 @@ func parseSize(s string, unitShift uint) (int64, error) {
 		return 0, errors.New("not a whole number of MiB")
 	}
 	return b >> unitShift, nil
-}
-
-// setResources copies the resource flags into a create request.
-func setResources(c *cli.Context, req *api.CreateSandboxRequest) error {
-	r, err := resourceRequest(c)
-	if err != nil {
-		return err
-	}
-	req.DiskMiB, req.CPUQuotaPercent, req.IOBps, req.IOPS, req.IOWeight, req.Pids =
-		r.DiskMiB, r.CPUQuotaPercent, r.IOBytesPerSec, r.IOPS, r.IOWeight, r.Pids
-	return nil
 }
 
 // resourceServeFlags are serve's ceilings, thresholds and usage interval
