@@ -123,7 +123,7 @@ func serveAction(c *cli.Context) error {
 	conn, err := libvirt.Connect(ctx, libvirt.Config{URI: c.String("uri"), Socket: c.String("libvirt-socket"), Logger: logger})
 	if err != nil {
 		closeAll()
-		return fmt.Errorf("connect to libvirt at %s: %w (is libvirtd running? start it with `libvirtd -d` or `systemctl start libvirtd`)", c.String("uri"), err)
+		return libvirt.ConnectError(c.String("uri"), err)
 	}
 	defer conn.Close()
 	for _, line := range inprocess.Sweep(ctx, stateDir, libvirt.NewDriver(conn)) {

@@ -98,7 +98,7 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 	defer undo.OnError(ctx, &err)
 	s.conn, err = libvirt.Connect(ctx, libvirt.Config{URI: s.uri, Socket: cfg.LibvirtSocket, Logger: logger})
 	if err != nil {
-		return nil, fmt.Errorf("connect to libvirt at %s: %w (is libvirtd running? start it with `libvirtd -d` or `systemctl start libvirtd`)", s.uri, err)
+		return nil, libvirt.ConnectError(s.uri, err)
 	}
 	undo.Add("libvirt connection", func(context.Context) error { return s.conn.Close() })
 	for _, line := range Sweep(ctx, stateDir, libvirt.NewDriver(s.conn)) {
