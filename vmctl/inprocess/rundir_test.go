@@ -3,10 +3,11 @@ package inprocess
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"testing"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/agentbox/agentbox/vmctl/sandbox"
 )
@@ -56,20 +57,16 @@ func TestSweep(t *testing.T) {
 		t.Fatal(err)
 	}
 	alive.lock.Close()
-	// Another process holds the live run's lock (flock locks of one
-	// process's own descriptors would conflict too, but this is the real
-	// case).
-	holder := exec.Command("flock", filepath.Join(alive.Dir, lockFile), "sleep", "60")
-	if err := holder.Start(); err != nil {
-		t.Skipf("flock(1): %v", err)
+	// The live run's process holds its lock: flock locks belong to an open
+	// file description, so one opened here conflicts with the sweep's own
+	// open of the file as another process's would.
+	holder, err := os.Open(filepath.Join(alive.Dir, lockFile))
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Cleanup(func() { holder.Process.Kill(); holder.Wait() })
-	for { // until flock(1) holds it
-		f, ok := tryLock(filepath.Join(alive.Dir, lockFile))
-		if !ok {
-			break
-		}
-		f.Close()
+	t.Cleanup(func() { holder.Close() })
+	if err := unix.Flock(int(holder.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		t.Fatal(err)
 	}
 
 	drv := &fakeDomains{running: map[string]bool{"agentbox-abcdefabcdef": true, "agentbox-other": true}}
