@@ -158,7 +158,7 @@ func Sweep(ctx context.Context, stateDir string, drv Domains) []string {
 			}
 		}
 		var removed []string
-		sbs, _ := os.ReadDir(filepath.Join(dir, "sandboxes"))
+		sbs, _ := os.ReadDir(sandbox.SandboxesDir(dir))
 		for _, sb := range sbs {
 			dom := sandbox.DomainPrefix + sb.Name()
 			if err := drv.DestroyDomain(ctx, dom); err == nil && running[dom] {

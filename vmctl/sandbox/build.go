@@ -109,7 +109,7 @@ func (m *Manager) NewBuild(s Shape) (*Build, error) {
 	sb := &Sandbox{
 		ID:      id,
 		Domain:  DomainPrefix + id,
-		Dir:     filepath.Join(m.cfg.StateDir, "sandboxes", id),
+		Dir:     filepath.Join(SandboxesDir(m.cfg.StateDir), id),
 		Image:   s.Image,
 		Accel:   s.Accel,
 		VCPUs:   s.VCPUs,

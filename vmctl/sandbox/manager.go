@@ -46,6 +46,11 @@ import (
 // the sandbox ID.
 const DomainPrefix = "agentbox-"
 
+// SandboxesDir returns the directory under stateDir (Config.StateDir, or
+// an in-process run's state dir) that holds one directory per sandbox,
+// named by its ID: STATE/sandboxes/ID/overlay.qcow2, console log, ….
+func SandboxesDir(stateDir string) string { return filepath.Join(stateDir, "sandboxes") }
+
 // Config configures a Manager.
 type Config struct {
 	// Driver starts and stops domains. Required.

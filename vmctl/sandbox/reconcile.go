@@ -171,7 +171,7 @@ func (m *Manager) Reconcile(ctx context.Context) (Report, error) {
 // cleanFiles removes sandbox directories and agent sockets that neither
 // a record nor any domain (of any owner) uses.
 func (m *Manager) cleanFiles(known, domains map[string]bool, rep *Report) {
-	dir := filepath.Join(m.cfg.StateDir, "sandboxes")
+	dir := SandboxesDir(m.cfg.StateDir)
 	entries, _ := os.ReadDir(dir)
 	for _, e := range entries {
 		id := e.Name()

@@ -380,7 +380,7 @@ func (s *Service) reconcile(known map[string]bool, rep *sandbox.Report) {
 	}
 	used := map[string]bool{}
 	for _, r := range recs {
-		if !known[r.SandboxID] && r.File == filepath.Join(s.cfg.StateDir, "sandboxes", r.SandboxID, "overlay.qcow2") {
+		if !known[r.SandboxID] && r.File == filepath.Join(sandbox.SandboxesDir(s.cfg.StateDir), r.SandboxID, "overlay.qcow2") {
 			if err := s.keepFile(r.SandboxID, r.File); err != nil {
 				s.log.Warn("keep snapshot file", "snapshot", r.Name, "err", err)
 			}
