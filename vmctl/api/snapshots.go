@@ -81,7 +81,7 @@ const (
 // snapshot name or ID. Errors are 400 invalid_argument.
 func CheckSnapshotRef(name string) error {
 	if !nameRE.MatchString(name) {
-		return invalid("snapshot %s is not a snapshot name or ID", quoteShort(name))
+		return Invalidf("snapshot %s is not a snapshot name or ID", QuoteShort(name))
 	}
 	return nil
 }
@@ -90,10 +90,10 @@ func CheckSnapshotRef(name string) error {
 // NamePattern and not look like an ID. Errors are 400 invalid_argument.
 func (r *SaveSnapshotRequest) Validate() error {
 	if !nameRE.MatchString(r.Name) {
-		return invalid("snapshot name %s is invalid: use 1 to 63 letters, digits, '_', '.', '-', starting with a letter or digit", quoteShort(r.Name))
+		return Invalidf("snapshot name %s is invalid: use 1 to 63 letters, digits, '_', '.', '-', starting with a letter or digit", QuoteShort(r.Name))
 	}
 	if idRE.MatchString(r.Name) {
-		return invalid("snapshot name %q looks like an ID (12 hex digits): choose a name that does not", r.Name)
+		return Invalidf("snapshot name %q looks like an ID (12 hex digits): choose a name that does not", r.Name)
 	}
 	return nil
 }

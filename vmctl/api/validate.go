@@ -67,8 +67,10 @@ func ValidName(name string) bool { return nameRE.MatchString(name) && !idRE.Matc
 // ValidLabelKey reports whether key matches LabelKeyPattern.
 func ValidLabelKey(key string) bool { return labelKeyRE.MatchString(key) }
 
-// invalid returns a 400 invalid_argument error.
-func invalid(format string, args ...any) *Error {
+// Invalidf returns a 400 invalid_argument *Error with the formatted
+// message: a value of the request is out of range or malformed. The
+// validators here and the HTTP layer's own checks answer with it.
+func Invalidf(format string, args ...any) *Error {
 	return Errorf(http.StatusBadRequest, CodeInvalidArgument, format, args...)
 }
 
@@ -76,7 +78,7 @@ func invalid(format string, args ...any) *Error {
 // invalid_argument.
 func CheckRef(ref string) error {
 	if !ValidRef(ref) {
-		return invalid("sandbox reference %s is neither an ID (12 lowercase hex digits) nor a name (letters, digits, '_', '.', '-'; at most 63, starting with a letter or digit)", quoteShort(ref))
+		return Invalidf("sandbox reference %s is neither an ID (12 lowercase hex digits) nor a name (letters, digits, '_', '.', '-'; at most 63, starting with a letter or digit)", QuoteShort(ref))
 	}
 	return nil
 }
@@ -85,7 +87,7 @@ func CheckRef(ref string) error {
 // are 400 invalid_argument.
 func CheckProcessID(pid string) error {
 	if !pidRE.MatchString(pid) {
-		return invalid("process id %s is malformed: use the id POST .../processes returned (1 to 32 lowercase letters and digits)", quoteShort(pid))
+		return Invalidf("process id %s is malformed: use the id POST .../processes returned (1 to 32 lowercase letters and digits)", QuoteShort(pid))
 	}
 	return nil
 }
@@ -97,17 +99,17 @@ func CheckProcessID(pid string) error {
 func CleanGuestPath(what, p string) (string, error) {
 	switch {
 	case p == "":
-		return "", invalid("%s is missing: give an absolute guest path such as /work/data.csv", what)
+		return "", Invalidf("%s is missing: give an absolute guest path such as /work/data.csv", what)
 	case len(p) > MaxPathBytes:
-		return "", invalid("%s is %d bytes long; the limit is %d", what, len(p), MaxPathBytes)
+		return "", Invalidf("%s is %d bytes long; the limit is %d", what, len(p), MaxPathBytes)
 	case strings.IndexByte(p, 0) >= 0:
-		return "", invalid("%s %s contains a NUL byte", what, quoteShort(p))
+		return "", Invalidf("%s %s contains a NUL byte", what, QuoteShort(p))
 	case !strings.HasPrefix(p, "/"):
-		return "", invalid("%s %s is relative: give an absolute guest path (starting with /)", what, quoteShort(p))
+		return "", Invalidf("%s %s is relative: give an absolute guest path (starting with /)", what, QuoteShort(p))
 	}
 	for _, el := range strings.Split(p, "/") {
 		if el == ".." {
-			return "", invalid("%s %s contains a \"..\" element: give the absolute path without ..", what, quoteShort(p))
+			return "", Invalidf("%s %s contains a \"..\" element: give the absolute path without ..", what, QuoteShort(p))
 		}
 	}
 	return path.Clean(p), nil
@@ -118,11 +120,11 @@ func CleanGuestPath(what, p string) (string, error) {
 // bits. Errors are 400 invalid_argument.
 func ParseMode(s string) (fs.FileMode, error) {
 	if s == "" || len(s) > 5 {
-		return 0, invalid("mode %s is not an octal permission such as 0644 (0 to 07777)", quoteShort(s))
+		return 0, Invalidf("mode %s is not an octal permission such as 0644 (0 to 07777)", QuoteShort(s))
 	}
 	v, err := strconv.ParseUint(s, 8, 32)
 	if err != nil || v > 0o7777 {
-		return 0, invalid("mode %s is not an octal permission such as 0644 (0 to 07777)", quoteShort(s))
+		return 0, Invalidf("mode %s is not an octal permission such as 0644 (0 to 07777)", QuoteShort(s))
 	}
 	m := fs.FileMode(v & 0o777)
 	if v&0o4000 != 0 {
@@ -159,17 +161,17 @@ func FormatMode(m fs.FileMode) string {
 // Backend). Errors are 400 invalid_argument naming the field.
 func (req *CreateSandboxRequest) Validate() error {
 	if strings.TrimSpace(req.Image) == "" {
-		return invalid("image is missing: give the image directory on the daemon's host (it holds manifest.toml)")
+		return Invalidf("image is missing: give the image directory on the daemon's host (it holds manifest.toml)")
 	}
 	if strings.IndexByte(req.Image, 0) >= 0 {
-		return invalid("image contains a NUL byte")
+		return Invalidf("image contains a NUL byte")
 	}
 	if req.Name != "" {
 		if !nameRE.MatchString(req.Name) {
-			return invalid("name %s is invalid: use 1 to 63 letters, digits, '_', '.', '-', starting with a letter or digit", quoteShort(req.Name))
+			return Invalidf("name %s is invalid: use 1 to 63 letters, digits, '_', '.', '-', starting with a letter or digit", QuoteShort(req.Name))
 		}
 		if idRE.MatchString(req.Name) {
-			return invalid("name %q looks like a sandbox ID (12 hex digits): choose a name that does not, so references stay unambiguous", req.Name)
+			return Invalidf("name %q looks like a sandbox ID (12 hex digits): choose a name that does not, so references stay unambiguous", req.Name)
 		}
 	}
 	if err := checkNonNegative(map[string]int64{
@@ -182,7 +184,7 @@ func (req *CreateSandboxRequest) Validate() error {
 	switch req.Accel {
 	case "", "auto", "kvm", "tcg":
 	default:
-		return invalid("accel %s is not one of auto, kvm, tcg", quoteShort(req.Accel))
+		return Invalidf("accel %s is not one of auto, kvm, tcg", QuoteShort(req.Accel))
 	}
 	return CheckLabels(req.Labels)
 }
@@ -199,14 +201,14 @@ func checkNonNegative(fields map[string]int64) error {
 		return nil
 	}
 	slices.Sort(bad)
-	return invalid("%s: it must not be negative (0 means the default)", strings.Join(bad, ", "))
+	return Invalidf("%s: it must not be negative (0 means the default)", strings.Join(bad, ", "))
 }
 
 // CheckLabels checks label keys and values (also of list filters). Errors
 // are 400 invalid_argument.
 func CheckLabels(labels map[string]string) error {
 	if len(labels) > MaxLabels {
-		return invalid("%d labels given; the limit is %d", len(labels), MaxLabels)
+		return Invalidf("%d labels given; the limit is %d", len(labels), MaxLabels)
 	}
 	keys := make([]string, 0, len(labels))
 	for k := range labels {
@@ -215,12 +217,12 @@ func CheckLabels(labels map[string]string) error {
 	slices.Sort(keys)
 	for _, k := range keys {
 		if !labelKeyRE.MatchString(k) {
-			return invalid("label key %s is invalid: use 1 to 63 letters, digits, '_', '.', '/', '-', starting with a letter or digit", quoteShort(k))
+			return Invalidf("label key %s is invalid: use 1 to 63 letters, digits, '_', '.', '/', '-', starting with a letter or digit", QuoteShort(k))
 		}
 		if v := labels[k]; len(v) > MaxLabelValueBytes {
-			return invalid("label %q has a %d-byte value; the limit is %d bytes", k, len(v), MaxLabelValueBytes)
+			return Invalidf("label %q has a %d-byte value; the limit is %d bytes", k, len(v), MaxLabelValueBytes)
 		} else if strings.IndexByte(v, 0) >= 0 {
-			return invalid("label %q has a NUL byte in its value", k)
+			return Invalidf("label %q has a NUL byte in its value", k)
 		}
 	}
 	return nil
@@ -231,38 +233,38 @@ func CheckLabels(labels map[string]string) error {
 // invalid_argument.
 func (req *ExecRequest) Validate(attached bool) error {
 	if len(req.Cmd) == 0 || req.Cmd[0] == "" {
-		return invalid("cmd is empty: give the argv to run, e.g. [\"python3\", \"-c\", \"print(1)\"]")
+		return Invalidf("cmd is empty: give the argv to run, e.g. [\"python3\", \"-c\", \"print(1)\"]")
 	}
 	for i, a := range req.Cmd {
 		if strings.IndexByte(a, 0) >= 0 {
-			return invalid("cmd[%d] contains a NUL byte", i)
+			return Invalidf("cmd[%d] contains a NUL byte", i)
 		}
 	}
 	for i, e := range req.Env {
 		k, _, ok := strings.Cut(e, "=")
 		if !ok || k == "" {
-			return invalid("env[%d] %s is not KEY=VALUE", i, quoteShort(e))
+			return Invalidf("env[%d] %s is not KEY=VALUE", i, QuoteShort(e))
 		}
 		if strings.IndexByte(e, 0) >= 0 {
-			return invalid("env[%d] contains a NUL byte", i)
+			return Invalidf("env[%d] contains a NUL byte", i)
 		}
 	}
 	if req.Cwd != "" {
 		if strings.IndexByte(req.Cwd, 0) >= 0 {
-			return invalid("cwd contains a NUL byte")
+			return Invalidf("cwd contains a NUL byte")
 		}
 		if !strings.HasPrefix(req.Cwd, "/") {
-			return invalid("cwd %s is relative: give an absolute guest directory", quoteShort(req.Cwd))
+			return Invalidf("cwd %s is relative: give an absolute guest directory", QuoteShort(req.Cwd))
 		}
 		if len(req.Cwd) > MaxPathBytes {
-			return invalid("cwd is %d bytes long; the limit is %d", len(req.Cwd), MaxPathBytes)
+			return Invalidf("cwd is %d bytes long; the limit is %d", len(req.Cwd), MaxPathBytes)
 		}
 	}
 	if req.TimeoutMs < 0 {
-		return invalid("timeout_ms is %d: it must not be negative (0 means the sandbox's default)", req.TimeoutMs)
+		return Invalidf("timeout_ms is %d: it must not be negative (0 means the sandbox's default)", req.TimeoutMs)
 	}
 	if attached && req.StdinOpen {
-		return invalid("stdin_open is for detached processes: start the command with POST /v1/sandboxes/{id}/processes and write to its stdin endpoint")
+		return Invalidf("stdin_open is for detached processes: start the command with POST /v1/sandboxes/{id}/processes and write to its stdin endpoint")
 	}
 	return nil
 }
@@ -271,7 +273,7 @@ func (req *ExecRequest) Validate(attached bool) error {
 // invalid_argument.
 func (req *KillRequest) Validate() error {
 	if !signalRE.MatchString(req.Signal) {
-		return invalid("signal %s is not a signal name (TERM, SIGKILL, ...) or number", quoteShort(req.Signal))
+		return Invalidf("signal %s is not a signal name (TERM, SIGKILL, ...) or number", QuoteShort(req.Signal))
 	}
 	return nil
 }
@@ -302,8 +304,10 @@ func ValidState(s string) bool {
 	return false
 }
 
-// quoteShort quotes s for an error message, cut to 80 bytes.
-func quoteShort(s string) string {
+// QuoteShort quotes s (strconv.Quote) for an error message, cut to its
+// first 80 bytes followed by "... (N bytes)" when longer: a value a client
+// sent, named in the message without flooding it.
+func QuoteShort(s string) string {
 	if len(s) > 80 {
 		return strconv.Quote(s[:80]) + fmt.Sprintf("... (%d bytes)", len(s))
 	}

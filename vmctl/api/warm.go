@@ -52,7 +52,7 @@ var warmKeyRE = regexp.MustCompile(`^[0-9a-f]{24}$`)
 // lowercase hex digits. Errors are 400 invalid_argument.
 func CheckWarmKey(key string) error {
 	if !warmKeyRE.MatchString(key) {
-		return invalid("warm template key %s is not 24 lowercase hex digits: `agentbox warm ls` lists the keys", quoteShort(key))
+		return Invalidf("warm template key %s is not 24 lowercase hex digits: `agentbox warm ls` lists the keys", QuoteShort(key))
 	}
 	return nil
 }

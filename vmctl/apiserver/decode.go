@@ -29,7 +29,7 @@ func decodeJSON(r *http.Request, v any) error {
 		mt, _, err := mime.ParseMediaType(ct)
 		if err != nil || mt != api.ContentTypeJSON {
 			return api.Errorf(http.StatusUnsupportedMediaType, api.CodeUnsupportedMedia,
-				"Content-Type %s is not %s: send the request body as JSON", quoteShort(ct), api.ContentTypeJSON)
+				"Content-Type %s is not %s: send the request body as JSON", api.QuoteShort(ct), api.ContentTypeJSON)
 		}
 	}
 	if r.ContentLength > api.MaxJSONBodyBytes {
@@ -232,9 +232,9 @@ func checkQuery(r *http.Request, allowed []string) (url.Values, error) {
 	for _, k := range keys {
 		if !slices.Contains(allowed, k) {
 			if len(allowed) == 0 {
-				return nil, badRequest("unknown query parameter %s: this route takes none", quoteShort(k))
+				return nil, badRequest("unknown query parameter %s: this route takes none", api.QuoteShort(k))
 			}
-			return nil, badRequest("unknown query parameter %s: this route takes %s", quoteShort(k), strings.Join(allowed, ", "))
+			return nil, badRequest("unknown query parameter %s: this route takes %s", api.QuoteShort(k), strings.Join(allowed, ", "))
 		}
 		if len(q[k]) > 1 && k != "label" {
 			return nil, badRequest("query parameter %q is given %d times: give it once", k, len(q[k]))
@@ -251,7 +251,7 @@ func queryBool(q url.Values, name string) (bool, error) {
 	}
 	b, err := strconv.ParseBool(s)
 	if err != nil {
-		return false, badRequest("query parameter %s=%s is not a boolean: use true or false", name, quoteShort(s))
+		return false, badRequest("query parameter %s=%s is not a boolean: use true or false", name, api.QuoteShort(s))
 	}
 	return b, nil
 }
@@ -264,7 +264,7 @@ func queryInt(q url.Values, name string) (int64, error) {
 	}
 	n, err := strconv.ParseInt(s, 10, 64)
 	if err != nil || n < 0 {
-		return 0, badRequest("query parameter %s=%s is not a non-negative integer", name, quoteShort(s))
+		return 0, badRequest("query parameter %s=%s is not a non-negative integer", name, api.QuoteShort(s))
 	}
 	return n, nil
 }

@@ -49,13 +49,13 @@ func listSandboxes(s *Server, r *request) (api.SandboxList, error) {
 	for _, kv := range r.q["label"] {
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok {
-			return api.SandboxList{}, invalid("label filter %s is not KEY=VALUE", quoteShort(kv))
+			return api.SandboxList{}, api.Invalidf("label filter %s is not KEY=VALUE", api.QuoteShort(kv))
 		}
 		if labels == nil {
 			labels = make(map[string]string)
 		}
 		if _, dup := labels[k]; dup {
-			return api.SandboxList{}, invalid("label filter key %q is given twice", k)
+			return api.SandboxList{}, api.Invalidf("label filter key %q is given twice", k)
 		}
 		labels[k] = v
 	}
@@ -64,7 +64,7 @@ func listSandboxes(s *Server, r *request) (api.SandboxList, error) {
 	}
 	state := r.q.Get("state")
 	if state != "" && !api.ValidState(state) {
-		return api.SandboxList{}, invalid("state %s is not one of creating, running, stopping, stopped, failed", quoteShort(state))
+		return api.SandboxList{}, api.Invalidf("state %s is not one of creating, running, stopping, stopped, failed", api.QuoteShort(state))
 	}
 	list, err := s.backend.ListSandboxes(r.Context(), labels, state)
 	return api.SandboxList{Sandboxes: nonNil(list)}, err
@@ -309,7 +309,7 @@ func removeFile(s *Server, r *request) error {
 		return err
 	}
 	if p == "/" {
-		return invalid("refusing to remove / of the sandbox: delete the sandbox instead")
+		return api.Invalidf("refusing to remove / of the sandbox: delete the sandbox instead")
 	}
 	recursive, err := queryBool(r.q, "recursive")
 	if err != nil {

@@ -233,7 +233,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 			"duration_ms", d.Milliseconds(), "caller", api.CallerFrom(r.Context()).ID)
 	}()
 	if !cleanURLPath(r.URL.Path) {
-		s.serveError(rw, r, route, invalid("URL path %s has an empty, \".\" or \"..\" element: sandbox references and paths in URLs must not contain them", quoteShort(r.URL.Path)))
+		s.serveError(rw, r, route, api.Invalidf("URL path %s has an empty, \".\" or \"..\" element: sandbox references and paths in URLs must not contain them", api.QuoteShort(r.URL.Path)))
 		return
 	}
 	if r.Method == http.MethodHead {
@@ -256,7 +256,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 			s.serveError(rw, r, route, api.Errorf(http.StatusMethodNotAllowed, api.CodeMethodNotAllowed, "%s is not allowed on %s: use %s", r.Method, r.URL.Path, allow))
 			return
 		}
-		s.serveError(rw, r, route, api.Errorf(http.StatusNotFound, api.CodeNotFound, "no API route %s %s: see GET /v1/openapi.yaml for the routes", r.Method, quoteShort(r.URL.Path)))
+		s.serveError(rw, r, route, api.Errorf(http.StatusNotFound, api.CodeNotFound, "no API route %s %s: see GET /v1/openapi.yaml for the routes", r.Method, api.QuoteShort(r.URL.Path)))
 		return
 	}
 	_, route, _ = strings.Cut(pattern, " ")
