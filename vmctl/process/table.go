@@ -62,7 +62,7 @@ type Proc interface {
 // and its output copied to stdout and stderr, and returns once the command
 // runs or failed to start (its Wait then reports how). ctx bounds the
 // command's whole life: when ctx ends the command is killed. It has the
-// shape of agent.Client.Start; AgentStart adapts a client.
+// shape of agent.Client.Start; AgentStart adapts a client or a sandbox.
 type StartFunc func(ctx context.Context, req agentproto.ExecRequest, stdin io.Reader, stdout, stderr io.Writer) (Proc, error)
 
 // Options configures a Table. The zero value is usable.

@@ -226,8 +226,8 @@ func (sb *Sandbox) Exec(ctx context.Context, req agentproto.ExecRequest, stdin i
 
 // Start starts a command in the sandbox and returns once it runs or
 // failed to start (agent.Client.Start: Wait reports how it ended); ctx
-// bounds the command's whole life. It has the shape of
-// process.StartFunc. Errors: ErrNotRunning; the agent's as they are, for
+// bounds the command's whole life. process.AgentStart makes a
+// process.StartFunc of it. Errors: ErrNotRunning; the agent's as they are, for
 // the caller to pass to Explain with Wait's (it may wrap both in its own).
 // It does no accounting (BeginExec).
 func (sb *Sandbox) Start(ctx context.Context, req agentproto.ExecRequest, stdin io.Reader, stdout, stderr io.Writer) (*agent.Process, error) {
