@@ -200,10 +200,6 @@ func (d *Daemon) StartProcess(ctx context.Context, ref string, req api.ExecReque
 	if err != nil {
 		return api.Process{}, err
 	}
-	if b.sb.State() != sandbox.StateRunning {
-		d.endExec(b, false)
-		return api.Process{}, sandbox.ErrNotRunning.WithMessage(fmt.Sprintf("sandbox %s is not running", b.sb.ID))
-	}
 	caller := api.CallerFrom(ctx).ID
 	start := time.Now()
 	// The history entry exists before the command can end, so that
