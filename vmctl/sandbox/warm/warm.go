@@ -156,9 +156,12 @@ func (w *Service) Create(ctx context.Context, opts sandbox.Options) (*sandbox.Sa
 	}
 	sb, err := w.snaps.RestoreFrom(ctx, src, ropts)
 	if errors.Is(err, sandbox.ErrSnapshotUnusable) {
+		// remove takes the template file's lock and w.mu, never key's.
 		l := w.lock(key)
 		l.Lock()
-		os.RemoveAll(w.dir(key))
+		if rerr := w.remove(context.WithoutCancel(ctx), key); rerr != nil { // and its pool
+			w.log.Warn("remove unusable warm template", "key", key, "err", rerr)
+		}
 		l.Unlock()
 		return nil, fmt.Errorf("%w (the warm template was removed; the next --warm create rebuilds it)", err)
 	}
