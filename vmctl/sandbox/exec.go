@@ -176,15 +176,17 @@ func (sb *Sandbox) EndExec() {
 // "idle timeout reached"), or "". A sandbox with a command or file
 // operation in flight is never idle, nor is one whose domain is gone.
 func (sb *Sandbox) Expired(now time.Time) string {
-	rec := sb.Record()
+	sb.mu.Lock()
+	created, state := sb.rec.CreatedAt, sb.rec.State
+	sb.mu.Unlock()
 	acct := sb.account()
 	acct.mu.Lock()
 	lim, last, busy := acct.a.Limits, acct.a.LastActivity, acct.busy
 	acct.mu.Unlock()
-	if lim.TTLSeconds > 0 && now.Sub(rec.CreatedAt) >= time.Duration(lim.TTLSeconds)*time.Second {
+	if lim.TTLSeconds > 0 && now.Sub(created) >= time.Duration(lim.TTLSeconds)*time.Second {
 		return "ttl reached"
 	}
-	if lim.IdleTimeoutSeconds > 0 && busy == 0 && !rec.State.Final() && !last.IsZero() &&
+	if lim.IdleTimeoutSeconds > 0 && busy == 0 && !state.Final() && !last.IsZero() &&
 		now.Sub(last) >= time.Duration(lim.IdleTimeoutSeconds)*time.Second {
 		return "idle timeout reached"
 	}
