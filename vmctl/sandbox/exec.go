@@ -133,12 +133,7 @@ func (sb *Sandbox) Busy() (done func()) {
 	acct.mu.Lock()
 	acct.busy++
 	acct.mu.Unlock()
-	return func() {
-		acct.mu.Lock()
-		acct.busy--
-		acct.a.LastActivity = time.Now().UTC()
-		acct.mu.Unlock()
-	}
+	return sb.EndExec
 }
 
 // BeginExec counts one more command against the sandbox's MaxExecs and
@@ -163,7 +158,8 @@ func (sb *Sandbox) BeginExec(req agentproto.ExecRequest) (string, agentproto.Exe
 	return fmt.Sprintf("e%06d", acct.a.ExecCount), req, nil
 }
 
-// EndExec ends a command that BeginExec began and records activity.
+// EndExec ends a command that BeginExec began (Busy's done func is EndExec
+// too) and records activity.
 func (sb *Sandbox) EndExec() {
 	acct := sb.account()
 	acct.mu.Lock()
@@ -198,7 +194,7 @@ func (sb *Sandbox) Expired(now time.Time) string {
 func (sb *Sandbox) agentFor() (*agent.Client, error) {
 	c := sb.Agent()
 	if c == nil {
-		return nil, sb.notRunning()
+		return nil, sb.NotRunning()
 	}
 	return c, nil
 }
