@@ -48,3 +48,34 @@ func TestCreateDomainFailsLeavesNothing(t *testing.T) {
 		t.Errorf("second create under the same name: %v, want the driver's error (the name was released)", err)
 	}
 }
+
+// The exec accounting comes from the Extra StepRegister records, even when
+// something read it before (a first read must not keep an empty account),
+// and the idle clock starts when the sandbox runs.
+func TestExecAccountSetAtRegister(t *testing.T) {
+	fd := newFakeDriver(t)
+	f := newFakeFixture(t, fd, fd)
+	b, err := f.mgr.NewBuild(sandbox.Shape{Image: f.img, Accel: tcg, VCPUs: 1, MemoryMiB: 128})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := b.Sandbox.ExecAccount(); a.Limits.MaxExecs != 0 {
+		t.Fatalf("account before register: %+v", a)
+	}
+	want := sandbox.ExecAccount{Limits: sandbox.ExecLimits{MaxExecs: 3, IdleTimeoutSeconds: 30}, Creator: "alice"}
+	if err := b.Run(t0, "create", sandbox.StepRegister(sandbox.Admission{Name: "acct", Extra: want.Encode()})); err != nil {
+		t.Fatal(err)
+	}
+	if a := b.Sandbox.ExecAccount(); a.Limits != want.Limits || a.Creator != "alice" || !a.LastActivity.IsZero() {
+		t.Errorf("account after register: %+v; want %+v, no activity before the start", a, want)
+	}
+	if err := b.Abort(t0); err != nil {
+		t.Fatal(err)
+	}
+
+	sb := f.create(t, "ran")
+	defer f.mgr.Destroy(t0, sb)
+	if a, r := sb.ExecAccount(), sb.Record(); r.StartedAt.IsZero() || !a.LastActivity.Equal(r.StartedAt) {
+		t.Errorf("last activity %v of a new sandbox, want its start %v", a.LastActivity, r.StartedAt)
+	}
+}

@@ -76,8 +76,9 @@ func DecodeExecAccount(raw []byte) (ExecAccount, error) {
 	return a, nil
 }
 
-// execAccount is the live accounting of a Sandbox, read from its record
-// on first use.
+// execAccount is the live accounting of a Sandbox: set from its record's
+// Extra where the record gets it (loadAccount: StepRegister, adoption),
+// or read from the record on first use by a Sandbox made otherwise.
 type execAccount struct {
 	once sync.Once
 	mu   sync.Mutex
@@ -85,21 +86,51 @@ type execAccount struct {
 	busy int // commands and file operations in flight (never idle while > 0)
 }
 
-// account returns sb's accounting, loading it from the record's Extra the
-// first time (an unreadable Extra is logged and counts as empty).
+// account returns sb's accounting, reading it from the record's Extra on
+// first use unless loadAccount set it.
 func (sb *Sandbox) account() *execAccount {
-	sb.acct.once.Do(func() {
-		rec := sb.Record()
-		a, err := DecodeExecAccount(rec.Extra)
-		if err != nil && sb.log != nil {
-			sb.log.Warn("sandbox record extra unreadable", "sandbox", sb.ID, "err", err)
-		}
-		if a.LastActivity.IsZero() {
-			a.LastActivity = rec.StartedAt
-		}
-		sb.acct.a = a
-	})
+	sb.acct.once.Do(func() { sb.acct.a = sb.decodeAccount() })
 	return &sb.acct
+}
+
+// loadAccount sets sb's accounting from its record's Extra, replacing
+// whatever an earlier account() read (before StepRegister gave the record
+// its Extra, that was an empty account); the in-flight count stays.
+func (sb *Sandbox) loadAccount() {
+	a := sb.decodeAccount()
+	sb.acct.once.Do(func() {}) // no lazy read after this one
+	sb.acct.mu.Lock()
+	sb.acct.a = a
+	sb.acct.mu.Unlock()
+}
+
+// decodeAccount reads the accounting in sb's record's Extra (an
+// unreadable Extra is logged and counts as empty). A LastActivity not
+// kept there is the sandbox's start (zero before it ran; see started).
+func (sb *Sandbox) decodeAccount() ExecAccount {
+	sb.mu.Lock()
+	extra, startedAt := sb.rec.Extra, sb.rec.StartedAt
+	sb.mu.Unlock()
+	a, err := DecodeExecAccount(extra)
+	if err != nil && sb.log != nil {
+		sb.log.Warn("sandbox record extra unreadable", "sandbox", sb.ID, "err", err)
+	}
+	if a.LastActivity.IsZero() {
+		a.LastActivity = startedAt
+	}
+	return a
+}
+
+// started records the sandbox's start at (its record's StartedAt) as its
+// last activity, unless it has one: the idle timeout counts from the
+// start.
+func (sb *Sandbox) started(at time.Time) {
+	acct := sb.account()
+	acct.mu.Lock()
+	if acct.a.LastActivity.IsZero() {
+		acct.a.LastActivity = at
+	}
+	acct.mu.Unlock()
 }
 
 // ExecAccount returns a copy of the sandbox's exec accounting.
@@ -111,10 +142,10 @@ func (sb *Sandbox) ExecAccount() ExecAccount {
 }
 
 // SaveExecAccount writes the sandbox's accounting into its record's Extra
-// and persists the record (see SetExtra). Counters change in memory;
+// and persists the record (see setExtra). Counters change in memory;
 // callers save after the change, off the path a caller waits on.
 func (sb *Sandbox) SaveExecAccount() {
-	sb.SetExtra(sb.ExecAccount().Encode())
+	sb.setExtra(sb.ExecAccount().Encode())
 }
 
 // Touch records activity now: the idle timeout counts from it.

@@ -73,7 +73,7 @@ type Config struct {
 	// network (vmctl/network.Manager); nil: only mode none is possible.
 	Network NetworkProvider
 	// OnChange, if set, is called after every persisted change of a
-	// sandbox's record (state changes, SetExtra), and with removed=true
+	// sandbox's record (state changes, SaveExecAccount), and with removed=true
 	// when a sandbox is removed. It runs synchronously: it must not block
 	// or call back into the Manager.
 	OnChange func(r Record, removed bool)
@@ -161,7 +161,9 @@ type Options struct {
 	Name string
 	// Labels are kept with the sandbox.
 	Labels map[string]string
-	// Extra is opaque data kept with the record (Record.Extra).
+	// Extra is the sandbox's exec accounting as JSON (ExecAccount.Encode:
+	// its limits and creator), kept as Record.Extra; the sandbox counts
+	// from it. Empty is the zero account (no limits).
 	Extra []byte
 	// VCPUs and MemoryMiB override the image's defaults when > 0.
 	VCPUs     int

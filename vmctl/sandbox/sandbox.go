@@ -123,7 +123,8 @@ var transitions = map[State][]State{
 }
 
 // setState moves the sandbox to state to with reason and tells the
-// observer (which persists the record). A change that transitions does not
+// observer (which persists the record); running also starts the idle
+// clock (started). A change that transitions does not
 // allow (e.g. from a final state) is refused with ErrConflict; setting the
 // current state again is a no-op.
 func (sb *Sandbox) setState(to State, reason string) error {
@@ -150,6 +151,9 @@ func (sb *Sandbox) setState(to State, reason string) error {
 		sb.rec.StoppedAt = now
 	}
 	sb.mu.Unlock()
+	if to == StateRunning {
+		sb.started(now)
+	}
 	sb.persist()
 	return nil
 }
@@ -194,9 +198,9 @@ func (sb *Sandbox) LastRestore() RestoreTimes {
 	return sb.restoreTimes
 }
 
-// SetExtra replaces the opaque data kept with the sandbox's record (see
-// Record.Extra) and persists it.
-func (sb *Sandbox) SetExtra(extra []byte) {
+// setExtra replaces the exec accounting kept in the sandbox's record
+// (Record.Extra) and persists the record.
+func (sb *Sandbox) setExtra(extra []byte) {
 	sb.mu.Lock()
 	sb.rec.Extra = append([]byte(nil), extra...)
 	sb.mu.Unlock()
