@@ -200,10 +200,6 @@ func (d *Daemon) StartProcess(ctx context.Context, ref string, req api.ExecReque
 	if err != nil {
 		return api.Process{}, err
 	}
-	if b.sb.State() != sandbox.StateRunning {
-		d.endExec(b, false)
-		return api.Process{}, sandbox.ErrNotRunning.WithMessage(fmt.Sprintf("sandbox %s is not running", b.sb.ID))
-	}
 	caller := api.CallerFrom(ctx).ID
 	start := time.Now()
 	// The history entry exists before the command can end, so that
@@ -212,7 +208,7 @@ func (d *Daemon) StartProcess(ctx context.Context, ref string, req api.ExecReque
 	if err := d.store.PutExec(h); err != nil {
 		d.log.Warn("store exec history", "sandbox", b.sb.ID, "exec", id, "err", err)
 	}
-	info, err := b.procs.Start(b.life, id, areq, req.Stdin, req.StdinOpen, startFunc(b.sb))
+	info, err := b.procs.Start(b.life, id, areq, req.Stdin, req.StdinOpen, process.AgentStart(b.sb))
 	d.appendAudit(audit.Entry{Time: start.UTC(), Sandbox: b.sb.ID, Caller: caller, Action: audit.ActionProcessStart,
 		Args: execArgs(areq, true), ExecID: id, BytesIn: int64(len(req.Stdin)), DurationMs: ms(time.Since(start))})
 	if err != nil {
@@ -224,17 +220,6 @@ func (d *Daemon) StartProcess(ctx context.Context, ref string, req api.ExecReque
 	}
 	b.sb.SaveExecAccount()
 	return apiProcess(info), nil
-}
-
-// startFunc starts the table's commands in sb (sandbox.Start).
-func startFunc(sb *sandbox.Sandbox) process.StartFunc {
-	return func(ctx context.Context, req agentproto.ExecRequest, stdin io.Reader, stdout, stderr io.Writer) (process.Proc, error) {
-		p, err := sb.Start(ctx, req, stdin, stdout, stderr)
-		if err != nil {
-			return nil, err // not a typed nil in the interface
-		}
-		return p, nil
-	}
 }
 
 // processExited is the process table's OnExit: audit, history, metrics.

@@ -18,14 +18,11 @@ import (
 
 // fileOp runs op on b's sandbox as one busy (sandbox.Busy), audited
 // action on path; op's errors come explained from the sandbox's file
-// methods.
+// methods (ErrNotRunning when it stopped since d.running looked).
 func (d *Daemon) fileOp(ctx context.Context, ref, action string, args map[string]any, op func(sb *sandbox.Sandbox) (in, out int64, err error)) error {
 	b, err := d.running(ref)
 	if err != nil {
 		return err
-	}
-	if b.sb.State() != sandbox.StateRunning {
-		return sandbox.ErrNotRunning.WithMessage(fmt.Sprintf("sandbox %s is not running", b.sb.ID))
 	}
 	done := b.sb.Busy()
 	d.inflight.Add(1)

@@ -168,15 +168,15 @@ func (m *Manager) Setup(ctx context.Context, id string, policy netpolicy.Policy)
 		if err != nil {
 			return Attachment{}, fmt.Errorf("start egress service on %s: %w", att.Host, err)
 		}
+		if a.egress != nil {
+			undo.Add("egress", func(context.Context) error { return a.egress.Close() })
+		}
 	}
 	m.mu.Lock()
 	if m.released {
 		// Release may have deleted the table after this tap was made:
 		// the tap must not outlive its rules.
 		m.mu.Unlock()
-		if a.egress != nil {
-			a.egress.Close()
-		}
 		return Attachment{}, errShutDown
 	}
 	m.live[id] = a
@@ -205,11 +205,9 @@ func (m *Manager) Adopt(ctx context.Context, id string, att Attachment, policy n
 		return fmt.Errorf("tap %s of sandbox %s is gone: the sandbox has no network", att.Tap, id)
 	}
 	m.pool.claim(id, att.Subnet())
-	defer func() {
-		if err != nil {
-			m.pool.release(id)
-		}
-	}()
+	undo := revert.New()
+	defer undo.OnError(ctx, &err)
+	undo.Add("subnet", func(context.Context) error { m.pool.release(id); return nil })
 	if err := m.fw.install(m.rules(id, att, policy)); err != nil {
 		return err
 	}

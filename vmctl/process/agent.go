@@ -9,11 +9,23 @@ import (
 	"github.com/agentbox/agentbox/vmctl/agentproto"
 )
 
-var _ Proc = (*agent.Process)(nil)
+var (
+	_ Proc         = (*agent.Process)(nil)
+	_ AgentStarter = (*agent.Client)(nil)
+)
 
-// AgentStart returns the StartFunc that starts commands in the guest
-// through c (agent.Client.Start).
-func AgentStart(c *agent.Client) StartFunc {
+// AgentStarter starts a command in a guest and returns once it runs or
+// failed to start, with agent.Client.Start's contract: ctx bounds the
+// command's whole life, stdin nil is /dev/null, and the returned
+// process's Wait reports how it ended. *agent.Client and *sandbox.Sandbox
+// have this method.
+type AgentStarter interface {
+	Start(ctx context.Context, req agentproto.ExecRequest, stdin io.Reader, stdout, stderr io.Writer) (*agent.Process, error)
+}
+
+// AgentStart returns the StartFunc that starts commands through c
+// (an *agent.Client, or a *sandbox.Sandbox that checks its state first).
+func AgentStart(c AgentStarter) StartFunc {
 	return func(ctx context.Context, req agentproto.ExecRequest, stdin io.Reader, stdout, stderr io.Writer) (Proc, error) {
 		p, err := c.Start(ctx, req, stdin, stdout, stderr)
 		if err != nil {

@@ -31,5 +31,5 @@
 // ends everything when the sandbox goes away.
 //
 // Commands are started through a [StartFunc]; [AgentStart] makes one of an
-// agent.Client, and tests use fakes.
+// agent.Client or a sandbox (an [AgentStarter]), and tests use fakes.
 package process

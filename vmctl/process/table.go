@@ -62,7 +62,7 @@ type Proc interface {
 // and its output copied to stdout and stderr, and returns once the command
 // runs or failed to start (its Wait then reports how). ctx bounds the
 // command's whole life: when ctx ends the command is killed. It has the
-// shape of agent.Client.Start; AgentStart adapts a client.
+// shape of agent.Client.Start; AgentStart adapts a client or a sandbox.
 type StartFunc func(ctx context.Context, req agentproto.ExecRequest, stdin io.Reader, stdout, stderr io.Writer) (Proc, error)
 
 // Options configures a Table. The zero value is usable.
@@ -78,8 +78,10 @@ type Options struct {
 	MaxProcesses int
 	// OnExit, if set, is called once per process when it ends (exited or
 	// lost), with its final Info, from the goroutine that saw the end
-	// (the table's waiter, or CloseAll). It runs without the table's
-	// locks held and may call the table; it should not block long.
+	// (the table's waiter, or one of CloseAll's), so calls for different
+	// processes may run concurrently and it must be safe for that. It
+	// runs without the table's locks held and may call the table; it
+	// should not block long.
 	OnExit func(Info)
 }
 
@@ -350,9 +352,12 @@ func (t *Table) Signal(ctx context.Context, id string, sig syscall.Signal) error
 
 // CloseAll closes the table for good (its sandbox is stopped or removed):
 // Start fails with ErrClosed from now on, every process still running
-// becomes lost with reason as its Error (OnExit is called for each) and is
-// sent SIGKILL; CloseAll returns once each kill was delivered or failed,
-// at most KillTimeout later. Ended processes stay readable.
+// becomes lost with reason as its Error and is sent SIGKILL. Each process
+// is ended (OnExit called) and then killed in its own goroutine, so the
+// OnExits of different processes run concurrently with each other and
+// with the kills; CloseAll returns once every OnExit returned and each
+// kill was delivered or failed (a kill takes at most KillTimeout). Ended
+// processes stay readable.
 //
 // A daemon that shuts down and leaves sandboxes running for adoption
 // should not call it: closing the agent connection ends the commands, and
@@ -364,10 +369,11 @@ func (t *Table) CloseAll(reason string) {
 	t.mu.Unlock()
 	var wg sync.WaitGroup
 	for _, e := range entries {
-		if ok, _ := e.end(StateLost, nil, reason, t.opts.OnExit); !ok {
-			continue
-		}
-		wg.Go(func() { kill(e) })
+		wg.Go(func() {
+			if ok, _ := e.end(StateLost, nil, reason, t.opts.OnExit); ok {
+				kill(e)
+			}
+		})
 	}
 	wg.Wait()
 }

@@ -44,9 +44,6 @@ func (l *List) Add(name string, undo Hook) {
 	l.steps = append(l.steps, step{name, undo})
 }
 
-// Len returns the number of undos registered and not yet run or forgotten.
-func (l *List) Len() int { return len(l.steps) }
-
 // Fail runs every registered undo, newest first, under
 // context.WithoutCancel(ctx) (teardown must finish after a Ctrl-C or a
 // client's disconnect), and empties the list. It returns the undos' errors

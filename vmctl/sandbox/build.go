@@ -165,6 +165,7 @@ func StepRegister(a Admission) Step {
 		sb.rec.Name, sb.rec.Labels, sb.rec.Extra = sb.Name, sb.Labels, append([]byte(nil), a.Extra...)
 		sb.rec.CreatedAt = time.Now().UTC()
 		sb.mu.Unlock()
+		sb.loadAccount()
 		if err := m.register(sb, a.Admit); err != nil {
 			return err
 		}

@@ -76,8 +76,9 @@ func DecodeExecAccount(raw []byte) (ExecAccount, error) {
 	return a, nil
 }
 
-// execAccount is the live accounting of a Sandbox, read from its record
-// on first use.
+// execAccount is the live accounting of a Sandbox: set from its record's
+// Extra where the record gets it (loadAccount: StepRegister, adoption),
+// or read from the record on first use by a Sandbox made otherwise.
 type execAccount struct {
 	once sync.Once
 	mu   sync.Mutex
@@ -85,21 +86,51 @@ type execAccount struct {
 	busy int // commands and file operations in flight (never idle while > 0)
 }
 
-// account returns sb's accounting, loading it from the record's Extra the
-// first time (an unreadable Extra is logged and counts as empty).
+// account returns sb's accounting, reading it from the record's Extra on
+// first use unless loadAccount set it.
 func (sb *Sandbox) account() *execAccount {
-	sb.acct.once.Do(func() {
-		rec := sb.Record()
-		a, err := DecodeExecAccount(rec.Extra)
-		if err != nil && sb.log != nil {
-			sb.log.Warn("sandbox record extra unreadable", "sandbox", sb.ID, "err", err)
-		}
-		if a.LastActivity.IsZero() {
-			a.LastActivity = rec.StartedAt
-		}
-		sb.acct.a = a
-	})
+	sb.acct.once.Do(func() { sb.acct.a = sb.decodeAccount() })
 	return &sb.acct
+}
+
+// loadAccount sets sb's accounting from its record's Extra, replacing
+// whatever an earlier account() read (before StepRegister gave the record
+// its Extra, that was an empty account); the in-flight count stays.
+func (sb *Sandbox) loadAccount() {
+	a := sb.decodeAccount()
+	sb.acct.once.Do(func() {}) // no lazy read after this one
+	sb.acct.mu.Lock()
+	sb.acct.a = a
+	sb.acct.mu.Unlock()
+}
+
+// decodeAccount reads the accounting in sb's record's Extra (an
+// unreadable Extra is logged and counts as empty). A LastActivity not
+// kept there is the sandbox's start (zero before it ran; see started).
+func (sb *Sandbox) decodeAccount() ExecAccount {
+	sb.mu.Lock()
+	extra, startedAt := sb.rec.Extra, sb.rec.StartedAt
+	sb.mu.Unlock()
+	a, err := DecodeExecAccount(extra)
+	if err != nil && sb.log != nil {
+		sb.log.Warn("sandbox record extra unreadable", "sandbox", sb.ID, "err", err)
+	}
+	if a.LastActivity.IsZero() {
+		a.LastActivity = startedAt
+	}
+	return a
+}
+
+// started records the sandbox's start at (its record's StartedAt) as its
+// last activity, unless it has one: the idle timeout counts from the
+// start.
+func (sb *Sandbox) started(at time.Time) {
+	acct := sb.account()
+	acct.mu.Lock()
+	if acct.a.LastActivity.IsZero() {
+		acct.a.LastActivity = at
+	}
+	acct.mu.Unlock()
 }
 
 // ExecAccount returns a copy of the sandbox's exec accounting.
@@ -111,10 +142,10 @@ func (sb *Sandbox) ExecAccount() ExecAccount {
 }
 
 // SaveExecAccount writes the sandbox's accounting into its record's Extra
-// and persists the record (see SetExtra). Counters change in memory;
+// and persists the record (see setExtra). Counters change in memory;
 // callers save after the change, off the path a caller waits on.
 func (sb *Sandbox) SaveExecAccount() {
-	sb.SetExtra(sb.ExecAccount().Encode())
+	sb.setExtra(sb.ExecAccount().Encode())
 }
 
 // Touch records activity now: the idle timeout counts from it.
@@ -133,12 +164,7 @@ func (sb *Sandbox) Busy() (done func()) {
 	acct.mu.Lock()
 	acct.busy++
 	acct.mu.Unlock()
-	return func() {
-		acct.mu.Lock()
-		acct.busy--
-		acct.a.LastActivity = time.Now().UTC()
-		acct.mu.Unlock()
-	}
+	return sb.EndExec
 }
 
 // BeginExec counts one more command against the sandbox's MaxExecs and
@@ -163,7 +189,8 @@ func (sb *Sandbox) BeginExec(req agentproto.ExecRequest) (string, agentproto.Exe
 	return fmt.Sprintf("e%06d", acct.a.ExecCount), req, nil
 }
 
-// EndExec ends a command that BeginExec began and records activity.
+// EndExec ends a command that BeginExec began (Busy's done func is EndExec
+// too) and records activity.
 func (sb *Sandbox) EndExec() {
 	acct := sb.account()
 	acct.mu.Lock()
@@ -176,15 +203,17 @@ func (sb *Sandbox) EndExec() {
 // "idle timeout reached"), or "". A sandbox with a command or file
 // operation in flight is never idle, nor is one whose domain is gone.
 func (sb *Sandbox) Expired(now time.Time) string {
-	rec := sb.Record()
+	sb.mu.Lock()
+	created, state := sb.rec.CreatedAt, sb.rec.State
+	sb.mu.Unlock()
 	acct := sb.account()
 	acct.mu.Lock()
 	lim, last, busy := acct.a.Limits, acct.a.LastActivity, acct.busy
 	acct.mu.Unlock()
-	if lim.TTLSeconds > 0 && now.Sub(rec.CreatedAt) >= time.Duration(lim.TTLSeconds)*time.Second {
+	if lim.TTLSeconds > 0 && now.Sub(created) >= time.Duration(lim.TTLSeconds)*time.Second {
 		return "ttl reached"
 	}
-	if lim.IdleTimeoutSeconds > 0 && busy == 0 && !rec.State.Final() && !last.IsZero() &&
+	if lim.IdleTimeoutSeconds > 0 && busy == 0 && !state.Final() && !last.IsZero() &&
 		now.Sub(last) >= time.Duration(lim.IdleTimeoutSeconds)*time.Second {
 		return "idle timeout reached"
 	}
@@ -196,7 +225,7 @@ func (sb *Sandbox) Expired(now time.Time) string {
 func (sb *Sandbox) agentFor() (*agent.Client, error) {
 	c := sb.Agent()
 	if c == nil {
-		return nil, sb.notRunning()
+		return nil, sb.NotRunning()
 	}
 	return c, nil
 }
@@ -226,8 +255,8 @@ func (sb *Sandbox) Exec(ctx context.Context, req agentproto.ExecRequest, stdin i
 
 // Start starts a command in the sandbox and returns once it runs or
 // failed to start (agent.Client.Start: Wait reports how it ended); ctx
-// bounds the command's whole life. It has the shape of
-// process.StartFunc. Errors: ErrNotRunning; the agent's as they are, for
+// bounds the command's whole life. process.AgentStart makes a
+// process.StartFunc of it. Errors: ErrNotRunning; the agent's as they are, for
 // the caller to pass to Explain with Wait's (it may wrap both in its own).
 // It does no accounting (BeginExec).
 func (sb *Sandbox) Start(ctx context.Context, req agentproto.ExecRequest, stdin io.Reader, stdout, stderr io.Writer) (*agent.Process, error) {

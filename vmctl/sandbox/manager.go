@@ -78,7 +78,7 @@ type Config struct {
 	// network (vmctl/network.Manager); nil: only mode none is possible.
 	Network NetworkProvider
 	// OnChange, if set, is called after every persisted change of a
-	// sandbox's record (state changes, SetExtra), and with removed=true
+	// sandbox's record (state changes, SaveExecAccount), and with removed=true
 	// when a sandbox is removed. It runs synchronously: it must not block
 	// or call back into the Manager.
 	OnChange func(r Record, removed bool)
@@ -99,7 +99,7 @@ type Hooks struct {
 
 // Manager owns the sandboxes' lifecycle: it creates, stops, removes and
 // (after a restart) adopts them, keeps them in a registry by ID and name,
-// and persists their records. It observes its sandboxes (Observer). It is
+// and persists their records. It observes its sandboxes (observer). It is
 // safe for concurrent use.
 type Manager struct {
 	cfg Config
@@ -166,7 +166,9 @@ type Options struct {
 	Name string
 	// Labels are kept with the sandbox.
 	Labels map[string]string
-	// Extra is opaque data kept with the record (Record.Extra).
+	// Extra is the sandbox's exec accounting as JSON (ExecAccount.Encode:
+	// its limits and creator), kept as Record.Extra; the sandbox counts
+	// from it. Empty is the zero account (no limits).
 	Extra []byte
 	// VCPUs and MemoryMiB override the image's defaults when > 0.
 	VCPUs     int
@@ -338,12 +340,16 @@ func (m *Manager) unstore(id string) error {
 	return m.cfg.Store.DeleteSandbox(id)
 }
 
-// observer is how the Manager observes its sandboxes (see Observer).
+// observer is how the Manager observes the sandboxes it makes: it
+// persists their records and passes them on to Config.OnChange, and takes
+// a stopped domain's network down.
 type observer struct{ m *Manager }
 
-// Changed stores r after a change and tells Config.OnChange. A store
-// error is logged: the in-memory state stays authoritative until the next
-// write.
+// Changed is called after every change of sb's record (state, extra
+// data), one call at a time per sandbox, never after the sandbox was
+// removed; r is the new record. It stores r and tells Config.OnChange. A
+// store error is logged: the in-memory state stays authoritative until
+// the next write.
 func (o observer) Changed(sb *Sandbox, r Record) {
 	if err := o.m.store(r); err != nil {
 		o.m.log.Error("persist sandbox record", "sandbox", r.ID, "err", err)
@@ -353,7 +359,8 @@ func (o observer) Changed(sb *Sandbox, r Record) {
 	}
 }
 
-// DomainGone takes the sandbox's network down.
+// DomainGone is called once when sb's domain stopped on its own or was
+// destroyed (crash, poweroff, stop); it takes the sandbox's network down.
 func (o observer) DomainGone(sb *Sandbox) { o.m.teardownNetwork(context.Background(), sb) }
 
 // Get returns the sandbox with the given ID or name. Errors: ErrNotFound.

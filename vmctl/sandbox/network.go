@@ -135,7 +135,7 @@ func (sb *Sandbox) ConfigureGuestNetwork(ctx context.Context, anyMAC bool) error
 	}
 	c := sb.Agent()
 	if c == nil {
-		return sb.notRunning()
+		return sb.NotRunning()
 	}
 	cfg := r.Network.Attachment.GuestConfig()
 	if anyMAC {

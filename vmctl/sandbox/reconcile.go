@@ -216,6 +216,7 @@ func (m *Manager) fromRecord(r Record) *Sandbox {
 		rec:      r,
 	}
 	sb.stopWatch = func() {}
+	sb.loadAccount()
 	return sb
 }
 

@@ -15,19 +15,6 @@ import (
 	"github.com/agentbox/agentbox/vmctl/image"
 )
 
-// Observer is told of a sandbox's changes. The Manager observes the
-// sandboxes it makes: it persists their records and passes them on to
-// Config.OnChange, and takes a stopped domain's network down.
-type Observer interface {
-	// Changed is called after every change of sb's record (state,
-	// SetExtra), one call at a time per sandbox, never after the sandbox
-	// was removed; r is the new record.
-	Changed(sb *Sandbox, r Record)
-	// DomainGone is called once when sb's domain stopped on its own or
-	// was destroyed (crash, poweroff, stop).
-	DomainGone(sb *Sandbox)
-}
-
 // Sandbox is one virtual machine with its overlay and agent connection.
 // The exported fields are fixed when the sandbox is made (Create or
 // Reconcile); its lifecycle state changes and is read with State and
@@ -64,7 +51,7 @@ type Sandbox struct {
 	// (zero for an adopted sandbox whose record lacks it).
 	BootTime time.Duration
 
-	obs       Observer
+	obs       observer // the Manager that made it
 	log       *slog.Logger
 	stopWatch context.CancelFunc
 
@@ -136,7 +123,8 @@ var transitions = map[State][]State{
 }
 
 // setState moves the sandbox to state to with reason and tells the
-// observer (which persists the record). A change that transitions does not
+// observer (which persists the record); running also starts the idle
+// clock (started). A change that transitions does not
 // allow (e.g. from a final state) is refused with ErrConflict; setting the
 // current state again is a no-op.
 func (sb *Sandbox) setState(to State, reason string) error {
@@ -163,6 +151,9 @@ func (sb *Sandbox) setState(to State, reason string) error {
 		sb.rec.StoppedAt = now
 	}
 	sb.mu.Unlock()
+	if to == StateRunning {
+		sb.started(now)
+	}
 	sb.persist()
 	return nil
 }
@@ -207,9 +198,9 @@ func (sb *Sandbox) LastRestore() RestoreTimes {
 	return sb.restoreTimes
 }
 
-// SetExtra replaces the opaque data kept with the sandbox's record (see
-// Record.Extra) and persists it.
-func (sb *Sandbox) SetExtra(extra []byte) {
+// setExtra replaces the exec accounting kept in the sandbox's record
+// (Record.Extra) and persists the record.
+func (sb *Sandbox) setExtra(extra []byte) {
 	sb.mu.Lock()
 	sb.rec.Extra = append([]byte(nil), extra...)
 	sb.mu.Unlock()
@@ -280,11 +271,9 @@ func (sb *Sandbox) release() {
 
 // NotRunning returns the ErrNotRunning error for the sandbox's current
 // state (with the guest's death, ErrGuestDied, when its domain stopped),
-// for operations of the sub-packages that need a running sandbox.
-func (sb *Sandbox) NotRunning() error { return sb.notRunning() }
-
-// notRunning is the ErrNotRunning error for the sandbox's current state.
-func (sb *Sandbox) notRunning() error {
+// for the operations here and in the sub-packages that need a running
+// sandbox.
+func (sb *Sandbox) NotRunning() error {
 	r := sb.Record()
 	msg := fmt.Sprintf("%v: sandbox %s is %s", ErrNotRunning, sb.ID, r.State)
 	if r.Reason != "" {

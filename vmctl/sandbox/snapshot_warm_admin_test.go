@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -170,6 +171,49 @@ func TestWarmPoolRefillOnStartFake(t *testing.T) {
 	}
 	if doms, _ := fd.ListDomains(t0); len(doms) != 0 {
 		t.Errorf("domains after rm of the templates: %v", doms)
+	}
+	testenv.AssertNoLeaks(t, f.state, f.runtime)
+}
+
+// TestWarmUnusableTemplateFake: a template whose snapshot no longer
+// loads is removed when a warm create fails on it (the error says so),
+// and the next warm create of its shape builds it again.
+func TestWarmUnusableTemplateFake(t *testing.T) {
+	fd := newFakeDriver(t)
+	f := newFakeFixture(t, fd, fd)
+	sb, err := f.ws.Create(t0, sandbox.Options{Image: f.img, Accel: tcg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.mgr.Destroy(t0, sb); err != nil {
+		t.Fatal(err)
+	}
+	key := warmKeys(f.ws)[0]
+	if err := qemuImg("snapshot", "-d", "ready", filepath.Join(f.state, "warm", key, "overlay.qcow2")); err != nil {
+		t.Fatal(err)
+	}
+	_, err = f.ws.Create(t0, sandbox.Options{Image: f.img, Accel: tcg})
+	if !errors.Is(err, sandbox.ErrSnapshotUnusable) || !strings.Contains(err.Error(), "the warm template was removed") {
+		t.Fatalf("warm create from a broken template: %v; want ErrSnapshotUnusable saying the template was removed", err)
+	}
+	if _, err := os.Stat(filepath.Join(f.state, "warm", key)); !os.IsNotExist(err) {
+		t.Errorf("broken template's directory: %v; want it removed", err)
+	}
+	if got := warmKeys(f.ws); len(got) != 0 {
+		t.Errorf("templates after the failure: %v; want none", got)
+	}
+	if n := len(f.mgr.List()); n != 0 {
+		t.Errorf("%d sandboxes after the failed warm create, want none", n)
+	}
+	sb, err = f.ws.Create(t0, sandbox.Options{Image: f.img, Accel: tcg})
+	if err != nil {
+		t.Fatalf("warm create after the removal: %v; want a rebuilt template", err)
+	}
+	if err := f.mgr.Destroy(t0, sb); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.ws.Delete(t0, key); err != nil {
+		t.Fatal(err)
 	}
 	testenv.AssertNoLeaks(t, f.state, f.runtime)
 }

@@ -129,9 +129,9 @@ func (w *Service) Create(ctx context.Context, opts sandbox.Options) (*sandbox.Sa
 	if opts.Image == nil || opts.Accel.DomainType == "" {
 		return nil, fmt.Errorf("%w: a warm create needs an image and an accelerator", sandbox.ErrInvalid)
 	}
-	res := opts.Image.Manifest.Resources
-	vcpus := pick(opts.VCPUs, res.VCPUs)
-	memory := pick(opts.MemoryMiB, res.MemoryMiB)
+	// The key holds the request's resources as given; only the vCPUs and
+	// memory are resolved against the image's.
+	vcpus, memory, _ := resources.Resolve(opts.Image, opts.VCPUs, opts.MemoryMiB, opts.Resources)
 	if err := resources.CheckRequest(vcpus, opts.MemoryMiB, opts.Resources); err != nil { // also for a template built before
 		return nil, err
 	}
@@ -156,20 +156,16 @@ func (w *Service) Create(ctx context.Context, opts sandbox.Options) (*sandbox.Sa
 	}
 	sb, err := w.snaps.RestoreFrom(ctx, src, ropts)
 	if errors.Is(err, sandbox.ErrSnapshotUnusable) {
+		// remove takes the template file's lock and w.mu, never key's.
 		l := w.lock(key)
 		l.Lock()
-		os.RemoveAll(w.dir(key))
+		if rerr := w.remove(context.WithoutCancel(ctx), key); rerr != nil { // and its pool
+			w.log.Warn("remove unusable warm template", "key", key, "err", rerr)
+		}
 		l.Unlock()
 		return nil, fmt.Errorf("%w (the warm template was removed; the next --warm create rebuilds it)", err)
 	}
 	return sb, err
-}
-
-func pick(override, def int) int {
-	if override > 0 {
-		return override
-	}
-	return def
 }
 
 // source is what a restore from template man starts from (the template's
