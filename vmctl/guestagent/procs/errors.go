@@ -1,4 +1,4 @@
-package process
+package procs
 
 import (
 	"errors"
@@ -8,9 +8,9 @@ import (
 )
 
 // Sentinel errors of a Table. Methods return them wrapped with the process
-// id (test with errors.Is). Those a client can act on are errdefs
-// sentinels (category and the API's reason code); ErrExists and ErrClosed
-// are agentbox's own failures.
+// id (test with errors.Is). The guest agent sends them to the host as
+// agentproto error codes (CodeNotFound, CodeProcExited, …), where
+// vmctl/process maps them back to its own sentinels of the same names.
 var (
 	// ErrNotFound: no process with that id in the table (never started,
 	// or forgotten to make room, see Options.MaxProcesses).
@@ -29,6 +29,8 @@ var (
 	// ErrTooMany: the table holds Options.MaxProcesses processes and all
 	// of them still run.
 	ErrTooMany = errdefs.New(errdefs.ErrResourceExhausted, "exec_limit_reached", "too many processes")
+	// ErrRunning: Forget was asked for a process that still runs.
+	ErrRunning = errdefs.New(errdefs.ErrFailedPrecondition, "process_running", "process still runs")
 	// ErrClosed: the table was closed by CloseAll (its sandbox is going
 	// away) and starts no more processes.
 	ErrClosed = errors.New("process table closed")

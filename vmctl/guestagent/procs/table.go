@@ -1,4 +1,4 @@
-package process
+package procs
 
 import (
 	"bytes"
@@ -41,19 +41,19 @@ const (
 // command.
 const KillTimeout = 2 * time.Second
 
-// Proc is a started command. *agent.Process satisfies it (see AgentStart).
+// Proc is a started command.
 type Proc interface {
 	// Pid is the guest process id (also its process group id); 0 if the
 	// command did not start.
 	Pid() int
 	// Signal sends sig to the command's process group. An error wrapping
-	// agent.ErrProcessDone or ErrExited means the command already ended.
+	// ErrExited means the command already ended.
 	Signal(ctx context.Context, sig syscall.Signal) error
 	// Wait blocks until the command ended and returns its status. It
 	// must return only after every output byte was written to the
 	// writers given at start. An error with a status that says how the
 	// command ended (Code >= 0, a Signal, or an ErrorKind) still counts
-	// as an end; any other error (agent.ErrDisconnected, no status within
+	// as an end; any other error (a transport failure, no status within
 	// the kill grace) makes the process "lost".
 	Wait() (agentproto.ExitStatus, error)
 }
@@ -62,7 +62,7 @@ type Proc interface {
 // and its output copied to stdout and stderr, and returns once the command
 // runs or failed to start (its Wait then reports how). ctx bounds the
 // command's whole life: when ctx ends the command is killed. It has the
-// shape of agent.Client.Start; AgentStart adapts a client or a sandbox.
+// shape of agent.Client.Start; the guest agent starts local commands.
 type StartFunc func(ctx context.Context, req agentproto.ExecRequest, stdin io.Reader, stdout, stderr io.Writer) (Proc, error)
 
 // Options configures a Table. The zero value is usable.
@@ -342,7 +342,7 @@ func (t *Table) Signal(ctx context.Context, id string, sig syscall.Signal) error
 		return fmt.Errorf("process %s: %w: nothing to signal", id, ErrExited)
 	}
 	if err := e.proc.Signal(ctx, sig); err != nil {
-		if isProcessDone(err) {
+		if errors.Is(err, ErrExited) {
 			return fmt.Errorf("process %s: %w: nothing to signal", id, ErrExited)
 		}
 		return fmt.Errorf("process %s: signal %d: %w", id, int(sig), err)
@@ -460,4 +460,22 @@ func (e *entry) infoLocked() Info {
 		in.Exit = &x
 	}
 	return in
+}
+
+// Forget removes an ended process from the table (its output and status
+// are gone). Errors: ErrNotFound; ErrRunning (wrapped) while it runs:
+// signal it and wait first.
+func (t *Table) Forget(id string) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e := t.procs[id]
+	if e == nil {
+		return fmt.Errorf("process %s: %w", id, ErrNotFound)
+	}
+	if !e.ended() {
+		return fmt.Errorf("process %s: %w: kill it and wait for its end first", id, ErrRunning)
+	}
+	delete(t.procs, id)
+	t.order = slices.DeleteFunc(t.order, func(x *entry) bool { return x == e })
+	return nil
 }
