@@ -184,7 +184,7 @@ func (t *Table) Start(ctx context.Context, id string, req agentproto.ExecRequest
 	t.order = append(t.order, e)
 	t.mu.Unlock()
 	if gi.State != agentproto.ProcRunning {
-		t.end(e, gi, "")
+		t.end(e, gi, "", false)
 		return e.info(), nil
 	}
 	t.watch(e)
@@ -234,18 +234,20 @@ func (t *Table) watch(e *entry) {
 		gi, err := t.g.WaitProcess(t.life, e.id)
 		switch {
 		case err == nil:
-			t.end(e, gi, "")
+			t.end(e, gi, "", false)
 		case t.life.Err() != nil:
 			// Detached or closed: the process runs on in the guest.
 		default:
-			t.end(e, agentproto.ProcInfo{State: StateLost}, err.Error())
+			t.end(e, agentproto.ProcInfo{State: StateLost}, err.Error(), false)
 		}
 	})
 }
 
 // end makes e's end visible (once; later calls do nothing): OnExit first,
-// then readers. gi is the guest's final view; reason makes it lost.
-func (t *Table) end(e *entry, gi agentproto.ProcInfo, reason string) {
+// then readers. gi is the guest's final view; reason makes it lost. The
+// end time is now, unless ago (it ended while no host watched: the
+// guest's clock says when).
+func (t *Table) end(e *entry, gi agentproto.ProcInfo, reason string, ago bool) {
 	e.mu.Lock()
 	if e.ending {
 		e.mu.Unlock()
@@ -263,8 +265,8 @@ func (t *Table) end(e *entry, gi agentproto.ProcInfo, reason string) {
 		info.State = StateLost
 	}
 	info.StdinOpen = false
-	if info.EndedAt.IsZero() {
-		info.EndedAt = time.Now()
+	if !ago || info.EndedAt.IsZero() {
+		info.EndedAt = time.Now() // the host's clock: the guest's may be off
 	}
 	if t.opts.OnExit != nil {
 		t.opts.OnExit(info)
@@ -447,7 +449,7 @@ func (t *Table) CloseAll(reason string) {
 			continue
 		}
 		wg.Go(func() {
-			t.end(e, agentproto.ProcInfo{State: StateLost}, reason)
+			t.end(e, agentproto.ProcInfo{State: StateLost}, reason, false)
 			if e.pid != 0 {
 				ctx, cancel := context.WithTimeout(context.Background(), KillTimeout)
 				defer cancel()
@@ -503,7 +505,7 @@ func (t *Table) Adopt(ctx context.Context, adopt func(Info) (recorded bool)) err
 			close(e.done)
 			e.mu.Unlock()
 		default:
-			t.end(e, gi, "")
+			t.end(e, gi, "", true)
 		}
 	}
 	return nil
