@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
+	"sync/atomic"
 
 	"github.com/urfave/cli/v2"
 
@@ -15,9 +17,11 @@ func outputCommand() *cli.Command {
 		Usage:     "print a detached process's output",
 		ArgsUsage: "SANDBOX PROCESS",
 		Description: "Copies the stdout and stderr the detached process PROCESS (an ID from `exec -d` or `ps`) has\n" +
-			"produced to ours, from byte --offset of its combined output (the daemon keeps the last 8 MiB).\n" +
+			"produced to ours, from byte --offset of its combined output (the guest keeps the last 1 MiB).\n" +
 			"With -f it keeps following until the process ends and then exits with its exit status, like\n" +
-			"`exec` would have; without -f it exits 0.\n\n" +
+			"`exec` would have; without -f it exits 0. The process runs on when the daemon restarts: a\n" +
+			"stream that is cut says on stderr the offset to resume from with --offset, so no byte is lost\n" +
+			"or shown twice (output older than the guest keeps is refused, saying the offset to use).\n\n" +
 			"Exit status (-f): the process's own; 128+N if killed by signal N; 124 on timeout; 126/127 if it\n" +
 			"could not be run; 125 if agentbox failed or the process was lost. 130/143 on Ctrl-C/SIGTERM (the\n" +
 			"process keeps running).",
@@ -35,7 +39,13 @@ func outputCommand() *cli.Command {
 				return fmt.Errorf("--offset %d: must be positive", c.Int64("offset"))
 			}
 			follow := c.Bool("follow")
-			st, err := cl.ProcessOutput(ctx, args[0], args[1], c.Int64("offset"), follow, c.App.Writer, c.App.ErrWriter)
+			offset := &offsetCounter{}
+			offset.n.Store(c.Int64("offset"))
+			st, err := cl.ProcessOutput(ctx, args[0], args[1], c.Int64("offset"), follow,
+				offset.writer(c.App.Writer), offset.writer(c.App.ErrWriter))
+			if err != nil && ctx.Err() == nil {
+				return fmt.Errorf("%w\nresume from offset %d: agentbox output -f --offset %d %s %s", err, offset.n.Load(), offset.n.Load(), args[0], args[1])
+			}
 			if err != nil || !follow {
 				return err
 			}
@@ -45,4 +55,25 @@ func outputCommand() *cli.Command {
 			return exitFor(guestStatus(*st, 0))
 		}),
 	}
+}
+
+// offsetCounter tracks the offset a process output stream reached: the
+// start offset plus every byte written to either stream (the daemon's
+// events are contiguous in one offset space).
+type offsetCounter struct{ n atomic.Int64 }
+
+// writer returns w counting into the offset.
+func (o *offsetCounter) writer(w io.Writer) io.Writer {
+	return countWriter{w: w, n: &o.n}
+}
+
+type countWriter struct {
+	w io.Writer
+	n *atomic.Int64
+}
+
+func (c countWriter) Write(p []byte) (int, error) {
+	k, err := c.w.Write(p)
+	c.n.Add(int64(k))
+	return k, err
 }

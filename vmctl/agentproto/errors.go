@@ -62,7 +62,8 @@ var (
 // Unwrap returns the errdefs category of e.Code: errdefs.ErrNotFound for
 // CodeNotFound, ErrFileExists for CodeExists, errdefs.ErrPermissionDenied
 // for CodePermission, errdefs.ErrFailedPrecondition for CodeInvalid (the
-// request reached the guest well-formed; the guest's state refused it),
+// request reached the guest well-formed; the guest's state refused it) and
+// the proc-* state codes, errdefs.ErrResourceExhausted for CodeProcLimit,
 // else ErrGuestFailed.
 func (e *Error) Unwrap() error {
 	switch e.Code {
@@ -72,8 +73,10 @@ func (e *Error) Unwrap() error {
 		return ErrFileExists
 	case CodePermission:
 		return errdefs.ErrPermissionDenied
-	case CodeInvalid:
+	case CodeInvalid, CodeProcExited, CodeProcRunning, CodeStdinClosed:
 		return errdefs.ErrFailedPrecondition
+	case CodeProcLimit:
+		return errdefs.ErrResourceExhausted
 	}
 	return ErrGuestFailed
 }

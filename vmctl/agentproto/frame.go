@@ -52,8 +52,13 @@ const (
 	// FrameDataEnd (either direction, empty payload) ends a sequence of
 	// FrameData frames.
 	FrameDataEnd FrameType = 12
+	// FrameProcOutput (guest→host) carries a chunk of a detached
+	// process's output (OpProcOutput): one byte stream (1 stdout,
+	// 2 stderr), the chunk's offset in the combined output as a big-endian
+	// uint64, then the bytes; see [ProcChunk].
+	FrameProcOutput FrameType = 14
 
-	maxFrameType = FrameDataEnd
+	maxFrameType = FrameProcOutput
 )
 
 var frameTypeNames = [...]string{
@@ -69,6 +74,7 @@ var frameTypeNames = [...]string{
 	FrameExit:       "exit",
 	FrameData:       "data",
 	FrameDataEnd:    "data-end",
+	FrameProcOutput: "proc-output",
 }
 
 // String returns the lower-case name of t, or "frame(N)" for unknown types.

@@ -62,6 +62,30 @@ const (
 	// host.agentbox.internal in /etc/hosts, e.g. after a snapshot restore
 	// gave the sandbox a new subnet; FrameResponse {}.
 	OpConfigureNetwork Op = "configure-network"
+	// OpProcSpawn starts a detached process kept by the guest agent
+	// ([ProcSpawnRequest]); FrameResponse with its [ProcInfo]. It outlives
+	// the host session (see procs.go for the proc-* operations).
+	OpProcSpawn Op = "proc-spawn"
+	// OpProcList answers a FrameResponse with [ProcList]: the agent's
+	// detached processes ([ProcListRequest] may name one).
+	OpProcList Op = "proc-list"
+	// OpProcWait waits until a detached process ended ([ProcRef]);
+	// FrameResponse with its final [ProcInfo].
+	OpProcWait Op = "proc-wait"
+	// OpProcOutput streams a detached process's output
+	// ([ProcOutputRequest]): FrameProcOutput frames, then one
+	// FrameResponse with [ProcOutputEnd].
+	OpProcOutput Op = "proc-output"
+	// OpProcStdin writes to a detached process's stdin
+	// ([ProcStdinRequest]): the host sends FrameStdin frames then
+	// FrameDataEnd; FrameResponse with [ProcStdinResult].
+	OpProcStdin Op = "proc-stdin"
+	// OpProcSignal signals a detached process's group
+	// ([ProcSignalRequest]); FrameResponse {}.
+	OpProcSignal Op = "proc-signal"
+	// OpProcForget drops an ended detached process, its output and status
+	// ([ProcRef]); FrameResponse {}.
+	OpProcForget Op = "proc-forget"
 )
 
 // Request is the JSON payload of the FrameRequest that opens every stream.
@@ -89,6 +113,18 @@ type Request struct {
 	Identity *IdentityRequest `json:"identity,omitempty"`
 	// Network is set for OpConfigureNetwork.
 	Network *NetworkRequest `json:"network,omitempty"`
+	// ProcSpawn is set for OpProcSpawn.
+	ProcSpawn *ProcSpawnRequest `json:"proc_spawn,omitempty"`
+	// ProcList is set for OpProcList.
+	ProcList *ProcListRequest `json:"proc_list,omitempty"`
+	// Proc is set for OpProcWait and OpProcForget.
+	Proc *ProcRef `json:"proc,omitempty"`
+	// ProcOutput is set for OpProcOutput.
+	ProcOutput *ProcOutputRequest `json:"proc_output,omitempty"`
+	// ProcStdin is set for OpProcStdin.
+	ProcStdin *ProcStdinRequest `json:"proc_stdin,omitempty"`
+	// ProcSignal is set for OpProcSignal.
+	ProcSignal *ProcSignalRequest `json:"proc_signal,omitempty"`
 }
 
 // DefaultPath is the PATH of every command unless its Env overrides it;
@@ -418,6 +454,8 @@ func (r *Request) Validate() error {
 			break
 		}
 		return r.Network.Validate()
+	case OpProcSpawn, OpProcList, OpProcWait, OpProcOutput, OpProcStdin, OpProcSignal, OpProcForget:
+		return r.validateProc()
 	case OpPing:
 		ok = true
 	default:

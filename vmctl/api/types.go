@@ -220,7 +220,7 @@ type ExitStatus struct {
 const (
 	ProcessRunning = "running" // still running
 	ProcessExited  = "exited"  // ended; Exit is set
-	ProcessLost    = "lost"    // its agent connection ended (daemon restart, guest death)
+	ProcessLost    = "lost"    // its end could not be learnt (guest death, sandbox stopped)
 )
 
 // Process is a detached command (POST /v1/sandboxes/{id}/processes).
@@ -241,7 +241,7 @@ type Process struct {
 	// OutputBytes is the total of stdout and stderr bytes produced.
 	OutputBytes int64 `json:"output_bytes"`
 	// OutputDropped is how many of the oldest output bytes fell out of the
-	// daemon's per-process buffer (it keeps the last 8 MiB).
+	// per-process ring the guest agent keeps (the last 1 MiB).
 	OutputDropped int64 `json:"output_dropped,omitempty"`
 	// StartedAt and EndedAt bound its run.
 	StartedAt time.Time  `json:"started_at"`

@@ -133,9 +133,9 @@ type Daemon struct {
 // box is the daemon's side of one sandbox: its detached processes. The
 // sandbox's exec accounting (limits, counts, activity, expiry) is the
 // sandbox's own (sandbox.ExecAccount), persisted in its record; the
-// process table is the daemon's, like the audit and the metrics its
-// OnExit feeds, and lives only as long as the daemon (a restarted daemon
-// lists no processes of before).
+// process table is the daemon's view of the processes the guest agent
+// keeps, like the audit and the metrics its OnExit feeds: a restarted
+// daemon adopts them (adoptProcesses).
 type box struct {
 	sb    *sandbox.Sandbox
 	procs *process.Table
@@ -226,6 +226,7 @@ func New(ctx context.Context, cfg Config) (_ *Daemon, err error) {
 	}
 	d.startWarm() // snapshots.go
 	d.auditReconcile()
+	d.adoptProcesses(ctx) // procs.go
 	d.closeLostExecs()
 	log.Info("daemon ready", "instance", d.store.Instance(), "sandboxes", d.report.Loaded,
 		"adopted", len(d.report.Adopted), "failed", len(d.report.Failed), "cleaned", len(d.report.Cleaned))
@@ -268,7 +269,11 @@ func (d *Daemon) Shutdown(ctx context.Context) error {
 				d.log.Warn("stop sandbox on shutdown", "sandbox", b.sb.ID, "err", err)
 			}
 		}
-		b.procs.CloseAll("daemon shut down")
+		if d.cfg.StopOnShutdown {
+			b.procs.CloseAll("daemon shut down")
+		} else {
+			b.procs.Detach() // they run on in the guest for the next daemon
+		}
 		b.cancel()
 	}
 	d.events.close()
@@ -280,7 +285,7 @@ func (d *Daemon) addBox(sb *sandbox.Sandbox) *box {
 	sb.ExecAccount() // read from the record now: an unreadable one is logged at start-up
 	b := &box{sb: sb}
 	b.life, b.cancel = context.WithCancel(context.Background())
-	b.procs = process.NewTable(process.Options{MaxProcesses: 64, OnExit: func(info process.Info) { d.processExited(b, info) }})
+	b.procs = process.NewTable(sb, process.Options{OnExit: func(info process.Info) { d.processExited(b, info) }})
 	d.mu.Lock()
 	d.boxes[sb.ID] = b
 	d.mu.Unlock()
@@ -338,8 +343,9 @@ func (d *Daemon) onChange(r sandbox.Record, removed bool) {
 }
 
 // closeLostExecs ends the history entries of commands that were running
-// when the previous daemon stopped: their agent streams ended with it, so
-// the guest killed them.
+// when the previous daemon stopped: attached ones' agent streams ended
+// with it, so the guest killed them; detached ones the guest no longer
+// keeps (adoptProcesses took over the others).
 func (d *Daemon) closeLostExecs() {
 	now := time.Now().UTC()
 	for _, sb := range d.mgr.List() {
@@ -347,9 +353,15 @@ func (d *Daemon) closeLostExecs() {
 		if err != nil {
 			continue
 		}
+		b := d.box(sb.ID)
 		for _, e := range execs {
 			if !e.EndedAt.IsZero() {
 				continue
+			}
+			if b != nil && e.Detached {
+				if _, err := b.procs.Get(context.Background(), e.ID); err == nil {
+					continue // adopted: its end is recorded when it comes
+				}
 			}
 			e.EndedAt, e.Error = now, "lost: the daemon stopped while it ran"
 			if err := d.store.PutExec(e); err != nil {

@@ -189,8 +189,9 @@ func (d *Daemon) finishExec(b *box, h store.Exec) {
 	}()
 }
 
-// StartProcess implements apiserver.Backend: a detached command under the
-// sandbox's lifetime (not the request's).
+// StartProcess implements apiserver.Backend: a detached command the guest
+// agent keeps (not bound to the request, the agent connection or this
+// daemon; see vmctl/process).
 func (d *Daemon) StartProcess(ctx context.Context, ref string, req api.ExecRequest) (api.Process, error) {
 	b, err := d.running(ref)
 	if err != nil {
@@ -208,7 +209,8 @@ func (d *Daemon) StartProcess(ctx context.Context, ref string, req api.ExecReque
 	if err := d.store.PutExec(h); err != nil {
 		d.log.Warn("store exec history", "sandbox", b.sb.ID, "exec", id, "err", err)
 	}
-	info, err := b.procs.Start(b.life, id, areq, req.Stdin, req.StdinOpen, process.AgentStart(b.sb))
+	// The guest keeps the command: the request only bounds the spawn.
+	info, err := b.procs.Start(context.WithoutCancel(ctx), id, areq, req.Stdin, req.StdinOpen)
 	d.appendAudit(audit.Entry{Time: start.UTC(), Sandbox: b.sb.ID, Caller: caller, Action: audit.ActionProcessStart,
 		Args: execArgs(areq, true), ExecID: id, BytesIn: int64(len(req.Stdin)), DurationMs: ms(time.Since(start))})
 	if err != nil {
@@ -269,7 +271,8 @@ func apiProcess(info process.Info) api.Process {
 }
 
 // procs resolves ref's process table; it works for stopped sandboxes too
-// (their processes are listed as lost).
+// (their processes are listed as lost or ended; their output is gone with
+// the guest).
 func (d *Daemon) procs(ref string) (*box, error) {
 	sb, err := d.mgr.Get(ref)
 	if err != nil {
@@ -289,7 +292,7 @@ func (d *Daemon) ListProcesses(ctx context.Context, ref string) ([]api.Process, 
 		return nil, err
 	}
 	out := []api.Process{}
-	for _, info := range b.procs.List() {
+	for _, info := range b.procs.List(ctx) {
 		out = append(out, apiProcess(info))
 	}
 	return out, nil
@@ -301,7 +304,7 @@ func (d *Daemon) GetProcess(ctx context.Context, ref, pid string) (api.Process, 
 	if err != nil {
 		return api.Process{}, err
 	}
-	info, err := b.procs.Get(pid)
+	info, err := b.procs.Get(ctx, pid)
 	if err != nil {
 		return api.Process{}, err
 	}

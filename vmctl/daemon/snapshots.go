@@ -188,6 +188,7 @@ func (d *Daemon) restore(ctx context.Context, name string, req api.RestoreReques
 		return nil, err
 	}
 	d.addBox(sb)
+	d.dropInheritedProcesses(ctx, sb) // procs.go
 	sb.Touch()
 	return sb, nil
 }

@@ -41,7 +41,15 @@ const (
 // retried with a short backoff on the same port) and ends at the next EOF
 // (the host disconnected) or on a protocol error; each session's outcome is
 // passed to onSession (if not nil) with the error Serve returned.
+//
+// Detached processes live in opts.Processes, or in one table ServePort
+// makes for all its sessions (closed when it returns), so they survive a
+// host that goes away.
 func ServePort(ctx context.Context, port Port, opts Options, onSession func(error)) error {
+	if opts.Processes == nil {
+		opts.Processes = NewProcesses()
+		defer opts.Processes.Close()
+	}
 	pc := &portConn{port: port}
 	// One buffered reader for all sessions: a session that ends because a
 	// new host's hello arrived leaves that hello in it.

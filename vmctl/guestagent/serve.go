@@ -51,6 +51,11 @@ type Options struct {
 	// CodeUnsupported. The agent running as init sets ConfigureNetwork
 	// (network_linux.go); tests inject a fake.
 	ConfigureNetwork func(agentproto.NetworkRequest) error
+	// Processes keeps the detached processes (proc-* operations) across
+	// sessions; ServePort passes one table to all its sessions. Nil in
+	// Serve: a table of the session alone, closed (its commands killed)
+	// when the session ends.
+	Processes *Processes
 }
 
 // User is a guest account: its ids and home directory.
@@ -75,6 +80,8 @@ type server struct {
 	opts  Options
 	log   *slog.Logger
 	execs execRegistry
+	procs *Processes      // procs_linux.go
+	life  context.Context // ends with the session
 }
 
 // Serve handles one host session on conn: it answers the host's hello
@@ -88,7 +95,8 @@ type server struct {
 // handshake error (wrapping agentproto.ErrVersionMismatch on a version
 // mismatch, io.EOF if conn ended before a hello) or the session error.
 // Running commands are killed with their process group when the session
-// ends. A hello where the next yamux frame should start ends the session
+// ends; detached processes (proc-spawn) are not, when opts.Processes
+// outlives the session. A hello where the next yamux frame should start ends the session
 // too (nil): its sender is a new host, see ServePort.
 func Serve(ctx context.Context, conn io.ReadWriteCloser, opts Options) error {
 	return serve(ctx, conn, bufio.NewReaderSize(conn, agentproto.ChunkSize), opts)
@@ -103,7 +111,14 @@ var errNewHello = errors.New("guestagent: a new host said hello")
 // earlier session on the same port and keeps unread bytes for the next.
 func serve(ctx context.Context, conn io.ReadWriteCloser, br *bufio.Reader, opts Options) error {
 	StartReaper()
-	s := &server{opts: opts, log: opts.logger()}
+	s := &server{opts: opts, log: opts.logger(), procs: opts.Processes}
+	if s.procs == nil {
+		s.procs = NewProcesses()
+		defer s.procs.Close()
+	}
+	life, endSession := context.WithCancel(ctx)
+	defer endSession()
+	s.life = life
 
 	stopHS := context.AfterFunc(ctx, func() { conn.Close() })
 	hello, err := agentproto.AcceptHello(br, conn, opts.Version)
@@ -141,6 +156,7 @@ func serve(ctx context.Context, conn io.ReadWriteCloser, br *bufio.Reader, opts 
 		}()
 	}
 	sess.Close()
+	endSession() // handlers waiting for a detached process's stdin give up
 	wg.Wait()
 	s.log.Info("host session ended", "reason", acceptErr, "read_error", sc.err)
 	switch {
@@ -260,6 +276,20 @@ func (s *server) handle(st *yamux.Stream) {
 		err = s.identity(fw, req.Identity)
 	case agentproto.OpConfigureNetwork:
 		err = s.configureNetwork(fw, req.Network)
+	case agentproto.OpProcSpawn:
+		err = s.procSpawn(fw, req.ProcSpawn)
+	case agentproto.OpProcList:
+		err = s.procList(fw, req.ProcList)
+	case agentproto.OpProcWait:
+		err = s.procWait(st, fw, req.Proc)
+	case agentproto.OpProcOutput:
+		err = s.procOutput(st, fw, req.ProcOutput)
+	case agentproto.OpProcStdin:
+		err = s.procStdin(fr, fw, req.ProcStdin)
+	case agentproto.OpProcSignal:
+		err = s.procSignal(fw, req.ProcSignal)
+	case agentproto.OpProcForget:
+		err = s.procForget(fw, req.Proc)
 	}
 	if err != nil {
 		s.fail(fw, req.Op, err)

@@ -8,9 +8,10 @@ import (
 )
 
 // Sentinel errors of a Table. Methods return them wrapped with the process
-// id (test with errors.Is). Those a client can act on are errdefs
-// sentinels (category and the API's reason code); ErrExists and ErrClosed
-// are agentbox's own failures.
+// id (test with errors.Is); the guest's error codes (agentproto's
+// CodeProcExited, CodeStdinClosed, CodeProcLimit, …) are mapped to them.
+// Those a client can act on are errdefs sentinels (category and the API's
+// reason code); ErrExists and ErrClosed are agentbox's own failures.
 var (
 	// ErrNotFound: no process with that id in the table (never started,
 	// or forgotten to make room, see Options.MaxProcesses).
@@ -23,11 +24,12 @@ var (
 	// ErrStdinClosed: the process's stdin was never open (started without
 	// stdinOpen) or was closed by a WriteStdin with closeAfter.
 	ErrStdinClosed = errdefs.New(errdefs.ErrFailedPrecondition, "stdin_closed", "process stdin is closed")
-	// ErrDropped: the requested output offset fell out of the per-process
-	// output buffer. The error is a *DroppedError with the numbers.
+	// ErrDropped: the requested output offset fell out of the process's
+	// output ring in the guest. The error is a *DroppedError with the
+	// numbers.
 	ErrDropped = errdefs.New(errdefs.ErrNotFound, "output_dropped", "process output dropped")
-	// ErrTooMany: the table holds Options.MaxProcesses processes and all
-	// of them still run.
+	// ErrTooMany: the table (or the guest's, agentproto.ProcMax) holds
+	// its maximum of processes and all of them still run.
 	ErrTooMany = errdefs.New(errdefs.ErrResourceExhausted, "exec_limit_reached", "too many processes")
 	// ErrClosed: the table was closed by CloseAll (its sandbox is going
 	// away) and starts no more processes.
@@ -44,14 +46,14 @@ type DroppedError struct {
 	// Dropped is how many of the oldest output bytes are gone: the
 	// smallest offset that can still be read.
 	Dropped int64
-	// Kept is the size of the output buffer in bytes
-	// (Options.BufferBytes).
+	// Kept is the size of the guest's output ring in bytes
+	// (agentproto.ProcRingBytes).
 	Kept int
 }
 
 // Error says what was lost and where to resume.
 func (e *DroppedError) Error() string {
-	return fmt.Sprintf("process %s: output from offset %d was dropped (the buffer keeps the last %d bytes and the first %d bytes are gone): resume from offset %d or later",
+	return fmt.Sprintf("process %s: output from offset %d was dropped (the guest keeps the last %d bytes and the first %d bytes are gone): resume from offset %d or later",
 		e.ID, e.Offset, e.Kept, e.Dropped, e.Dropped)
 }
 

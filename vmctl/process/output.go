@@ -2,8 +2,8 @@ package process
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"sort"
 
 	"github.com/agentbox/agentbox/vmctl/agentproto"
 )
@@ -15,10 +15,6 @@ const (
 	StreamStderr = "stderr"
 )
 
-// maxChunk is the largest Chunk the buffer holds: consecutive writes to the
-// same stream are merged up to it, larger writes split.
-const maxChunk = agentproto.ChunkSize
-
 // Chunk is a piece of a process's output.
 type Chunk struct {
 	// Stream is StreamStdout or StreamStderr.
@@ -27,170 +23,88 @@ type Chunk struct {
 	// bytes: stdout and stderr share one offset space in the order the
 	// bytes arrived, so chunk after chunk the offsets are contiguous.
 	Offset int64
-	// Data is at most 64 KiB (agentproto.ChunkSize) of output. It is
-	// shared with the buffer: read it or copy it, never modify it.
+	// Data is at most 64 KiB (agentproto.ChunkSize) of output, valid only
+	// during the emit call.
 	Data []byte
 }
 
-// chunk is a buffered Chunk.
-type chunk struct {
-	stream string
-	off    int64
-	data   []byte
-}
-
-// buffer keeps the last limit bytes of a process's combined output. It is
-// guarded by its entry's mu. Bytes already handed out are never written
-// again: merging appends after a chunk's end, dropping re-slices its start.
-type buffer struct {
-	chunks  []chunk
-	total   int64         // bytes produced
-	kept    int64         // bytes in chunks; total-kept were dropped
-	changed chan struct{} // closed on the next change if watched
-	watched bool
-}
-
-// streamWriter is the io.Writer a command's stdout or stderr goes to.
-type streamWriter struct {
-	e      *entry
-	stream string
-}
-
-// Write appends b to the process's output and never fails; bytes that
-// arrive after the process was marked ended are discarded.
-func (w streamWriter) Write(b []byte) (int, error) {
-	e := w.e
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.state == StateRunning && len(b) > 0 {
-		e.out.append(w.stream, b, e.limit)
-		e.out.broadcast()
-	}
-	return len(b), nil
-}
-
-// append adds b to stream's output and drops the oldest bytes beyond
-// limit.
-func (b *buffer) append(stream string, p []byte, limit int64) {
-	for len(p) > 0 {
-		var k int
-		if n := len(b.chunks); n > 0 && b.chunks[n-1].stream == stream && len(b.chunks[n-1].data) < maxChunk {
-			last := &b.chunks[n-1]
-			k = min(len(p), maxChunk-len(last.data))
-			last.data = append(last.data, p[:k]...)
-		} else {
-			k = min(len(p), maxChunk)
-			b.chunks = append(b.chunks, chunk{stream: stream, off: b.total, data: append([]byte(nil), p[:k]...)})
-		}
-		b.total += int64(k)
-		b.kept += int64(k)
-		p = p[k:]
-	}
-	for b.kept > limit {
-		excess := b.kept - limit
-		first := &b.chunks[0]
-		if n := int64(len(first.data)); n <= excess {
-			b.kept -= n
-			b.chunks[0] = chunk{} // release its bytes
-			b.chunks = b.chunks[1:]
-			continue
-		}
-		first.data = first.data[excess:]
-		first.off += excess
-		b.kept -= excess
-	}
-}
-
-// broadcast wakes every follower waiting on the current change channel.
-func (b *buffer) broadcast() {
-	if b.watched {
-		close(b.changed)
-		b.watched = false
-	}
-}
-
-// watch returns a channel closed at the next change (output or end).
-func (b *buffer) watch() <-chan struct{} {
-	if !b.watched {
-		b.changed = make(chan struct{})
-		b.watched = true
-	}
-	return b.changed
-}
-
-// from returns the buffered output from offset next on, the first chunk
-// trimmed to start exactly at next. Data slices are capped at their
-// length so that a consumer's append cannot reach the buffer's bytes.
-func (b *buffer) from(next int64) []Chunk {
-	i := sort.Search(len(b.chunks), func(i int) bool {
-		return b.chunks[i].off+int64(len(b.chunks[i].data)) > next
-	})
-	if i == len(b.chunks) {
-		return nil
-	}
-	out := make([]Chunk, 0, len(b.chunks)-i)
-	for _, c := range b.chunks[i:] {
-		d, off := c.data, c.off
-		if off < next {
-			d, off = d[next-off:], next
-		}
-		out = append(out, Chunk{Stream: c.stream, Offset: off, Data: d[:len(d):len(d)]})
-	}
-	return out
-}
-
 // Output passes the process's output from byte offset on (a negative
-// offset counts as 0) to emit, in order and exactly once each byte: every
-// buffered chunk that ends after offset, the first one trimmed to start at
-// offset. emit runs without locks held and may block (a slow HTTP client
-// only delays its own stream); it must not modify Data.
+// offset counts as 0), as the guest keeps it, to emit, in order and
+// exactly once each byte: every kept chunk that ends after offset, the
+// first one trimmed to start at offset. emit may block (a slow HTTP
+// client slows its own stream, and the guest's sending of it, only).
 //
-// Without follow Output returns after what is buffered now. With follow it
-// then waits for more output and passes it on, until the process ended
-// and all its output was passed, or ctx is done.
+// Without follow Output returns after what the guest keeps now. With
+// follow it then waits for more output and passes it on, until the
+// process ended and all its output was passed, or ctx is done.
 //
-// The Info returned is the snapshot taken with the last batch of chunks
-// passed: when its State is not running, every output byte up to
-// Info.OutputBytes was passed, so the caller can send the "exit" event
-// from it. It is also returned with the errors below, except ErrNotFound.
+// The Info returned is the snapshot taken with the last chunk passed:
+// when its State is not running, every output byte up to
+// Info.OutputBytes was passed and OnExit has run, so the caller can send
+// the "exit" event from it. It is also returned with a *DroppedError.
 //
 // Errors: ErrNotFound; a *DroppedError (errors.Is ErrDropped) when offset,
-// or a follower that fell behind by more than the buffer, is below
+// or a follower that fell behind by more than the guest's ring, is below
 // Info.OutputDropped (chunks before it were passed already); emit's error
-// as is; ctx.Err() wrapped.
+// as is; the guest's error wrapped (the output lives in the guest: it is
+// gone with a stopped sandbox); ctx.Err() wrapped.
 func (t *Table) Output(ctx context.Context, id string, offset int64, follow bool, emit func(Chunk) error) (Info, error) {
 	e, err := t.lookup(id)
 	if err != nil {
 		return Info{}, err
 	}
-	next := max(offset, 0)
-	for {
-		e.mu.Lock()
-		info := e.infoLocked()
-		if dropped := e.out.total - e.out.kept; next < dropped {
-			e.mu.Unlock()
-			return info, &DroppedError{ID: id, Offset: next, Dropped: dropped, Kept: int(e.limit)}
+	var emitErr error
+	end, err := t.g.ProcessOutput(ctx, id, max(offset, 0), follow, func(c agentproto.ProcChunk) error {
+		stream := StreamStdout
+		if c.Stream == agentproto.ProcStderr {
+			stream = StreamStderr
 		}
-		batch := e.out.from(next)
-		var wake <-chan struct{}
-		if follow && info.State == StateRunning {
-			wake = e.out.watch()
+		if err := emit(Chunk{Stream: stream, Offset: c.Offset, Data: c.Data[:len(c.Data):len(c.Data)]}); err != nil {
+			emitErr = err
+			return err
 		}
-		e.mu.Unlock()
-
-		for _, c := range batch {
-			if err := emit(c); err != nil {
-				return info, err
-			}
-			next = c.Offset + int64(len(c.Data))
-		}
-		if wake == nil {
-			return info, nil
-		}
-		select {
-		case <-wake:
-		case <-ctx.Done():
-			return info, fmt.Errorf("process %s: follow output: %w", id, ctx.Err())
-		}
+		return nil
+	})
+	switch {
+	case emitErr != nil && errors.Is(err, emitErr):
+		return e.info(), emitErr
+	case err != nil && ctx.Err() != nil:
+		return e.info(), fmt.Errorf("process %s: follow output: %w", id, ctx.Err())
+	case err != nil:
+		return e.info(), fmt.Errorf("process %s: output: %w", id, guestErr(err))
 	}
+	info := e.update(ctx, end.Info)
+	if info.State == StateRunning && end.Info.State != agentproto.ProcRunning {
+		// ctx ended while OnExit ran: show the guest's view.
+		info = e.fromGuest(end.Info)
+	}
+	if end.Dropped {
+		return info, &DroppedError{ID: id, Offset: end.Next, Dropped: end.Info.OutputDropped, Kept: agentproto.ProcRingBytes}
+	}
+	return info, nil
+}
+
+// guestErr maps the guest's proc-* error codes to the package's
+// sentinels, keeping err's text; other errors are returned as they are.
+func guestErr(err error) error {
+	var pe *agentproto.Error
+	if !errors.As(err, &pe) {
+		return err
+	}
+	var s error
+	switch pe.Code {
+	case agentproto.CodeNotFound:
+		s = ErrNotFound
+	case agentproto.CodeExists:
+		s = ErrExists
+	case agentproto.CodeProcExited:
+		s = ErrExited
+	case agentproto.CodeStdinClosed:
+		s = ErrStdinClosed
+	case agentproto.CodeProcLimit:
+		s = ErrTooMany
+	default:
+		return err
+	}
+	return fmt.Errorf("%w (%s)", s, pe.Message)
 }

@@ -1,7 +1,6 @@
 package process
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -22,66 +21,49 @@ const (
 	// StateExited: the command ended and Info.Exit says how (exit code,
 	// signal, timeout, or why it could not start).
 	StateExited = "exited"
-	// StateLost: the command's agent connection ended before its exit
-	// status arrived (guest death, agent disconnect), or the table was
-	// closed by CloseAll; Info.Error says which. Its real fate is unknown.
+	// StateLost: the guest could not be asked how the command ended (the
+	// guest died, or forgot it), or the table was closed by CloseAll;
+	// Info.Error says which. Its real fate is unknown.
 	StateLost = "lost"
 )
 
-// Defaults of Options.
-const (
-	// DefaultBufferBytes is the output kept per process: 8 MiB.
-	DefaultBufferBytes = 8 << 20
-	// DefaultMaxProcesses is how many processes a table keeps, running
-	// and ended ones together.
-	DefaultMaxProcesses = 256
-)
+// DefaultMaxProcesses is how many processes a table keeps, running and
+// ended ones together: the guest agent's own maximum.
+const DefaultMaxProcesses = agentproto.ProcMax
 
 // KillTimeout bounds each SIGKILL that CloseAll sends to a running
 // command.
 const KillTimeout = 2 * time.Second
 
-// Proc is a started command. *agent.Process satisfies it (see AgentStart).
-type Proc interface {
-	// Pid is the guest process id (also its process group id); 0 if the
-	// command did not start.
-	Pid() int
-	// Signal sends sig to the command's process group. An error wrapping
-	// agent.ErrProcessDone or ErrExited means the command already ended.
-	Signal(ctx context.Context, sig syscall.Signal) error
-	// Wait blocks until the command ended and returns its status. It
-	// must return only after every output byte was written to the
-	// writers given at start. An error with a status that says how the
-	// command ended (Code >= 0, a Signal, or an ErrorKind) still counts
-	// as an end; any other error (agent.ErrDisconnected, no status within
-	// the kill grace) makes the process "lost".
-	Wait() (agentproto.ExitStatus, error)
+// Guest is the guest agent's table of detached processes, as the host
+// reaches it: *agent.Client, or *sandbox.Sandbox (which checks that the
+// sandbox runs and explains a dead guest). Errors are the agent's:
+// *agentproto.Error with its code, agent.ErrDisconnected, ctx.Err().
+type Guest interface {
+	SpawnProcess(ctx context.Context, id string, req agentproto.ExecRequest, stdinData []byte, stdinOpen bool) (agentproto.ProcInfo, error)
+	ListProcesses(ctx context.Context) ([]agentproto.ProcInfo, error)
+	GetProcess(ctx context.Context, id string) (agentproto.ProcInfo, error)
+	WaitProcess(ctx context.Context, id string) (agentproto.ProcInfo, error)
+	ProcessOutput(ctx context.Context, id string, offset int64, follow bool, emit func(agentproto.ProcChunk) error) (agentproto.ProcOutputEnd, error)
+	WriteProcessStdin(ctx context.Context, id string, r io.Reader, closeAfter bool) (int64, error)
+	SignalProcess(ctx context.Context, id string, sig syscall.Signal) error
+	ForgetProcess(ctx context.Context, id string) error
 }
-
-// StartFunc starts req with stdin as the command's stdin (nil: /dev/null)
-// and its output copied to stdout and stderr, and returns once the command
-// runs or failed to start (its Wait then reports how). ctx bounds the
-// command's whole life: when ctx ends the command is killed. It has the
-// shape of agent.Client.Start; AgentStart adapts a client or a sandbox.
-type StartFunc func(ctx context.Context, req agentproto.ExecRequest, stdin io.Reader, stdout, stderr io.Writer) (Proc, error)
 
 // Options configures a Table. The zero value is usable.
 type Options struct {
-	// BufferBytes is how many bytes of output (stdout and stderr
-	// together) a process keeps; older bytes are dropped. 0 means
-	// DefaultBufferBytes (8 MiB).
-	BufferBytes int
 	// MaxProcesses is how many processes the table keeps, ended ones
-	// included. To start one more, the oldest ended process is forgotten;
-	// when all of them still run, Start fails with ErrTooMany. 0 means
-	// DefaultMaxProcesses (256).
+	// included. To start one more, the oldest ended process is forgotten
+	// (here and in the guest); when all of them still run, Start fails
+	// with ErrTooMany. 0 means DefaultMaxProcesses.
 	MaxProcesses int
-	// OnExit, if set, is called once per process when it ends (exited or
-	// lost), with its final Info, from the goroutine that saw the end
-	// (the table's waiter, or one of CloseAll's), so calls for different
-	// processes may run concurrently and it must be safe for that. It
-	// runs without the table's locks held and may call the table; it
-	// should not block long.
+	// OnExit, if set, is called once per process when the table sees it
+	// end (exited or lost), with its final Info, from the goroutine that
+	// saw the end, so calls for different processes may run concurrently.
+	// It runs without the table's locks held and before the end is
+	// visible to readers (Get, Wait, Output). Adopt calls it for
+	// processes that ended while no table watched them, unless its
+	// recorded says they were recorded already.
 	OnExit func(Info)
 }
 
@@ -97,8 +79,7 @@ type Info struct {
 	State string
 	// Exit is set when State is StateExited.
 	Exit *agentproto.ExitStatus
-	// Error says why the process is StateLost (the Wait error or the
-	// CloseAll reason); empty otherwise.
+	// Error says why the process is StateLost; empty otherwise.
 	Error string
 	// StdinOpen says whether WriteStdin still accepts bytes.
 	StdinOpen bool
@@ -106,84 +87,66 @@ type Info struct {
 	// end offset of the combined output.
 	OutputBytes int64
 	// OutputDropped is how many of the oldest output bytes fell out of
-	// the buffer: the smallest offset Output can still read.
+	// the guest's ring: the smallest offset Output can still read.
 	OutputDropped int64
-	// StartedAt is when Start called the StartFunc.
+	// StartedAt is when it started (the guest's clock for adopted ones).
 	StartedAt time.Time
-	// EndedAt is when the end was seen; zero while running.
+	// EndedAt is when it ended; zero while running.
 	EndedAt time.Time
 }
 
-// Table holds the detached processes of one sandbox: their state, a
-// bounded buffer of their combined output and their stdin. It is safe for
-// concurrent use.
+// Table is the host's view of one sandbox's detached processes, which the
+// guest agent keeps (output ring, stdin, exit status): it starts them,
+// watches each for its end (OnExit), and passes output, stdin and signals
+// through to the guest. It holds no output. A restarted host makes a new
+// Table and Adopts what the guest kept. It is safe for concurrent use.
 type Table struct {
 	opts Options
+	g    Guest
+	life context.Context // the watchers'; ends with CloseAll or Detach
+	stop context.CancelFunc
 
 	mu      sync.Mutex
 	procs   map[string]*entry
 	order   []*entry        // the entries of procs, oldest first
-	pending map[string]bool // ids whose StartFunc runs
+	pending map[string]bool // ids being spawned
 	closed  bool
 
-	waiters sync.WaitGroup // goroutines waiting for commands' ends
+	watchers sync.WaitGroup
 }
 
-// NewTable returns an empty table; see Options for the defaults.
-func NewTable(opts Options) *Table {
-	if opts.BufferBytes <= 0 {
-		opts.BufferBytes = DefaultBufferBytes
-	}
+// NewTable returns an empty table of g's processes.
+func NewTable(g Guest, opts Options) *Table {
 	if opts.MaxProcesses <= 0 {
 		opts.MaxProcesses = DefaultMaxProcesses
 	}
-	return &Table{opts: opts, procs: map[string]*entry{}, pending: map[string]bool{}}
+	life, stop := context.WithCancel(context.Background())
+	return &Table{opts: opts, g: g, life: life, stop: stop, procs: map[string]*entry{}, pending: map[string]bool{}}
 }
 
-// entry is one process. The fields above mu are set before the entry is
-// published in the table and never change after.
+// entry is one process. id, argv, pid and startedAt never change.
 type entry struct {
 	id        string
 	argv      []string
-	startedAt time.Time
-	limit     int64 // Options.BufferBytes
-	proc      Proc
 	pid       int
+	startedAt time.Time
+	done      chan struct{} // closed when the end is visible
 
-	stdinSem chan struct{}  // capacity 1: held by the one stdin writer
-	stdinR   *io.PipeReader // nil without stdinOpen
-	stdinW   *io.PipeWriter
-	done     chan struct{} // closed when the process ended
-
-	mu         sync.Mutex
-	state      string
-	exit       *agentproto.ExitStatus
-	lostReason string
-	endedAt    time.Time
-	stdinOpen  bool
-	ending     bool // end has begun (notify running): no second end
-	out        buffer
+	mu     sync.Mutex
+	last   Info // latest known; final once done is closed
+	ending bool
 }
 
-// Start starts a detached command under id and returns at once with its
-// first Info (usually running; a command that could not start is already
-// exited with Exit.ErrorKind set).
-//
-// ctx is the command's lifetime, not a request's: pass the sandbox's
-// long-lived context (cancelling it kills the command), never the context
-// of the HTTP request that asked for the start. start is called with it.
-//
-// stdin: with stdinOpen the command reads a pipe that WriteStdin feeds;
-// stdin (copied) is written into it first, by a goroutine, so Start does
-// not wait for the command to read. Without stdinOpen the command reads
-// stdin and then EOF (/dev/null when stdin is empty), and StdinOpen is
-// false from the start.
+// Start starts a detached command in the guest under id and returns its
+// first Info (running; a command that could not start is already exited
+// with Exit.ErrorKind set, and OnExit was called). ctx bounds the start
+// request only: the command lives in the guest until it ends or is
+// signalled. stdin is written to its stdin first; with stdinOpen its
+// stdin stays open for WriteStdin, else EOF follows.
 //
 // Errors: ErrExists, ErrTooMany, ErrClosed (all wrapped with the id), or
-// start's error wrapped. When the table is closed while start runs, the
-// new command is killed, OnExit is not called and the error wraps
-// ErrClosed.
-func (t *Table) Start(ctx context.Context, id string, req agentproto.ExecRequest, stdin []byte, stdinOpen bool, start StartFunc) (Info, error) {
+// the guest's error wrapped.
+func (t *Table) Start(ctx context.Context, id string, req agentproto.ExecRequest, stdin []byte, stdinOpen bool) (Info, error) {
 	if id == "" {
 		return Info{}, errors.New("process: start: empty id: give each process a unique id")
 	}
@@ -195,91 +158,161 @@ func (t *Table) Start(ctx context.Context, id string, req agentproto.ExecRequest
 	case t.procs[id] != nil || t.pending[id]:
 		t.mu.Unlock()
 		return Info{}, fmt.Errorf("process %s: %w: choose another id", id, ErrExists)
-	case len(t.order)+len(t.pending) >= t.opts.MaxProcesses && !t.evictLocked():
-		t.mu.Unlock()
-		return Info{}, fmt.Errorf("process %s: %w: all %d kept processes still run; wait for or kill one", id, ErrTooMany, t.opts.MaxProcesses)
+	}
+	var evicted *entry
+	if len(t.order)+len(t.pending) >= t.opts.MaxProcesses {
+		if evicted = t.evictLocked(); evicted == nil {
+			t.mu.Unlock()
+			return Info{}, fmt.Errorf("process %s: %w: all %d kept processes still run; wait for or kill one", id, ErrTooMany, t.opts.MaxProcesses)
+		}
 	}
 	t.pending[id] = true
 	t.mu.Unlock()
-
-	e := &entry{
-		id:        id,
-		argv:      slices.Clone(req.Argv),
-		startedAt: time.Now(),
-		limit:     int64(t.opts.BufferBytes),
-		stdinSem:  make(chan struct{}, 1),
-		done:      make(chan struct{}),
-		state:     StateRunning,
-	}
-	var in io.Reader // stays a nil interface for /dev/null
-	switch {
-	case stdinOpen:
-		e.stdinR, e.stdinW = io.Pipe()
-		e.stdinOpen = true
-		in = e.stdinR
-	case len(stdin) > 0:
-		in = bytes.NewReader(bytes.Clone(stdin))
-	}
-	p, err := start(ctx, req, in, streamWriter{e, StreamStdout}, streamWriter{e, StreamStderr})
-	if err != nil {
-		t.mu.Lock()
-		delete(t.pending, id)
-		t.mu.Unlock()
-		if e.stdinR != nil {
-			e.stdinR.CloseWithError(ErrExited)
-		}
-		return Info{}, fmt.Errorf("process %s: start: %w", id, err)
-	}
-	e.proc, e.pid = p, p.Pid()
-	if stdinOpen && len(stdin) > 0 {
-		e.stdinSem <- struct{}{} // free: nobody else knows e yet
-		initial := bytes.Clone(stdin)
-		go func() {
-			defer func() { <-e.stdinSem }()
-			_, _ = e.stdinW.Write(initial) // fails with ErrExited if it ends first
-		}()
+	if evicted != nil {
+		_ = t.g.ForgetProcess(ctx, evicted.id) // best effort: the guest evicts too
 	}
 
+	gi, err := t.g.SpawnProcess(ctx, id, req, stdin, stdinOpen)
 	t.mu.Lock()
 	delete(t.pending, id)
-	if t.closed {
+	if err != nil {
 		t.mu.Unlock()
-		e.end(StateLost, nil, "the process table was closed while the command started", nil)
-		t.waiters.Go(func() {
-			kill(e)
-			_, _ = p.Wait()
-		})
-		return Info{}, fmt.Errorf("process %s: %w: the sandbox is going away", id, ErrClosed)
+		return Info{}, fmt.Errorf("process %s: start: %w", id, guestErr(err))
 	}
+	e := newEntry(gi, time.Now())
 	t.procs[id] = e
 	t.order = append(t.order, e)
 	t.mu.Unlock()
-
-	t.waiters.Go(func() { t.wait(e) })
+	if gi.State != agentproto.ProcRunning {
+		t.end(e, gi, "", false)
+		return e.info(), nil
+	}
+	t.watch(e)
 	return e.info(), nil
 }
 
-// evictLocked forgets the oldest ended process and reports whether there
-// was one.
-func (t *Table) evictLocked() bool {
+// newEntry makes the entry of a guest process; startedAt is used unless
+// zero (then the guest's start time).
+func newEntry(gi agentproto.ProcInfo, startedAt time.Time) *entry {
+	if startedAt.IsZero() {
+		startedAt = time.Unix(0, gi.StartedNs)
+	}
+	e := &entry{id: gi.ID, argv: slices.Clone(gi.Argv), pid: gi.Pid, startedAt: startedAt, done: make(chan struct{})}
+	e.last = e.fromGuest(gi)
+	return e
+}
+
+// fromGuest converts the guest's view of e.
+func (e *entry) fromGuest(gi agentproto.ProcInfo) Info {
+	in := Info{ID: e.id, Pid: e.pid, Argv: slices.Clone(e.argv), State: gi.State, Error: gi.Error,
+		StdinOpen: gi.StdinOpen, OutputBytes: gi.OutputBytes, OutputDropped: gi.OutputDropped, StartedAt: e.startedAt}
+	if gi.Exit != nil {
+		x := *gi.Exit
+		in.Exit = &x
+	}
+	if gi.EndedNs != 0 {
+		in.EndedAt = time.Unix(0, gi.EndedNs)
+	}
+	return in
+}
+
+// evictLocked forgets the oldest ended process and returns it, or nil.
+func (t *Table) evictLocked() *entry {
 	for i, e := range t.order {
 		if e.ended() {
 			delete(t.procs, e.id)
 			t.order = slices.Delete(t.order, i, i+1)
-			return true
+			return e
 		}
 	}
-	return false
+	return nil
 }
 
-// wait records the command's end.
-func (t *Table) wait(e *entry) {
-	st, err := e.proc.Wait()
-	if err == nil || st.ErrorKind != "" || st.Code >= 0 || st.Signal != 0 {
-		e.end(StateExited, &st, "", t.opts.OnExit)
-	} else {
-		e.end(StateLost, nil, err.Error(), t.opts.OnExit)
+// watch waits in the background for e's end in the guest.
+func (t *Table) watch(e *entry) {
+	t.watchers.Go(func() {
+		gi, err := t.g.WaitProcess(t.life, e.id)
+		switch {
+		case err == nil:
+			t.end(e, gi, "", false)
+		case t.life.Err() != nil:
+			// Detached or closed: the process runs on in the guest.
+		default:
+			t.end(e, agentproto.ProcInfo{State: StateLost}, err.Error(), false)
+		}
+	})
+}
+
+// end makes e's end visible (once; later calls do nothing): OnExit first,
+// then readers. gi is the guest's final view; reason makes it lost. The
+// end time is now, unless ago (it ended while no host watched: the
+// guest's clock says when).
+func (t *Table) end(e *entry, gi agentproto.ProcInfo, reason string, ago bool) {
+	e.mu.Lock()
+	if e.ending {
+		e.mu.Unlock()
+		return
 	}
+	e.ending = true
+	info := e.last
+	e.mu.Unlock()
+	if reason == "" && gi.State != StateRunning {
+		info = e.fromGuest(gi)
+	} else {
+		info.State, info.Error, info.Exit = StateLost, reason, nil
+	}
+	if info.State == StateRunning { // the guest says it ended: trust the wait
+		info.State = StateLost
+	}
+	info.StdinOpen = false
+	if !ago || info.EndedAt.IsZero() {
+		info.EndedAt = time.Now() // the host's clock: the guest's may be off
+	}
+	if t.opts.OnExit != nil {
+		t.opts.OnExit(info)
+	}
+	e.mu.Lock()
+	e.last = info
+	close(e.done)
+	e.mu.Unlock()
+}
+
+// ended reports whether e's end is visible.
+func (e *entry) ended() bool {
+	select {
+	case <-e.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// info returns the latest known Info of e.
+func (e *entry) info() Info {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	in := e.last
+	in.Argv = slices.Clone(in.Argv)
+	return in
+}
+
+// update records the guest's current view of a running e and returns
+// the Info to show: once the guest says it ended, the final Info (after
+// OnExit), waiting for it at most until ctx ends.
+func (e *entry) update(ctx context.Context, gi agentproto.ProcInfo) Info {
+	if gi.State == agentproto.ProcRunning {
+		e.mu.Lock()
+		if !e.ending {
+			e.last = e.fromGuest(gi)
+		}
+		e.mu.Unlock()
+		return e.info()
+	}
+	select {
+	case <-e.done:
+	case <-ctx.Done():
+	}
+	return e.info()
 }
 
 // lookup returns the entry of id or an error wrapping ErrNotFound.
@@ -293,23 +326,47 @@ func (t *Table) lookup(id string) (*entry, error) {
 	return e, nil
 }
 
-// Get returns the process's current Info. Errors: ErrNotFound.
-func (t *Table) Get(id string) (Info, error) {
+// Get returns the process's current Info, asking the guest while it
+// runs (the last known Info when the guest cannot answer). Errors:
+// ErrNotFound.
+func (t *Table) Get(ctx context.Context, id string) (Info, error) {
 	e, err := t.lookup(id)
 	if err != nil {
 		return Info{}, err
 	}
-	return e.info(), nil
+	if e.ended() {
+		return e.info(), nil
+	}
+	gi, err := t.g.GetProcess(ctx, id)
+	if err != nil {
+		return e.info(), nil
+	}
+	return e.update(ctx, gi), nil
 }
 
-// List returns the Info of every kept process, oldest first.
-func (t *Table) List() []Info {
+// List returns the Info of every kept process, oldest first, asking the
+// guest once for those that run (their last known Info when it cannot
+// answer).
+func (t *Table) List(ctx context.Context) []Info {
 	t.mu.Lock()
 	entries := slices.Clone(t.order)
 	t.mu.Unlock()
+	var guest map[string]agentproto.ProcInfo
+	if slices.ContainsFunc(entries, func(e *entry) bool { return !e.ended() }) {
+		if list, err := t.g.ListProcesses(ctx); err == nil {
+			guest = map[string]agentproto.ProcInfo{}
+			for _, gi := range list {
+				guest[gi.ID] = gi
+			}
+		}
+	}
 	out := make([]Info, len(entries))
 	for i, e := range entries {
-		out[i] = e.info()
+		if gi, ok := guest[e.id]; ok && !e.ended() {
+			out[i] = e.update(ctx, gi)
+		} else {
+			out[i] = e.info()
+		}
 	}
 	return out
 }
@@ -331,8 +388,7 @@ func (t *Table) Wait(ctx context.Context, id string) (Info, error) {
 
 // Signal sends sig to the process's group in the guest. Errors:
 // ErrNotFound, ErrExited (it already ended, also when it ended just
-// before the signal arrived), or the Proc's error (agent disconnected,
-// ctx.Err()) wrapped.
+// before the signal arrived), or the guest's error wrapped.
 func (t *Table) Signal(ctx context.Context, id string, sig syscall.Signal) error {
 	e, err := t.lookup(id)
 	if err != nil {
@@ -341,123 +397,116 @@ func (t *Table) Signal(ctx context.Context, id string, sig syscall.Signal) error
 	if e.ended() || e.pid == 0 {
 		return fmt.Errorf("process %s: %w: nothing to signal", id, ErrExited)
 	}
-	if err := e.proc.Signal(ctx, sig); err != nil {
-		if isProcessDone(err) {
-			return fmt.Errorf("process %s: %w: nothing to signal", id, ErrExited)
-		}
-		return fmt.Errorf("process %s: signal %d: %w", id, int(sig), err)
+	if err := t.g.SignalProcess(ctx, id, sig); err != nil {
+		return fmt.Errorf("process %s: signal %d: %w", id, int(sig), guestErr(err))
 	}
 	return nil
 }
 
-// CloseAll closes the table for good (its sandbox is stopped or removed):
-// Start fails with ErrClosed from now on, every process still running
-// becomes lost with reason as its Error and is sent SIGKILL. Each process
-// is ended (OnExit called) and then killed in its own goroutine, so the
-// OnExits of different processes run concurrently with each other and
-// with the kills; CloseAll returns once every OnExit returned and each
-// kill was delivered or failed (a kill takes at most KillTimeout). Ended
-// processes stay readable.
+// WriteStdin copies r to the process's stdin in the guest and, if
+// closeAfter, then closes it (the command reads EOF). The guest
+// serializes concurrent writers. r nil writes nothing (with closeAfter:
+// just close). It returns the number of bytes the command's stdin
+// accepted; when ctx ends first, the bytes sent so far, and stdin stays
+// open.
 //
-// A daemon that shuts down and leaves sandboxes running for adoption
-// should not call it: closing the agent connection ends the commands, and
-// their waiters mark them lost.
+// Errors: ErrNotFound, ErrExited, ErrStdinClosed (never opened, or closed
+// by an earlier closeAfter), r's error wrapped, the guest's error
+// wrapped, ctx.Err() wrapped.
+func (t *Table) WriteStdin(ctx context.Context, id string, r io.Reader, closeAfter bool) (int64, error) {
+	e, err := t.lookup(id)
+	if err != nil {
+		return 0, err
+	}
+	if e.ended() {
+		return 0, fmt.Errorf("process %s: write stdin: %w", id, ErrExited)
+	}
+	n, err := t.g.WriteProcessStdin(ctx, id, r, closeAfter)
+	if err != nil {
+		err = guestErr(err)
+		if errors.Is(err, ErrStdinClosed) {
+			return n, fmt.Errorf("process %s: write stdin: %w: start the process with stdin_open, and close stdin only with the last write", id, err)
+		}
+		return n, fmt.Errorf("process %s: write stdin: %w", id, err)
+	}
+	return n, nil
+}
+
+// CloseAll closes the table for good (its sandbox is stopped or removed):
+// Start fails with ErrClosed from now on, and every process still running
+// becomes lost with reason as its Error (OnExit called) and is sent
+// SIGKILL (each bounded by KillTimeout; failures ignored: a stopped guest
+// has no processes). It returns once every OnExit returned.
 func (t *Table) CloseAll(reason string) {
 	t.mu.Lock()
 	t.closed = true
 	entries := slices.Clone(t.order)
 	t.mu.Unlock()
+	t.stop()
 	var wg sync.WaitGroup
 	for _, e := range entries {
+		if e.ended() {
+			continue
+		}
 		wg.Go(func() {
-			if ok, _ := e.end(StateLost, nil, reason, t.opts.OnExit); ok {
-				kill(e)
+			t.end(e, agentproto.ProcInfo{State: StateLost}, reason, false)
+			if e.pid != 0 {
+				ctx, cancel := context.WithTimeout(context.Background(), KillTimeout)
+				defer cancel()
+				_ = t.g.SignalProcess(ctx, e.id, syscall.SIGKILL)
 			}
 		})
 	}
 	wg.Wait()
 }
 
-// kill sends SIGKILL to e's command, bounded by KillTimeout; failures
-// (already gone, agent disconnected) are ignored.
-func kill(e *entry) {
-	if e.pid == 0 {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), KillTimeout)
-	defer cancel()
-	_ = e.proc.Signal(ctx, syscall.SIGKILL)
+// Detach stops watching (a daemon that shuts down and leaves its
+// sandboxes running): the processes run on in the guest, no OnExit is
+// called, and the next host Adopts them. Start fails with ErrClosed from
+// now on. It returns once the watchers stopped.
+func (t *Table) Detach() {
+	t.mu.Lock()
+	t.closed = true
+	t.mu.Unlock()
+	t.stop()
+	t.watchers.Wait()
 }
 
-// end marks e ended with state (once: the first caller wins, later ones
-// get false) and returns its final Info. notify, if not nil, is called
-// with that Info before the end is visible to readers (state, output
-// followers, Wait), so what it records (the daemon's audit entry and exec
-// history) is there by the time anyone sees the process ended. It
-// closes stdin (pending writes fail with ErrExited) and wakes followers.
-func (e *entry) end(state string, exit *agentproto.ExitStatus, reason string, notify func(Info)) (bool, Info) {
-	e.mu.Lock()
-	if e.state != StateRunning || e.ending {
-		e.mu.Unlock()
-		return false, Info{}
+// Adopt takes over the processes the guest keeps that the table does not
+// know (those a previous host started). adopt, if not nil, is called for
+// each one first, with its Info as the guest reports it; for an ended one
+// it returns whether its end was recorded already (by the host that
+// watched it). Running ones are then watched like started ones; ended ones
+// are kept ended, with OnExit called unless recorded. So OnExit runs once
+// per process across hosts as long as what it records is what adopt
+// reads. Errors: the guest's, wrapped.
+func (t *Table) Adopt(ctx context.Context, adopt func(Info) (recorded bool)) error {
+	list, err := t.g.ListProcesses(ctx)
+	if err != nil {
+		return fmt.Errorf("process: adopt: %w", guestErr(err))
 	}
-	e.ending = true
-	info := e.infoLocked()
-	e.mu.Unlock()
-	now := time.Now()
-	info.State, info.Error, info.StdinOpen, info.EndedAt = state, reason, false, now
-	if exit != nil {
-		x := *exit
-		info.Exit = &x
+	for _, gi := range list {
+		t.mu.Lock()
+		if t.closed || t.procs[gi.ID] != nil || t.pending[gi.ID] {
+			t.mu.Unlock()
+			continue
+		}
+		e := newEntry(gi, time.Time{})
+		t.procs[gi.ID] = e
+		t.order = append(t.order, e)
+		t.mu.Unlock()
+		recorded := adopt != nil && adopt(e.info())
+		switch {
+		case gi.State == agentproto.ProcRunning:
+			t.watch(e)
+		case recorded:
+			e.mu.Lock()
+			e.ending = true
+			close(e.done)
+			e.mu.Unlock()
+		default:
+			t.end(e, gi, "", true)
+		}
 	}
-	if notify != nil {
-		notify(info)
-	}
-	e.mu.Lock()
-	e.state, e.exit, e.lostReason, e.endedAt = state, exit, reason, now
-	e.stdinOpen = false
-	e.out.broadcast()
-	close(e.done)
-	e.mu.Unlock()
-	if e.stdinR != nil {
-		e.stdinR.CloseWithError(ErrExited)
-	}
-	return true, info
-}
-
-// ended reports whether the process has ended.
-func (e *entry) ended() bool {
-	select {
-	case <-e.done:
-		return true
-	default:
-		return false
-	}
-}
-
-// info returns a snapshot of e.
-func (e *entry) info() Info {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.infoLocked()
-}
-
-func (e *entry) infoLocked() Info {
-	in := Info{
-		ID:            e.id,
-		Pid:           e.pid,
-		Argv:          slices.Clone(e.argv),
-		State:         e.state,
-		Error:         e.lostReason,
-		StdinOpen:     e.stdinOpen,
-		OutputBytes:   e.out.total,
-		OutputDropped: e.out.total - e.out.kept,
-		StartedAt:     e.startedAt,
-		EndedAt:       e.endedAt,
-	}
-	if e.exit != nil {
-		x := *e.exit
-		in.Exit = &x
-	}
-	return in
+	return nil
 }

@@ -1,4 +1,4 @@
-package process_test
+package procs_test
 
 import (
 	"bytes"
@@ -10,9 +10,8 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/agentbox/agentbox/vmctl/agent"
 	"github.com/agentbox/agentbox/vmctl/agentproto"
-	"github.com/agentbox/agentbox/vmctl/process"
+	"github.com/agentbox/agentbox/vmctl/guestagent/procs"
 )
 
 // fake is a scripted command: its script runs in a goroutine with the
@@ -36,14 +35,14 @@ func (f *fake) Pid() int { return f.pid }
 func (f *fake) Signal(ctx context.Context, sig syscall.Signal) error {
 	select {
 	case <-f.done:
-		return agent.ErrProcessDone
+		return procs.ErrExited
 	default:
 	}
 	select {
 	case f.sigs <- sig:
 		return nil
 	case <-f.done:
-		return agent.ErrProcessDone
+		return procs.ErrExited
 	case <-ctx.Done():
 		return ctx.Err()
 	}
@@ -57,7 +56,7 @@ func (f *fake) Wait() (agentproto.ExitStatus, error) {
 // out writes s to stream ("stdout" or "stderr").
 func (f *fake) out(stream, s string) {
 	w := f.stdout
-	if stream == process.StreamStderr {
+	if stream == procs.StreamStderr {
 		w = f.stderr
 	}
 	if _, err := io.WriteString(w, s); err != nil {
@@ -80,8 +79,8 @@ var nextPid atomic.Int64
 
 // starter returns a StartFunc running s; each started fake is also sent
 // on started when it is not nil.
-func starter(s script, started chan<- *fake) process.StartFunc {
-	return func(ctx context.Context, req agentproto.ExecRequest, stdin io.Reader, stdout, stderr io.Writer) (process.Proc, error) {
+func starter(s script, started chan<- *fake) procs.StartFunc {
+	return func(ctx context.Context, req agentproto.ExecRequest, stdin io.Reader, stdout, stderr io.Writer) (procs.Proc, error) {
 		f := &fake{
 			pid: int(1000 + nextPid.Add(1)), ctx: ctx, req: req, stdin: stdin,
 			stdout: stdout, stderr: stderr,
@@ -103,10 +102,10 @@ func exit(code int) (agentproto.ExitStatus, error) { return agentproto.ExitStatu
 func argv(a ...string) agentproto.ExecRequest { return agentproto.ExecRequest{Argv: a} }
 
 // collect reads id's output from offset; the chunks' Data are copied.
-func collect(t *testing.T, tb *process.Table, ctx context.Context, id string, offset int64, follow bool) ([]process.Chunk, process.Info, error) {
+func collect(t *testing.T, tb *procs.Table, ctx context.Context, id string, offset int64, follow bool) ([]procs.Chunk, procs.Info, error) {
 	t.Helper()
-	var got []process.Chunk
-	info, err := tb.Output(ctx, id, offset, follow, func(c process.Chunk) error {
+	var got []procs.Chunk
+	info, err := tb.Output(ctx, id, offset, follow, func(c procs.Chunk) error {
 		c.Data = bytes.Clone(c.Data)
 		got = append(got, c)
 		return nil
@@ -116,11 +115,11 @@ func collect(t *testing.T, tb *process.Table, ctx context.Context, id string, of
 
 // until follows id's output until the combined output from offset 0
 // contains want.
-func until(t *testing.T, tb *process.Table, id, want string) {
+func until(t *testing.T, tb *procs.Table, id, want string) {
 	t.Helper()
 	errFound := errors.New("found")
 	var all []byte
-	_, err := tb.Output(context.Background(), id, 0, true, func(c process.Chunk) error {
+	_, err := tb.Output(context.Background(), id, 0, true, func(c procs.Chunk) error {
 		all = append(all, c.Data...)
 		if bytes.Contains(all, []byte(want)) {
 			return errFound
@@ -132,7 +131,7 @@ func until(t *testing.T, tb *process.Table, id, want string) {
 	}
 }
 
-func wait(t *testing.T, tb *process.Table, id string) process.Info {
+func wait(t *testing.T, tb *procs.Table, id string) procs.Info {
 	t.Helper()
 	info, err := tb.Wait(context.Background(), id)
 	if err != nil {
@@ -144,20 +143,24 @@ func wait(t *testing.T, tb *process.Table, id string) process.Info {
 // exits records OnExit calls.
 type exits struct {
 	mu    sync.Mutex
-	calls map[string][]process.Info
+	calls map[string][]procs.Info
 }
 
-func (x *exits) record(in process.Info) {
+func (x *exits) record(in procs.Info) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if x.calls == nil {
-		x.calls = map[string][]process.Info{}
+		x.calls = map[string][]procs.Info{}
 	}
 	x.calls[in.ID] = append(x.calls[in.ID], in)
 }
 
-func (x *exits) get(id string) []process.Info {
+func (x *exits) get(id string) []procs.Info {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	return x.calls[id]
 }
+
+// errDisconnected stands for a transport failure that leaves a command's
+// fate unknown (the host's agent.ErrDisconnected).
+var errDisconnected = errors.New("agent: disconnected from guest agent")

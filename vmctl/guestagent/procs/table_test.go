@@ -1,4 +1,4 @@
-package process_test
+package procs_test
 
 import (
 	"bytes"
@@ -13,16 +13,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentbox/agentbox/vmctl/agent"
 	"github.com/agentbox/agentbox/vmctl/agentproto"
-	"github.com/agentbox/agentbox/vmctl/process"
+	"github.com/agentbox/agentbox/vmctl/guestagent/procs"
 )
 
-func ch(stream string, off int64, data string) process.Chunk {
-	return process.Chunk{Stream: stream, Offset: off, Data: []byte(data)}
+func ch(stream string, off int64, data string) procs.Chunk {
+	return procs.Chunk{Stream: stream, Offset: off, Data: []byte(data)}
 }
 
-func eqChunks(t *testing.T, what string, got []process.Chunk, want ...process.Chunk) {
+func eqChunks(t *testing.T, what string, got []procs.Chunk, want ...procs.Chunk) {
 	t.Helper()
 	if len(got) == 0 && len(want) == 0 {
 		return
@@ -32,7 +31,7 @@ func eqChunks(t *testing.T, what string, got []process.Chunk, want ...process.Ch
 	}
 }
 
-func fmtChunks(cs []process.Chunk) string {
+func fmtChunks(cs []procs.Chunk) string {
 	var b strings.Builder
 	for _, c := range cs {
 		fmt.Fprintf(&b, "[%s@%d %q]", c.Stream, c.Offset, c.Data)
@@ -44,16 +43,16 @@ func TestStatesAndStreamsMatchAPI(t *testing.T) {
 	// The values of api.ProcessRunning, ProcessExited, ProcessLost,
 	// EventStdout and EventStderr (not imported: vmctl/api is above this
 	// package).
-	if process.StateRunning != "running" || process.StateExited != "exited" || process.StateLost != "lost" {
+	if procs.StateRunning != "running" || procs.StateExited != "exited" || procs.StateLost != "lost" {
 		t.Fatal("process states differ from the api.Process* strings")
 	}
-	if process.StreamStdout != "stdout" || process.StreamStderr != "stderr" {
+	if procs.StreamStdout != "stdout" || procs.StreamStderr != "stderr" {
 		t.Fatal("stream names differ from the api.Event* strings")
 	}
 }
 
 func TestOffsetsAcrossStreams(t *testing.T) {
-	tb := process.NewTable(process.Options{})
+	tb := procs.NewTable(procs.Options{})
 	ctx := context.Background()
 	info, err := tb.Start(ctx, "p1", argv("x", "-y"), nil, false, starter(func(f *fake) (agentproto.ExitStatus, error) {
 		f.out("stdout", "ab")
@@ -70,7 +69,7 @@ func TestOffsetsAcrossStreams(t *testing.T) {
 		t.Fatalf("start info %+v", info)
 	}
 	info = wait(t, tb, "p1")
-	if info.State != process.StateExited || info.Exit == nil || info.Exit.Code != 3 || info.OutputBytes != 9 || info.OutputDropped != 0 || info.EndedAt.IsZero() || info.Error != "" {
+	if info.State != procs.StateExited || info.Exit == nil || info.Exit.Code != 3 || info.OutputBytes != 9 || info.OutputDropped != 0 || info.EndedAt.IsZero() || info.Error != "" {
 		t.Fatalf("end info %+v", info)
 	}
 
@@ -96,16 +95,16 @@ func TestOffsetsAcrossStreams(t *testing.T) {
 	got, _, _ = collect(t, tb, ctx, "p1", -4, false)
 	eqChunks(t, "negative offset", got, ch("stdout", 0, "ab"), ch("stderr", 2, "cde"), ch("stdout", 5, "fgh"), ch("stderr", 8, "i"))
 
-	if _, err := tb.Get("nope"); !errors.Is(err, process.ErrNotFound) {
+	if _, err := tb.Get("nope"); !errors.Is(err, procs.ErrNotFound) {
 		t.Fatalf("Get unknown: %v", err)
 	}
-	if _, _, err := collect(t, tb, ctx, "nope", 0, false); !errors.Is(err, process.ErrNotFound) {
+	if _, _, err := collect(t, tb, ctx, "nope", 0, false); !errors.Is(err, procs.ErrNotFound) {
 		t.Fatalf("Output unknown: %v", err)
 	}
 }
 
 func TestLargeWritesSplitIntoChunks(t *testing.T) {
-	tb := process.NewTable(process.Options{})
+	tb := procs.NewTable(procs.Options{})
 	big := bytes.Repeat([]byte("0123456789abcdef"), (agentproto.ChunkSize+32)/16)
 	_, err := tb.Start(context.Background(), "big", argv("x"), nil, false, starter(func(f *fake) (agentproto.ExitStatus, error) {
 		f.out("stdout", string(big))
@@ -117,16 +116,16 @@ func TestLargeWritesSplitIntoChunks(t *testing.T) {
 	wait(t, tb, "big")
 	got, _, _ := collect(t, tb, context.Background(), "big", 0, false)
 	eqChunks(t, "split", got,
-		process.Chunk{Stream: "stdout", Offset: 0, Data: big[:agentproto.ChunkSize]},
-		process.Chunk{Stream: "stdout", Offset: agentproto.ChunkSize, Data: big[agentproto.ChunkSize:]})
+		procs.Chunk{Stream: "stdout", Offset: 0, Data: big[:agentproto.ChunkSize]},
+		procs.Chunk{Stream: "stdout", Offset: agentproto.ChunkSize, Data: big[agentproto.ChunkSize:]})
 }
 
 // TestFollowLockstep lets the command write only after the follower got the
 // previous chunk, so every chunk reaches the follower through a wakeup.
 func TestFollowLockstep(t *testing.T) {
-	tb := process.NewTable(process.Options{})
+	tb := procs.NewTable(procs.Options{})
 	step := make(chan struct{})
-	parts := []process.Chunk{ch("stdout", 0, "one\n"), ch("stderr", 4, "two\n"), ch("stdout", 8, "three\n")}
+	parts := []procs.Chunk{ch("stdout", 0, "one\n"), ch("stderr", 4, "two\n"), ch("stdout", 8, "three\n")}
 	_, err := tb.Start(context.Background(), "p", argv("x"), nil, false, starter(func(f *fake) (agentproto.ExitStatus, error) {
 		for _, p := range parts {
 			<-step
@@ -139,9 +138,9 @@ func TestFollowLockstep(t *testing.T) {
 		t.Fatal(err)
 	}
 	step <- struct{}{}
-	var got []process.Chunk
-	info, err := tb.Output(context.Background(), "p", 0, true, func(c process.Chunk) error {
-		got = append(got, process.Chunk{Stream: c.Stream, Offset: c.Offset, Data: bytes.Clone(c.Data)})
+	var got []procs.Chunk
+	info, err := tb.Output(context.Background(), "p", 0, true, func(c procs.Chunk) error {
+		got = append(got, procs.Chunk{Stream: c.Stream, Offset: c.Offset, Data: bytes.Clone(c.Data)})
 		step <- struct{}{} // the next write, or the exit
 		return nil
 	})
@@ -149,13 +148,13 @@ func TestFollowLockstep(t *testing.T) {
 		t.Fatal(err)
 	}
 	eqChunks(t, "followed", got, parts...)
-	if info.State != process.StateExited || info.Exit.Code != 0 || info.OutputBytes != 14 {
+	if info.State != procs.StateExited || info.Exit.Code != 0 || info.OutputBytes != 14 {
 		t.Fatalf("final info %+v", info)
 	}
 }
 
 func TestFollowEndsOnCancel(t *testing.T) {
-	tb := process.NewTable(process.Options{})
+	tb := procs.NewTable(procs.Options{})
 	_, err := tb.Start(context.Background(), "p", argv("x"), nil, false, starter(func(f *fake) (agentproto.ExitStatus, error) {
 		f.out("stdout", "hi")
 		return f.untilSignal()
@@ -164,8 +163,8 @@ func TestFollowEndsOnCancel(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	var got []process.Chunk
-	info, err := tb.Output(ctx, "p", 0, true, func(c process.Chunk) error {
+	var got []procs.Chunk
+	info, err := tb.Output(ctx, "p", 0, true, func(c procs.Chunk) error {
 		got = append(got, c)
 		cancel() // the follower now waits for more, until it sees ctx end
 		return nil
@@ -173,11 +172,11 @@ func TestFollowEndsOnCancel(t *testing.T) {
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("Output = %v, want context.Canceled", err)
 	}
-	if len(got) != 1 || info.State != process.StateRunning || info.OutputBytes != 2 {
+	if len(got) != 1 || info.State != procs.StateRunning || info.OutputBytes != 2 {
 		t.Fatalf("got %s, info %+v", fmtChunks(got), info)
 	}
 	// The request's end did not touch the process.
-	if in, _ := tb.Get("p"); in.State != process.StateRunning {
+	if in, _ := tb.Get("p"); in.State != procs.StateRunning {
 		t.Fatalf("state after cancelled follow: %+v", in)
 	}
 	if err := tb.Signal(context.Background(), "p", syscall.SIGTERM); err != nil {
@@ -187,7 +186,7 @@ func TestFollowEndsOnCancel(t *testing.T) {
 }
 
 func TestBufferDropsOldest(t *testing.T) {
-	tb := process.NewTable(process.Options{BufferBytes: 10})
+	tb := procs.NewTable(procs.Options{BufferBytes: 10})
 	_, err := tb.Start(context.Background(), "p", argv("x"), nil, false, starter(func(f *fake) (agentproto.ExitStatus, error) {
 		f.out("stdout", "0123456789")
 		f.out("stderr", "abcde")
@@ -202,11 +201,11 @@ func TestBufferDropsOldest(t *testing.T) {
 	}
 	for _, off := range []int64{0, 4} {
 		got, oi, err := collect(t, tb, context.Background(), "p", off, false)
-		var de *process.DroppedError
-		if !errors.Is(err, process.ErrDropped) || !errors.As(err, &de) || len(got) != 0 {
+		var de *procs.DroppedError
+		if !errors.Is(err, procs.ErrDropped) || !errors.As(err, &de) || len(got) != 0 {
 			t.Fatalf("offset %d: %v, %s", off, err, fmtChunks(got))
 		}
-		if *de != (process.DroppedError{ID: "p", Offset: off, Dropped: 5, Kept: 10}) {
+		if *de != (procs.DroppedError{ID: "p", Offset: off, Dropped: 5, Kept: 10}) {
 			t.Fatalf("offset %d: %+v", off, *de)
 		}
 		if !strings.Contains(err.Error(), "resume from offset 5") || oi.OutputDropped != 5 {
@@ -239,7 +238,7 @@ func TestBufferDropsOldest(t *testing.T) {
 // TestFollowerFallsBehind: output overflows the buffer while a follower's
 // emit is blocked; its next round ends with ErrDropped.
 func TestFollowerFallsBehind(t *testing.T) {
-	tb := process.NewTable(process.Options{BufferBytes: 4})
+	tb := procs.NewTable(procs.Options{BufferBytes: 4})
 	more, written := make(chan struct{}), make(chan struct{})
 	_, err := tb.Start(context.Background(), "p", argv("x"), nil, false, starter(func(f *fake) (agentproto.ExitStatus, error) {
 		f.out("stdout", "aaaa")
@@ -251,14 +250,14 @@ func TestFollowerFallsBehind(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var got []process.Chunk
-	_, err = tb.Output(context.Background(), "p", 0, true, func(c process.Chunk) error {
-		got = append(got, process.Chunk{Stream: c.Stream, Offset: c.Offset, Data: bytes.Clone(c.Data)})
+	var got []procs.Chunk
+	_, err = tb.Output(context.Background(), "p", 0, true, func(c procs.Chunk) error {
+		got = append(got, procs.Chunk{Stream: c.Stream, Offset: c.Offset, Data: bytes.Clone(c.Data)})
 		close(more)
 		<-written
 		return nil
 	})
-	var de *process.DroppedError
+	var de *procs.DroppedError
 	if !errors.As(err, &de) || de.Offset != 4 || de.Dropped != 8 {
 		t.Fatalf("Output = %v", err)
 	}
@@ -283,46 +282,46 @@ func echo(f *fake) (agentproto.ExitStatus, error) {
 }
 
 func TestStdinRoundTrip(t *testing.T) {
-	tb := process.NewTable(process.Options{})
+	tb := procs.NewTable(procs.Options{})
 	ctx := context.Background()
 	info, err := tb.Start(ctx, "e", argv("cat"), []byte("hello "), true, starter(echo, nil))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !info.StdinOpen || info.State != process.StateRunning {
+	if !info.StdinOpen || info.State != procs.StateRunning {
 		t.Fatalf("start info %+v", info)
 	}
 	if n, err := tb.WriteStdin(ctx, "e", strings.NewReader("world\n"), false); n != 6 || err != nil {
 		t.Fatalf("WriteStdin = %d, %v", n, err)
 	}
 	until(t, tb, "e", "hello world\n")
-	if in, _ := tb.Get("e"); !in.StdinOpen || in.State != process.StateRunning {
+	if in, _ := tb.Get("e"); !in.StdinOpen || in.State != procs.StateRunning {
 		t.Fatalf("info %+v", in)
 	}
 	if n, err := tb.WriteStdin(ctx, "e", strings.NewReader("bye"), true); n != 3 || err != nil {
 		t.Fatalf("WriteStdin close = %d, %v", n, err)
 	}
 	info = wait(t, tb, "e")
-	if info.State != process.StateExited || info.Exit.Code != 0 || info.StdinOpen {
+	if info.State != procs.StateExited || info.Exit.Code != 0 || info.StdinOpen {
 		t.Fatalf("end info %+v", info)
 	}
 	var all []byte
-	if _, err := tb.Output(ctx, "e", 0, false, func(c process.Chunk) error { all = append(all, c.Data...); return nil }); err != nil {
+	if _, err := tb.Output(ctx, "e", 0, false, func(c procs.Chunk) error { all = append(all, c.Data...); return nil }); err != nil {
 		t.Fatal(err)
 	}
 	if string(all) != "hello world\nbye" {
 		t.Fatalf("output %q", all)
 	}
-	if _, err := tb.WriteStdin(ctx, "e", strings.NewReader("late"), false); !errors.Is(err, process.ErrExited) {
+	if _, err := tb.WriteStdin(ctx, "e", strings.NewReader("late"), false); !errors.Is(err, procs.ErrExited) {
 		t.Fatalf("WriteStdin after exit: %v", err)
 	}
-	if _, err := tb.WriteStdin(ctx, "none", nil, true); !errors.Is(err, process.ErrNotFound) {
+	if _, err := tb.WriteStdin(ctx, "none", nil, true); !errors.Is(err, procs.ErrNotFound) {
 		t.Fatalf("WriteStdin unknown: %v", err)
 	}
 }
 
 func TestStdinClosed(t *testing.T) {
-	tb := process.NewTable(process.Options{})
+	tb := procs.NewTable(procs.Options{})
 	ctx := context.Background()
 	// Reads stdin to EOF, reports it, then runs until signalled.
 	readAll := func(f *fake) (agentproto.ExitStatus, error) {
@@ -340,10 +339,10 @@ func TestStdinClosed(t *testing.T) {
 		t.Fatalf("WriteStdin = %d, %v", n, err)
 	}
 	until(t, tb, "open", "stdin=\"x\" nil=false\n")
-	if in, _ := tb.Get("open"); in.StdinOpen || in.State != process.StateRunning {
+	if in, _ := tb.Get("open"); in.StdinOpen || in.State != procs.StateRunning {
 		t.Fatalf("info %+v", in)
 	}
-	if _, err := tb.WriteStdin(ctx, "open", strings.NewReader("y"), false); !errors.Is(err, process.ErrStdinClosed) {
+	if _, err := tb.WriteStdin(ctx, "open", strings.NewReader("y"), false); !errors.Is(err, procs.ErrStdinClosed) {
 		t.Fatalf("WriteStdin after close: %v", err)
 	}
 
@@ -353,7 +352,7 @@ func TestStdinClosed(t *testing.T) {
 		t.Fatalf("Start = %+v, %v", info, err)
 	}
 	until(t, tb, "bytes", "stdin=\"abc\" nil=false\n")
-	if _, err := tb.WriteStdin(ctx, "bytes", strings.NewReader("y"), false); !errors.Is(err, process.ErrStdinClosed) {
+	if _, err := tb.WriteStdin(ctx, "bytes", strings.NewReader("y"), false); !errors.Is(err, procs.ErrStdinClosed) {
 		t.Fatalf("WriteStdin without stdinOpen: %v", err)
 	}
 	// Neither: /dev/null, a nil reader.
@@ -405,7 +404,7 @@ func (r *cancelReader) Read(p []byte) (int, error) {
 // ends with the request's ctx; stdin stays open, the pending chunk is
 // delivered later, before the next writer's bytes.
 func TestWriteStdinCancelled(t *testing.T) {
-	tb := process.NewTable(process.Options{})
+	tb := procs.NewTable(procs.Options{})
 	startReading := make(chan struct{})
 	_, err := tb.Start(context.Background(), "p", argv("x"), nil, true, starter(func(f *fake) (agentproto.ExitStatus, error) {
 		<-startReading
@@ -434,7 +433,7 @@ func TestWriteStdinCancelled(t *testing.T) {
 	}
 	wait(t, tb, "p")
 	var all []byte
-	tb.Output(context.Background(), "p", 0, false, func(c process.Chunk) error { all = append(all, c.Data...); return nil })
+	tb.Output(context.Background(), "p", 0, false, func(c procs.Chunk) error { all = append(all, c.Data...); return nil })
 	if string(all) != "XYZ" {
 		t.Fatalf("output %q", all)
 	}
@@ -443,7 +442,7 @@ func TestWriteStdinCancelled(t *testing.T) {
 // TestWriteStdinUnblockedByExit: a write blocked on a command that never
 // reads fails with ErrExited when the command ends.
 func TestWriteStdinUnblockedByExit(t *testing.T) {
-	tb := process.NewTable(process.Options{})
+	tb := procs.NewTable(procs.Options{})
 	started := make(chan *fake, 1)
 	_, err := tb.Start(context.Background(), "p", argv("x"), nil, true, starter(func(f *fake) (agentproto.ExitStatus, error) {
 		return f.untilSignal()
@@ -456,7 +455,7 @@ func TestWriteStdinUnblockedByExit(t *testing.T) {
 	r := &hookReader{data: "never read", hook: func() {
 		go func() { signalled <- tb.Signal(context.Background(), "p", syscall.SIGKILL) }()
 	}}
-	if _, err := tb.WriteStdin(context.Background(), "p", r, false); !errors.Is(err, process.ErrExited) {
+	if _, err := tb.WriteStdin(context.Background(), "p", r, false); !errors.Is(err, procs.ErrExited) {
 		t.Fatalf("WriteStdin = %v", err)
 	}
 	if err := <-signalled; err != nil {
@@ -485,7 +484,7 @@ func (r *hookReader) Read(p []byte) (int, error) {
 
 func TestSignal(t *testing.T) {
 	var ex exits
-	tb := process.NewTable(process.Options{OnExit: ex.record})
+	tb := procs.NewTable(procs.Options{OnExit: ex.record})
 	ctx := context.Background()
 	if _, err := tb.Start(ctx, "p", argv("sleep"), nil, false, starter(func(f *fake) (agentproto.ExitStatus, error) {
 		return f.untilSignal()
@@ -496,13 +495,13 @@ func TestSignal(t *testing.T) {
 		t.Fatal(err)
 	}
 	info := wait(t, tb, "p")
-	if info.State != process.StateExited || info.Exit.Signal != 15 || info.Exit.ShellCode() != 143 {
+	if info.State != procs.StateExited || info.Exit.Signal != 15 || info.Exit.ShellCode() != 143 {
 		t.Fatalf("info %+v exit %+v", info, info.Exit)
 	}
-	if err := tb.Signal(ctx, "p", syscall.SIGTERM); !errors.Is(err, process.ErrExited) {
+	if err := tb.Signal(ctx, "p", syscall.SIGTERM); !errors.Is(err, procs.ErrExited) {
 		t.Fatalf("Signal after exit: %v", err)
 	}
-	if err := tb.Signal(ctx, "q", syscall.SIGTERM); !errors.Is(err, process.ErrNotFound) {
+	if err := tb.Signal(ctx, "q", syscall.SIGTERM); !errors.Is(err, procs.ErrNotFound) {
 		t.Fatalf("Signal unknown: %v", err)
 	}
 	tb.WaitWaiters()
@@ -514,15 +513,15 @@ func TestSignal(t *testing.T) {
 // TestSignalRace: the command ends between the table's check and the
 // signal's delivery; the Proc's "done" error becomes ErrExited.
 func TestSignalRace(t *testing.T) {
-	tb := process.NewTable(process.Options{})
+	tb := procs.NewTable(procs.Options{})
 	release := make(chan struct{})
-	start := func(ctx context.Context, req agentproto.ExecRequest, stdin io.Reader, stdout, stderr io.Writer) (process.Proc, error) {
+	start := func(ctx context.Context, req agentproto.ExecRequest, stdin io.Reader, stdout, stderr io.Writer) (procs.Proc, error) {
 		return &doneProc{release: release}, nil
 	}
 	if _, err := tb.Start(context.Background(), "p", argv("x"), nil, false, start); err != nil {
 		t.Fatal(err)
 	}
-	if err := tb.Signal(context.Background(), "p", syscall.SIGTERM); !errors.Is(err, process.ErrExited) {
+	if err := tb.Signal(context.Background(), "p", syscall.SIGTERM); !errors.Is(err, procs.ErrExited) {
 		t.Fatalf("Signal = %v", err)
 	}
 	close(release)
@@ -534,7 +533,7 @@ type doneProc struct{ release chan struct{} }
 
 func (p *doneProc) Pid() int { return 7 }
 func (p *doneProc) Signal(context.Context, syscall.Signal) error {
-	return fmt.Errorf("agent: signal: %w", agent.ErrProcessDone)
+	return fmt.Errorf("agent: signal: %w", procs.ErrExited)
 }
 func (p *doneProc) Wait() (agentproto.ExitStatus, error) {
 	<-p.release
@@ -543,27 +542,27 @@ func (p *doneProc) Wait() (agentproto.ExitStatus, error) {
 
 func TestLostAndStartFailure(t *testing.T) {
 	var ex exits
-	tb := process.NewTable(process.Options{OnExit: ex.record})
+	tb := procs.NewTable(procs.Options{OnExit: ex.record})
 	ctx := context.Background()
 	_, err := tb.Start(ctx, "lost", argv("x"), nil, true, starter(func(f *fake) (agentproto.ExitStatus, error) {
 		f.out("stdout", "partial")
-		return agentproto.ExitStatus{Code: -1}, fmt.Errorf("agent: exec x: %w: EOF", agent.ErrDisconnected)
+		return agentproto.ExitStatus{Code: -1}, fmt.Errorf("agent: exec x: %w: EOF", errDisconnected)
 	}, nil))
 	if err != nil {
 		t.Fatal(err)
 	}
 	info := wait(t, tb, "lost")
-	if info.State != process.StateLost || info.Exit != nil || info.StdinOpen || info.OutputBytes != 7 ||
+	if info.State != procs.StateLost || info.Exit != nil || info.StdinOpen || info.OutputBytes != 7 ||
 		info.Error != "agent: exec x: agent: disconnected from guest agent: EOF" {
 		t.Fatalf("lost info %+v", info)
 	}
-	if _, err := tb.WriteStdin(ctx, "lost", strings.NewReader("x"), false); !errors.Is(err, process.ErrExited) {
+	if _, err := tb.WriteStdin(ctx, "lost", strings.NewReader("x"), false); !errors.Is(err, procs.ErrExited) {
 		t.Fatalf("WriteStdin on lost: %v", err)
 	}
 
 	// A start failure is reported by Wait with a status: exited.
 	notFound := agentproto.ExitStatus{Code: -1, ErrorKind: agentproto.ExecNotFound, Error: "python4: command not found"}
-	start := func(ctx context.Context, req agentproto.ExecRequest, stdin io.Reader, stdout, stderr io.Writer) (process.Proc, error) {
+	start := func(ctx context.Context, req agentproto.ExecRequest, stdin io.Reader, stdout, stderr io.Writer) (procs.Proc, error) {
 		return &endedProc{st: notFound}, nil
 	}
 	info, err = tb.Start(ctx, "nf", argv("python4"), nil, false, start)
@@ -571,32 +570,32 @@ func TestLostAndStartFailure(t *testing.T) {
 		t.Fatal(err)
 	}
 	info = wait(t, tb, "nf")
-	if info.State != process.StateExited || info.Pid != 0 || !reflect.DeepEqual(*info.Exit, notFound) || info.Exit.ShellCode() != 127 {
+	if info.State != procs.StateExited || info.Pid != 0 || !reflect.DeepEqual(*info.Exit, notFound) || info.Exit.ShellCode() != 127 {
 		t.Fatalf("start failure info %+v", info)
 	}
-	if err := tb.Signal(ctx, "nf", syscall.SIGTERM); !errors.Is(err, process.ErrExited) {
+	if err := tb.Signal(ctx, "nf", syscall.SIGTERM); !errors.Is(err, procs.ErrExited) {
 		t.Fatalf("Signal: %v", err)
 	}
 	// A killed command whose status arrived (ctx ended) is exited too.
-	start = func(ctx context.Context, req agentproto.ExecRequest, stdin io.Reader, stdout, stderr io.Writer) (process.Proc, error) {
+	start = func(ctx context.Context, req agentproto.ExecRequest, stdin io.Reader, stdout, stderr io.Writer) (procs.Proc, error) {
 		return &endedProc{st: agentproto.ExitStatus{Code: -1, Signal: 9}, err: context.Canceled}, nil
 	}
 	if _, err := tb.Start(ctx, "killed", argv("x"), nil, false, start); err != nil {
 		t.Fatal(err)
 	}
-	if info := wait(t, tb, "killed"); info.State != process.StateExited || info.Exit.Signal != 9 || info.Error != "" {
+	if info := wait(t, tb, "killed"); info.State != procs.StateExited || info.Exit.Signal != 9 || info.Error != "" {
 		t.Fatalf("killed info %+v", info)
 	}
 
 	// StartFunc errors are returned and leave nothing behind.
 	boom := errors.New("agent: exec x: boom")
-	_, err = tb.Start(ctx, "fail", argv("x"), []byte("in"), true, func(context.Context, agentproto.ExecRequest, io.Reader, io.Writer, io.Writer) (process.Proc, error) {
+	_, err = tb.Start(ctx, "fail", argv("x"), []byte("in"), true, func(context.Context, agentproto.ExecRequest, io.Reader, io.Writer, io.Writer) (procs.Proc, error) {
 		return nil, boom
 	})
 	if !errors.Is(err, boom) {
 		t.Fatalf("Start = %v", err)
 	}
-	if _, err := tb.Get("fail"); !errors.Is(err, process.ErrNotFound) {
+	if _, err := tb.Get("fail"); !errors.Is(err, procs.ErrNotFound) {
 		t.Fatalf("failed start kept: %v", err)
 	}
 	tb.WaitWaiters()
@@ -618,12 +617,12 @@ type endedProc struct {
 
 func (p *endedProc) Pid() int { return 0 }
 func (p *endedProc) Signal(context.Context, syscall.Signal) error {
-	return agent.ErrProcessDone
+	return procs.ErrExited
 }
 func (p *endedProc) Wait() (agentproto.ExitStatus, error) { return p.st, p.err }
 
 func TestLifetimeContextKills(t *testing.T) {
-	tb := process.NewTable(process.Options{})
+	tb := procs.NewTable(procs.Options{})
 	life, cancel := context.WithCancel(context.Background())
 	if _, err := tb.Start(life, "p", argv("x"), nil, false, starter(func(f *fake) (agentproto.ExitStatus, error) {
 		return f.untilSignal()
@@ -631,13 +630,13 @@ func TestLifetimeContextKills(t *testing.T) {
 		t.Fatal(err)
 	}
 	cancel()
-	if info := wait(t, tb, "p"); info.State != process.StateExited || info.Exit.Signal != 9 {
+	if info := wait(t, tb, "p"); info.State != procs.StateExited || info.Exit.Signal != 9 {
 		t.Fatalf("info %+v", info)
 	}
 }
 
 func TestMaxProcesses(t *testing.T) {
-	tb := process.NewTable(process.Options{MaxProcesses: 2})
+	tb := procs.NewTable(procs.Options{MaxProcesses: 2})
 	ctx := context.Background()
 	long := starter(func(f *fake) (agentproto.ExitStatus, error) { return f.untilSignal() }, nil)
 	short := starter(func(f *fake) (agentproto.ExitStatus, error) { return exit(0) }, nil)
@@ -648,16 +647,16 @@ func TestMaxProcesses(t *testing.T) {
 	if _, err := tb.Start(ctx, "b", argv("x"), nil, false, long); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := tb.Start(ctx, "b", argv("x"), nil, false, long); !errors.Is(err, process.ErrExists) {
+	if _, err := tb.Start(ctx, "b", argv("x"), nil, false, long); !errors.Is(err, procs.ErrExists) {
 		t.Fatalf("reused id: %v", err)
 	}
 	if _, err := tb.Start(ctx, "c", argv("x"), nil, false, long); err != nil {
 		t.Fatalf("Start c (evicts a): %v", err)
 	}
-	if _, err := tb.Get("a"); !errors.Is(err, process.ErrNotFound) {
+	if _, err := tb.Get("a"); !errors.Is(err, procs.ErrNotFound) {
 		t.Fatalf("a not forgotten: %v", err)
 	}
-	if _, err := tb.Start(ctx, "d", argv("x"), nil, false, long); !errors.Is(err, process.ErrTooMany) || !strings.Contains(err.Error(), "all 2 kept processes still run") {
+	if _, err := tb.Start(ctx, "d", argv("x"), nil, false, long); !errors.Is(err, procs.ErrTooMany) || !strings.Contains(err.Error(), "all 2 kept processes still run") {
 		t.Fatalf("Start d: %v", err)
 	}
 	var ids []string
@@ -685,7 +684,7 @@ func TestMaxProcesses(t *testing.T) {
 }
 
 func TestEmptyID(t *testing.T) {
-	tb := process.NewTable(process.Options{})
+	tb := procs.NewTable(procs.Options{})
 	if _, err := tb.Start(context.Background(), "", argv("x"), nil, false, starter(echo, nil)); err == nil {
 		t.Fatal("Start with an empty id succeeded")
 	}
@@ -693,7 +692,7 @@ func TestEmptyID(t *testing.T) {
 
 func TestCloseAll(t *testing.T) {
 	var ex exits
-	tb := process.NewTable(process.Options{OnExit: ex.record})
+	tb := procs.NewTable(procs.Options{OnExit: ex.record})
 	ctx := context.Background()
 	started := make(chan *fake, 2)
 	long := starter(func(f *fake) (agentproto.ExitStatus, error) {
@@ -711,9 +710,9 @@ func TestCloseAll(t *testing.T) {
 	until(t, tb, "run", "up\n")
 
 	// A follower and a blocked stdin writer are released by CloseAll.
-	followed := make(chan process.Info, 1)
+	followed := make(chan procs.Info, 1)
 	go func() {
-		info, err := tb.Output(ctx, "run", 0, true, func(process.Chunk) error { return nil })
+		info, err := tb.Output(ctx, "run", 0, true, func(procs.Chunk) error { return nil })
 		if err != nil {
 			t.Error(err)
 		}
@@ -727,34 +726,34 @@ func TestCloseAll(t *testing.T) {
 
 	tb.CloseAll("sandbox removed")
 	info, _ := tb.Get("run")
-	if info.State != process.StateLost || info.Error != "sandbox removed" || info.StdinOpen || info.EndedAt.IsZero() {
+	if info.State != procs.StateLost || info.Error != "sandbox removed" || info.StdinOpen || info.EndedAt.IsZero() {
 		t.Fatalf("info after CloseAll %+v", info)
 	}
 	<-f.done // it got SIGKILL
 	if f.st.Signal != 9 {
 		t.Fatalf("fake ended with %+v", f.st)
 	}
-	if fi := <-followed; fi.State != process.StateLost {
+	if fi := <-followed; fi.State != procs.StateLost {
 		t.Fatalf("follower's info %+v", fi)
 	}
-	if err := <-wrote; !errors.Is(err, process.ErrExited) {
+	if err := <-wrote; !errors.Is(err, procs.ErrExited) {
 		t.Fatalf("blocked WriteStdin: %v", err)
 	}
-	if _, err := tb.Start(ctx, "new", argv("x"), nil, false, long); !errors.Is(err, process.ErrClosed) {
+	if _, err := tb.Start(ctx, "new", argv("x"), nil, false, long); !errors.Is(err, procs.ErrClosed) {
 		t.Fatalf("Start after CloseAll: %v", err)
 	}
-	if in, _ := tb.Get("done"); in.State != process.StateExited {
+	if in, _ := tb.Get("done"); in.State != procs.StateExited {
 		t.Fatalf("ended process changed: %+v", in)
 	}
 	tb.WaitWaiters()
-	if got := ex.get("run"); len(got) != 1 || got[0].State != process.StateLost {
+	if got := ex.get("run"); len(got) != 1 || got[0].State != procs.StateLost {
 		t.Fatalf("OnExit(run) calls %+v", got)
 	}
-	if got := ex.get("done"); len(got) != 1 || got[0].State != process.StateExited {
+	if got := ex.get("done"); len(got) != 1 || got[0].State != procs.StateExited {
 		t.Fatalf("OnExit(done) calls %+v", got)
 	}
 	// Still lost, although the command's status arrived afterwards.
-	if in, _ := tb.Get("run"); in.State != process.StateLost || in.Exit != nil {
+	if in, _ := tb.Get("run"); in.State != procs.StateLost || in.Exit != nil {
 		t.Fatalf("info %+v", in)
 	}
 }
@@ -763,11 +762,11 @@ func TestCloseAll(t *testing.T) {
 // new command is killed and Start fails with ErrClosed.
 func TestCloseAllDuringStart(t *testing.T) {
 	var ex exits
-	tb := process.NewTable(process.Options{OnExit: ex.record})
+	tb := procs.NewTable(procs.Options{OnExit: ex.record})
 	inStart, proceed := make(chan struct{}), make(chan struct{})
 	var f *fake
 	inner := starter(func(f *fake) (agentproto.ExitStatus, error) { return f.untilSignal() }, nil)
-	start := func(ctx context.Context, req agentproto.ExecRequest, stdin io.Reader, stdout, stderr io.Writer) (process.Proc, error) {
+	start := func(ctx context.Context, req agentproto.ExecRequest, stdin io.Reader, stdout, stderr io.Writer) (procs.Proc, error) {
 		close(inStart)
 		<-proceed
 		p, err := inner(ctx, req, stdin, stdout, stderr)
@@ -782,14 +781,14 @@ func TestCloseAllDuringStart(t *testing.T) {
 	<-inStart
 	tb.CloseAll("sandbox stopped")
 	close(proceed)
-	if err := <-errc; !errors.Is(err, process.ErrClosed) {
+	if err := <-errc; !errors.Is(err, procs.ErrClosed) {
 		t.Fatalf("Start = %v", err)
 	}
 	<-f.done
 	if f.st.Signal != 9 {
 		t.Fatalf("command not killed: %+v", f.st)
 	}
-	if _, err := tb.Get("p"); !errors.Is(err, process.ErrNotFound) {
+	if _, err := tb.Get("p"); !errors.Is(err, procs.ErrNotFound) {
 		t.Fatalf("Get = %v", err)
 	}
 	tb.WaitWaiters()
@@ -801,18 +800,18 @@ func TestCloseAllDuringStart(t *testing.T) {
 // TestConcurrentFollowers: many followers, started before and during the
 // output, at various offsets, each get exactly the expected bytes once.
 func TestConcurrentFollowers(t *testing.T) {
-	tb := process.NewTable(process.Options{})
+	tb := procs.NewTable(procs.Options{})
 	const writes = 300
 	var want []byte
 	var wantStreams []string // per byte
-	var parts []process.Chunk
+	var parts []procs.Chunk
 	for i := range writes {
 		stream := "stdout"
 		if i%3 == 1 {
 			stream = "stderr"
 		}
 		s := fmt.Sprintf("line %d %s\n", i, strings.Repeat("x", i%17))
-		parts = append(parts, process.Chunk{Stream: stream, Data: []byte(s)})
+		parts = append(parts, procs.Chunk{Stream: stream, Data: []byte(s)})
 		want = append(want, s...)
 		for range s {
 			wantStreams = append(wantStreams, stream)
@@ -834,7 +833,7 @@ func TestConcurrentFollowers(t *testing.T) {
 	follow := func(offset int64) {
 		defer wg.Done()
 		next := offset
-		info, err := tb.Output(context.Background(), "p", offset, true, func(c process.Chunk) error {
+		info, err := tb.Output(context.Background(), "p", offset, true, func(c procs.Chunk) error {
 			if c.Offset != next || len(c.Data) == 0 {
 				return fmt.Errorf("chunk at %d (len %d), want %d", c.Offset, len(c.Data), next)
 			}
@@ -853,7 +852,7 @@ func TestConcurrentFollowers(t *testing.T) {
 			t.Errorf("follower from %d: %v", offset, err)
 			return
 		}
-		if next != int64(len(want)) || info.State != process.StateExited || info.Exit.Code != 5 || info.OutputBytes != int64(len(want)) {
+		if next != int64(len(want)) || info.State != procs.StateExited || info.Exit.Code != 5 || info.OutputBytes != int64(len(want)) {
 			t.Errorf("follower from %d ended at %d with %+v", offset, next, info)
 		}
 	}
@@ -873,8 +872,8 @@ func TestConcurrentFollowers(t *testing.T) {
 // ended, so what it records (the daemon's process.exit audit entry) is
 // there when a client that saw the exit looks for it.
 func TestOnExitBeforeVisible(t *testing.T) {
-	entered, release := make(chan process.Info, 1), make(chan struct{})
-	tb := process.NewTable(process.Options{OnExit: func(info process.Info) {
+	entered, release := make(chan procs.Info, 1), make(chan struct{})
+	tb := procs.NewTable(procs.Options{OnExit: func(info procs.Info) {
 		entered <- info
 		<-release
 	}})
@@ -884,16 +883,16 @@ func TestOnExitBeforeVisible(t *testing.T) {
 	}, nil)); err != nil {
 		t.Fatal(err)
 	}
-	var final process.Info
+	var final procs.Info
 	select {
 	case final = <-entered:
 	case <-time.After(10 * time.Second):
 		t.Fatal("OnExit not called")
 	}
-	if final.State != process.StateExited || final.Exit == nil || final.Exit.Code != 3 || final.EndedAt.IsZero() {
+	if final.State != procs.StateExited || final.Exit == nil || final.Exit.Code != 3 || final.EndedAt.IsZero() {
 		t.Fatalf("OnExit's info %+v, want exited with code 3 and ended_at", final)
 	}
-	if info, err := tb.Get("p"); err != nil || info.State != process.StateRunning {
+	if info, err := tb.Get("p"); err != nil || info.State != procs.StateRunning {
 		t.Fatalf("while OnExit runs: %+v, %v; want still running", info, err)
 	}
 	wctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
@@ -902,7 +901,7 @@ func TestOnExitBeforeVisible(t *testing.T) {
 		t.Fatalf("Wait returned %+v while OnExit runs", info)
 	}
 	close(release)
-	if info := wait(t, tb, "p"); info.State != process.StateExited || !info.EndedAt.Equal(final.EndedAt) {
+	if info := wait(t, tb, "p"); info.State != procs.StateExited || !info.EndedAt.Equal(final.EndedAt) {
 		t.Fatalf("after OnExit: %+v, want exited at %v", info, final.EndedAt)
 	}
 }

@@ -1,0 +1,359 @@
+package guestagent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/hashicorp/yamux"
+
+	"github.com/agentbox/agentbox/vmctl/agentproto"
+	"github.com/agentbox/agentbox/vmctl/guestagent/procs"
+)
+
+// Processes is the agent's table of detached processes (the proc-*
+// operations): commands that outlive the host session that started them,
+// with their output ring (agentproto.ProcRingBytes each) and exit status,
+// at most agentproto.ProcMax of them. One Processes serves every session
+// of an agent (Options.Processes); its commands run until they end, are
+// signalled, or Close.
+type Processes struct {
+	life  context.Context
+	stop  context.CancelFunc
+	table *procs.Table
+}
+
+// NewProcesses returns an empty table whose commands live until Close.
+func NewProcesses() *Processes {
+	life, stop := context.WithCancel(context.Background())
+	return &Processes{life: life, stop: stop, table: procs.NewTable(procs.Options{
+		BufferBytes:  agentproto.ProcRingBytes,
+		MaxProcesses: agentproto.ProcMax,
+	})}
+}
+
+// Close kills every detached process that still runs (SIGKILL to its
+// group) and refuses new ones; it returns once the kills were sent.
+func (p *Processes) Close() {
+	p.table.CloseAll("the agent's process table was closed")
+	p.stop()
+}
+
+// startLocal is the procs.StartFunc of the agent: startProcess (so an
+// ExecRequest means the same for attached and detached commands), with
+// stdin copied from stdin, output written to stdout and stderr until the
+// pipes are drained, and the process group killed when ctx ends or the
+// request's timeout expires.
+func startLocal(opts Options) procs.StartFunc {
+	return func(ctx context.Context, req agentproto.ExecRequest, stdin io.Reader, stdout, stderr io.Writer) (procs.Proc, error) {
+		req.Stdin = stdin != nil
+		p, err := startProcess(&req, opts)
+		if err != nil {
+			st := agentproto.ExitStatus{Code: -1, ErrorKind: agentproto.ExecOther, Error: err.Error()}
+			var se *startError
+			if errors.As(err, &se) {
+				st.ErrorKind = se.kind
+			}
+			lp := &localProc{done: make(chan struct{}), status: st}
+			close(lp.done)
+			return lp, nil
+		}
+		lp := &localProc{p: p, done: make(chan struct{})}
+		if stdin != nil {
+			go func() {
+				defer p.closeStdin()
+				_, _ = io.Copy(p.stdin, stdin) // EPIPE when the command stops reading
+			}()
+		}
+		go lp.run(ctx, time.Duration(req.TimeoutMs)*time.Millisecond, stdout, stderr)
+		return lp, nil
+	}
+}
+
+// localProc is a detached command started by startLocal.
+type localProc struct {
+	p      *process // nil if it did not start
+	done   chan struct{}
+	status agentproto.ExitStatus // set before done is closed
+}
+
+// Pid implements procs.Proc.
+func (lp *localProc) Pid() int {
+	if lp.p == nil {
+		return 0
+	}
+	return lp.p.child.pid
+}
+
+// Signal implements procs.Proc: the command's process group.
+func (lp *localProc) Signal(_ context.Context, sig syscall.Signal) error {
+	if lp.p == nil {
+		return procs.ErrExited
+	}
+	if err := getReaper().signalGroup(lp.p.child, sig); err != nil {
+		if errors.Is(err, errProcessDone) {
+			return fmt.Errorf("%w: %w", procs.ErrExited, err)
+		}
+		return fmt.Errorf("kill %d: %w", -lp.p.child.pid, err)
+	}
+	return nil
+}
+
+// Wait implements procs.Proc: the status once the output was drained.
+func (lp *localProc) Wait() (agentproto.ExitStatus, error) {
+	<-lp.done
+	return lp.status, nil
+}
+
+// run pumps the output, enforces the timeout and ctx, and records the end
+// like an attached exec (see server.exec).
+func (lp *localProc) run(ctx context.Context, timeout time.Duration, stdout, stderr io.Writer) {
+	p := lp.p
+	r := getReaper()
+	stopCtx := context.AfterFunc(ctx, func() { _ = r.signalGroup(p.child, syscall.SIGKILL) })
+	defer stopCtx()
+	var timer *time.Timer
+	if timeout > 0 {
+		timer = time.AfterFunc(timeout, func() {
+			p.timedOut.Store(true)
+			if r.signalGroup(p.child, syscall.SIGKILL) != nil {
+				p.timedOut.Store(false)
+			}
+		})
+	}
+	var pumps sync.WaitGroup
+	pumps.Go(func() { p.pumpTo(p.stdout, stdout) })
+	pumps.Go(func() { p.pumpTo(p.stderr, stderr) })
+	<-p.child.done
+	if timer != nil {
+		timer.Stop()
+	}
+	p.exited.Store(true)
+	deadline := time.Now().Add(drainIdle)
+	p.stdout.SetReadDeadline(deadline)
+	p.stderr.SetReadDeadline(deadline)
+	hard := time.AfterFunc(drainMax, func() {
+		p.stopDrain.Store(true)
+		p.stdout.SetReadDeadline(time.Unix(1, 0))
+		p.stderr.SetReadDeadline(time.Unix(1, 0))
+	})
+	pumps.Wait()
+	hard.Stop()
+	p.closeStdin()
+	lp.status = exitStatus(p.child.status, p.timedOut.Load())
+	close(lp.done)
+}
+
+// pumpTo is pump (exec_linux.go) writing to w instead of frames: it reads
+// f until EOF or, once the process exited, until it stays idle.
+func (p *process) pumpTo(f *os.File, w io.Writer) {
+	defer f.Close()
+	buf := make([]byte, agentproto.ChunkSize)
+	send := func(b []byte) { _, _ = w.Write(b) } // the table's writers never fail
+	for {
+		n, err := f.Read(buf)
+		if n > 0 {
+			send(buf[:n])
+			if p.exited.Load() && !p.stopDrain.Load() {
+				f.SetReadDeadline(time.Now().Add(drainIdle))
+			}
+		}
+		if errors.Is(err, os.ErrDeadlineExceeded) && !p.stopDrain.Load() {
+			drainNow(f, buf, send)
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// procInfo converts the table's Info to its protocol form.
+func procInfo(in procs.Info) agentproto.ProcInfo {
+	out := agentproto.ProcInfo{
+		ID: in.ID, Pid: in.Pid, Argv: in.Argv, State: in.State, Exit: in.Exit, Error: in.Error,
+		StdinOpen: in.StdinOpen, OutputBytes: in.OutputBytes, OutputDropped: in.OutputDropped,
+		StartedNs: in.StartedAt.UnixNano(),
+	}
+	if !in.EndedAt.IsZero() {
+		out.EndedNs = in.EndedAt.UnixNano()
+	}
+	if out.Argv == nil {
+		out.Argv = []string{}
+	}
+	return out
+}
+
+// procError maps the table's errors to protocol codes.
+func procError(err error) error {
+	code := agentproto.ErrorCode("")
+	switch {
+	case errors.Is(err, procs.ErrNotFound):
+		code = agentproto.CodeNotFound
+	case errors.Is(err, procs.ErrExists):
+		code = agentproto.CodeExists
+	case errors.Is(err, procs.ErrExited):
+		code = agentproto.CodeProcExited
+	case errors.Is(err, procs.ErrStdinClosed):
+		code = agentproto.CodeStdinClosed
+	case errors.Is(err, procs.ErrTooMany):
+		code = agentproto.CodeProcLimit
+	case errors.Is(err, procs.ErrRunning):
+		code = agentproto.CodeProcRunning
+	case errors.Is(err, procs.ErrClosed):
+		code = agentproto.CodeUnsupported
+	default:
+		return err
+	}
+	return &agentproto.Error{Code: code, Message: err.Error()}
+}
+
+// untilHostCloses returns a context cancelled when the host closes its
+// side of the stream (or sends anything: no frames are expected).
+func untilHostCloses(st *yamux.Stream) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		defer cancel()
+		var b [1]byte
+		_, _ = st.Read(b[:])
+	}()
+	return ctx, cancel
+}
+
+// procSpawn handles OpProcSpawn.
+func (s *server) procSpawn(fw *agentproto.Writer, req *agentproto.ProcSpawnRequest) error {
+	info, err := s.procs.table.Start(s.procs.life, req.ID, req.Exec, req.StdinData, req.Exec.Stdin, startLocal(s.opts))
+	if err != nil {
+		return procError(err)
+	}
+	if info.Pid == 0 { // it could not start: answer with its end
+		if info, err = s.procs.table.Wait(s.life, req.ID); err != nil {
+			return procError(err)
+		}
+	}
+	return fw.WriteJSON(agentproto.FrameResponse, procInfo(info))
+}
+
+// procList handles OpProcList.
+func (s *server) procList(fw *agentproto.Writer, req *agentproto.ProcListRequest) error {
+	var list agentproto.ProcList
+	if req.ID != "" {
+		info, err := s.procs.table.Get(req.ID)
+		if err != nil {
+			return procError(err)
+		}
+		list.Procs = []agentproto.ProcInfo{procInfo(info)}
+	} else {
+		for _, info := range s.procs.table.List() {
+			list.Procs = append(list.Procs, procInfo(info))
+		}
+	}
+	if list.Procs == nil {
+		list.Procs = []agentproto.ProcInfo{}
+	}
+	return fw.WriteJSON(agentproto.FrameResponse, list)
+}
+
+// procWait handles OpProcWait; the host's closing the stream ends the wait.
+func (s *server) procWait(st *yamux.Stream, fw *agentproto.Writer, req *agentproto.ProcRef) error {
+	ctx, cancel := untilHostCloses(st)
+	defer cancel()
+	info, err := s.procs.table.Wait(ctx, req.ID)
+	if err != nil {
+		return procError(err)
+	}
+	return fw.WriteJSON(agentproto.FrameResponse, procInfo(info))
+}
+
+// procOutput handles OpProcOutput.
+func (s *server) procOutput(st *yamux.Stream, fw *agentproto.Writer, req *agentproto.ProcOutputRequest) error {
+	ctx, cancel := untilHostCloses(st)
+	defer cancel()
+	next := req.Offset
+	var buf []byte
+	info, err := s.procs.table.Output(ctx, req.ID, req.Offset, req.Follow, func(c procs.Chunk) error {
+		stream := agentproto.ProcStdout
+		if c.Stream == procs.StreamStderr {
+			stream = agentproto.ProcStderr
+		}
+		buf = agentproto.AppendProcChunk(buf[:0], agentproto.ProcChunk{Stream: stream, Offset: c.Offset, Data: c.Data})
+		if err := fw.WriteFrame(agentproto.FrameProcOutput, buf); err != nil {
+			return err
+		}
+		next = c.Offset + int64(len(c.Data))
+		return nil
+	})
+	end := agentproto.ProcOutputEnd{Info: procInfo(info), Next: next}
+	var de *procs.DroppedError
+	switch {
+	case errors.As(err, &de):
+		end.Dropped, end.Next = true, de.Offset
+	case err != nil && ctx.Err() != nil:
+		return nil // the host went away
+	case err != nil:
+		return procError(err)
+	}
+	return fw.WriteJSON(agentproto.FrameResponse, end)
+}
+
+// stdinFrames reads the FrameStdin payloads of an OpProcStdin stream
+// until FrameDataEnd (then io.EOF).
+type stdinFrames struct {
+	fr   *agentproto.Reader
+	rest []byte
+	done bool
+}
+
+// Read implements io.Reader.
+func (r *stdinFrames) Read(p []byte) (int, error) {
+	for len(r.rest) == 0 {
+		if r.done {
+			return 0, io.EOF
+		}
+		t, b, err := r.fr.ReadFrame()
+		if err != nil {
+			return 0, fmt.Errorf("read stdin frames: %w", err)
+		}
+		switch t {
+		case agentproto.FrameStdin:
+			r.rest = b
+		case agentproto.FrameDataEnd:
+			r.done = true
+		default:
+			return 0, fmt.Errorf("unexpected %s frame in proc-stdin", t)
+		}
+	}
+	n := copy(p, r.rest)
+	r.rest = r.rest[n:]
+	return n, nil
+}
+
+// procStdin handles OpProcStdin. The write is bounded by the session: a
+// host that gives up closes the stream, which ends the frame reader.
+func (s *server) procStdin(fr *agentproto.Reader, fw *agentproto.Writer, req *agentproto.ProcStdinRequest) error {
+	n, err := s.procs.table.WriteStdin(s.life, req.ID, &stdinFrames{fr: fr}, req.Close)
+	if err != nil {
+		return procError(err)
+	}
+	return fw.WriteJSON(agentproto.FrameResponse, agentproto.ProcStdinResult{Bytes: n})
+}
+
+// procSignal handles OpProcSignal.
+func (s *server) procSignal(fw *agentproto.Writer, req *agentproto.ProcSignalRequest) error {
+	if err := s.procs.table.Signal(s.life, req.ID, syscall.Signal(req.Signal)); err != nil {
+		return procError(err)
+	}
+	return fw.WriteJSON(agentproto.FrameResponse, agentproto.Empty{})
+}
+
+// procForget handles OpProcForget.
+func (s *server) procForget(fw *agentproto.Writer, req *agentproto.ProcRef) error {
+	if err := s.procs.table.Forget(req.ID); err != nil {
+		return procError(err)
+	}
+	return fw.WriteJSON(agentproto.FrameResponse, agentproto.Empty{})
+}

@@ -1,0 +1,100 @@
+package sandbox
+
+import (
+	"context"
+	"io"
+	"syscall"
+
+	"github.com/agentbox/agentbox/vmctl/agentproto"
+)
+
+// The guest agent's detached processes (agent.Client's proc-* methods),
+// through the sandbox: each fails with ErrNotRunning unless the sandbox
+// runs, and a dead guest's error is explained. vmctl/process's Table is
+// built on them (Sandbox is a process.Guest). None does accounting.
+
+// SpawnProcess starts req detached under id (agent.Client.SpawnProcess).
+func (sb *Sandbox) SpawnProcess(ctx context.Context, id string, req agentproto.ExecRequest, stdinData []byte, stdinOpen bool) (agentproto.ProcInfo, error) {
+	c, err := sb.agentFor()
+	if err != nil {
+		return agentproto.ProcInfo{}, err
+	}
+	info, err := c.SpawnProcess(ctx, id, req, stdinData, stdinOpen)
+	return info, sb.explain(ctx, err)
+}
+
+// ListProcesses lists the guest's detached processes.
+func (sb *Sandbox) ListProcesses(ctx context.Context) ([]agentproto.ProcInfo, error) {
+	c, err := sb.agentFor()
+	if err != nil {
+		return nil, err
+	}
+	list, err := c.ListProcesses(ctx)
+	return list, sb.explain(ctx, err)
+}
+
+// GetProcess returns detached process id.
+func (sb *Sandbox) GetProcess(ctx context.Context, id string) (agentproto.ProcInfo, error) {
+	c, err := sb.agentFor()
+	if err != nil {
+		return agentproto.ProcInfo{}, err
+	}
+	info, err := c.GetProcess(ctx, id)
+	return info, sb.explain(ctx, err)
+}
+
+// WaitProcess waits for detached process id's end.
+func (sb *Sandbox) WaitProcess(ctx context.Context, id string) (agentproto.ProcInfo, error) {
+	c, err := sb.agentFor()
+	if err != nil {
+		return agentproto.ProcInfo{}, err
+	}
+	info, err := c.WaitProcess(ctx, id)
+	return info, sb.explain(ctx, err)
+}
+
+// ProcessOutput passes detached process id's output from offset to emit
+// (agent.Client.ProcessOutput); emit's error is returned as is.
+func (sb *Sandbox) ProcessOutput(ctx context.Context, id string, offset int64, follow bool, emit func(agentproto.ProcChunk) error) (agentproto.ProcOutputEnd, error) {
+	c, err := sb.agentFor()
+	if err != nil {
+		return agentproto.ProcOutputEnd{}, err
+	}
+	var emitErr error
+	end, err := c.ProcessOutput(ctx, id, offset, follow, func(ch agentproto.ProcChunk) error {
+		emitErr = emit(ch)
+		return emitErr
+	})
+	if err != nil && err == emitErr {
+		return end, err
+	}
+	return end, sb.explain(ctx, err)
+}
+
+// WriteProcessStdin copies r to detached process id's stdin.
+func (sb *Sandbox) WriteProcessStdin(ctx context.Context, id string, r io.Reader, closeAfter bool) (int64, error) {
+	c, err := sb.agentFor()
+	if err != nil {
+		return 0, err
+	}
+	n, err := c.WriteProcessStdin(ctx, id, r, closeAfter)
+	return n, sb.explain(ctx, err)
+}
+
+// SignalProcess signals detached process id's process group.
+func (sb *Sandbox) SignalProcess(ctx context.Context, id string, sig syscall.Signal) error {
+	c, err := sb.agentFor()
+	if err != nil {
+		return err
+	}
+	return sb.explain(ctx, c.SignalProcess(ctx, id, sig))
+}
+
+// ForgetProcess drops ended detached process id in the guest.
+func (sb *Sandbox) ForgetProcess(ctx context.Context, id string) error {
+	c, err := sb.agentFor()
+	if err != nil {
+		return err
+	}
+	return sb.explain(ctx, c.ForgetProcess(ctx, id))
+}
