@@ -62,6 +62,11 @@ const (
 	// host.agentbox.internal in /etc/hosts, e.g. after a snapshot restore
 	// gave the sandbox a new subnet; FrameResponse {}.
 	OpConfigureNetwork Op = "configure-network"
+	// OpConnect opens a TCP connection to a port on the guest's loopback
+	// ([ConnectRequest]) and carries its bytes both ways (connect.go):
+	// FrameResponse {} once connected, then FrameData / FrameDataEnd in
+	// both directions; see [Conn].
+	OpConnect Op = "connect"
 )
 
 // Request is the JSON payload of the FrameRequest that opens every stream.
@@ -89,6 +94,8 @@ type Request struct {
 	Identity *IdentityRequest `json:"identity,omitempty"`
 	// Network is set for OpConfigureNetwork.
 	Network *NetworkRequest `json:"network,omitempty"`
+	// Connect is set for OpConnect.
+	Connect *ConnectRequest `json:"connect,omitempty"`
 }
 
 // DefaultPath is the PATH of every command unless its Env overrides it;
@@ -418,6 +425,11 @@ func (r *Request) Validate() error {
 			break
 		}
 		return r.Network.Validate()
+	case OpConnect:
+		if r.Connect == nil {
+			break
+		}
+		return r.Connect.Validate()
 	case OpPing:
 		ok = true
 	default:

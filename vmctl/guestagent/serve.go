@@ -260,6 +260,8 @@ func (s *server) handle(st *yamux.Stream) {
 		err = s.identity(fw, req.Identity)
 	case agentproto.OpConfigureNetwork:
 		err = s.configureNetwork(fw, req.Network)
+	case agentproto.OpConnect:
+		err = s.connect(st, fr, fw, req.Connect)
 	}
 	if err != nil {
 		s.fail(fw, req.Op, err)
