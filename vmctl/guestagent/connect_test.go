@@ -131,7 +131,11 @@ func TestConnectAbort(t *testing.T) {
 	var reset atomic.Bool
 	port := listenLoopback(t, func(s *net.TCPConn) {
 		if reset.Load() {
+			// After a byte of the client's: a reset before connect()
+			// returned in the guest would be the dial's error.
+			s.Read(make([]byte, 1))
 			s.Write([]byte("partial"))
+			s.Read(make([]byte, 1)) // the client read it
 			s.SetLinger(0)
 			s.Close()
 			return
@@ -158,9 +162,14 @@ func TestConnectAbort(t *testing.T) {
 	// The guest's server resets: the host reads an error after the bytes.
 	reset.Store(true)
 	conn = connect(t, c, port)
-	got, err := io.ReadAll(conn)
-	if err == nil || string(got) != "partial" {
-		t.Fatalf("read after the guest's reset: %q, %v; want \"partial\" and an error", got, err)
+	conn.Write([]byte("g"))
+	got := make([]byte, 7)
+	if _, err := io.ReadFull(conn, got); err != nil || string(got) != "partial" {
+		t.Fatalf("read before the guest's reset: %q, %v", got, err)
+	}
+	conn.Write([]byte("o"))
+	if rest, err := io.ReadAll(conn); err == nil || len(rest) != 0 {
+		t.Fatalf("read after the guest's reset: %q, %v; want an error", rest, err)
 	}
 	conn.Close()
 	noStreams(t, c)
