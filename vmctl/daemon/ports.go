@@ -2,11 +2,13 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
 	"time"
 
+	"github.com/agentbox/agentbox/vmctl/agentproto"
 	"github.com/agentbox/agentbox/vmctl/api"
 	"github.com/agentbox/agentbox/vmctl/apiserver"
 	"github.com/agentbox/agentbox/vmctl/audit"
@@ -103,7 +105,13 @@ func (d *Daemon) listenPort(b *box, rec sandbox.PortForward) (*portEntry, error)
 		HostAddr:  rec.HostAddr,
 		Dial: func(ctx context.Context, port int) (portfwd.Conn, error) {
 			c, err := sb.Connect(ctx, port)
-			if err != nil {
+			var pe *agentproto.Error
+			switch {
+			case errors.As(err, &pe):
+				// The guest's own words ("connect to guest port 8000:
+				// connection refused: …") are the connection's error.
+				return nil, errors.New(pe.Message)
+			case err != nil:
 				return nil, err
 			}
 			return c, nil
