@@ -71,6 +71,9 @@ func eventually(t *testing.T, what string, cond func() bool) {
 // client's connection, Close leaves no stream and no goroutine.
 func TestForwardHTTP(t *testing.T) {
 	c := guest(t)
+	if _, err := c.Ping(context.Background()); err != nil { // both sessions run now
+		t.Fatal(err)
+	}
 	before := runtime.NumGoroutine() // with the agent session, before any forward or server
 	body := make([]byte, 4<<20)
 	rand.Read(body)
