@@ -64,6 +64,7 @@ func newApp() *cli.App {
 			stdinCommand(),
 			killCommand(),
 			cpCommand(),
+			portCommand(),
 			lsCommand(),
 			inspectCommand(),
 			logsCommand(),

@@ -86,6 +86,11 @@ const (
 	// OpProcForget drops an ended detached process, its output and status
 	// ([ProcRef]); FrameResponse {}.
 	OpProcForget Op = "proc-forget"
+	// OpConnect opens a TCP connection to a port on the guest's loopback
+	// ([ConnectRequest]) and carries its bytes both ways (connect.go):
+	// FrameResponse {} once connected, then FrameData / FrameDataEnd in
+	// both directions; see [Conn].
+	OpConnect Op = "connect"
 )
 
 // Request is the JSON payload of the FrameRequest that opens every stream.
@@ -125,6 +130,8 @@ type Request struct {
 	ProcStdin *ProcStdinRequest `json:"proc_stdin,omitempty"`
 	// ProcSignal is set for OpProcSignal.
 	ProcSignal *ProcSignalRequest `json:"proc_signal,omitempty"`
+	// Connect is set for OpConnect.
+	Connect *ConnectRequest `json:"connect,omitempty"`
 }
 
 // DefaultPath is the PATH of every command unless its Env overrides it;
@@ -456,6 +463,11 @@ func (r *Request) Validate() error {
 		return r.Network.Validate()
 	case OpProcSpawn, OpProcList, OpProcWait, OpProcOutput, OpProcStdin, OpProcSignal, OpProcForget:
 		return r.validateProc()
+	case OpConnect:
+		if r.Connect == nil {
+			break
+		}
+		return r.Connect.Validate()
 	case OpPing:
 		ok = true
 	default:

@@ -55,6 +55,9 @@ func TestValidate(t *testing.T) {
 		{Op: OpExec, Exec: &ExecRequest{Argv: []string{"a"}, Dir: "rel"}},
 		{Op: OpExec, Exec: &ExecRequest{Argv: []string{"a"}, TimeoutMs: -1}},
 		{Op: OpStat},
+		{Op: OpConnect},
+		{Op: OpConnect, Connect: &ConnectRequest{Port: 0}},
+		{Op: OpConnect, Connect: &ConnectRequest{Port: 65536}},
 	}
 	for _, r := range bad {
 		if err := r.Validate(); !errors.Is(err, fs.ErrInvalid) {
@@ -63,6 +66,7 @@ func TestValidate(t *testing.T) {
 	}
 	good := []Request{
 		{Op: OpPing},
+		{Op: OpConnect, Connect: &ConnectRequest{Port: 8000}},
 		{Op: OpExec, Exec: &ExecRequest{Argv: []string{"a b", ""}, Env: []string{"A="}, Dir: "/tmp"}},
 		{Op: OpStat, Path: &PathRequest{Path: "/"}},
 	}

@@ -37,6 +37,9 @@ func TestOpenAPIDocumentIsValid(t *testing.T) {
 // schemaTypes maps the wire types to their schema names.
 var schemaTypes = map[string]reflect.Type{
 	"WarmTemplate":         reflect.TypeFor[api.WarmTemplate](),
+	"PortForwardRequest":   reflect.TypeFor[api.PortForwardRequest](),
+	"PortForward":          reflect.TypeFor[api.PortForward](),
+	"PortForwardList":      reflect.TypeFor[api.PortForwardList](),
 	"WarmTemplateList":     reflect.TypeFor[api.WarmTemplateList](),
 	"Sandbox":              reflect.TypeFor[api.Sandbox](),
 	"ImageRef":             reflect.TypeFor[api.ImageRef](),

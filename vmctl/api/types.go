@@ -69,6 +69,8 @@ type Sandbox struct {
 	// Usage is the latest sample of its resource use (running sandboxes
 	// only; resources.go).
 	Usage *Usage `json:"usage,omitempty"`
+	// Ports are the sandbox's port forwards (ports.go), by guest port.
+	Ports []PortForward `json:"ports,omitempty"`
 }
 
 // ImageRef names an image.

@@ -75,6 +75,10 @@ var routes = []route{
 	{"GET", "/v1/sandboxes/{id}/files/list", []string{"path"}, reply(http.StatusOK, list)},
 	{"POST", "/v1/sandboxes/{id}/files/mkdir", nil, status(http.StatusCreated, noValue(withBody((*api.MkdirRequest).Validate, mkdir)))},
 
+	{"POST", "/v1/sandboxes/{id}/ports", nil, needs[PortBackend]("port forwarding", created(portLocation, withBody((*api.PortForwardRequest).Validate, forwardPort)))},
+	{"GET", "/v1/sandboxes/{id}/ports", nil, needs[PortBackend]("port forwarding", reply(http.StatusOK, listPorts))},
+	{"DELETE", "/v1/sandboxes/{id}/ports/{port}", nil, needs[PortBackend]("port forwarding", status(http.StatusNoContent, removePort))},
+
 	{"POST", "/v1/sandboxes/{id}/snapshots", nil, needs[SnapshotBackend]("snapshots", created(snapshotLocation, withBody((*api.SaveSnapshotRequest).Validate, saveSnapshot)))},
 	{"GET", "/v1/snapshots", []string{"sandbox"}, needs[SnapshotBackend]("snapshots", reply(http.StatusOK, listSnapshots))},
 	{"GET", "/v1/snapshots/{name}", nil, needs[SnapshotBackend]("snapshots", reply(http.StatusOK, getSnapshot))},

@@ -76,4 +76,6 @@ const (
 	ActionSnapshotSave   = "snapshot.save"   // a snapshot of the sandbox was saved
 	ActionSnapshotDelete = "snapshot.remove" // a snapshot of the sandbox was removed
 	ActionRestore        = "restore"         // the sandbox was restored from a snapshot
+	ActionPortOpen       = "port.open"       // a port forward's host listener was opened (or re-opened by a restarted daemon)
+	ActionPortClose      = "port.close"      // a port forward was closed; args count its connections and bytes
 )

@@ -128,6 +128,8 @@ type Daemon struct {
 
 	snapMetricsOnce sync.Once // snapshots.go
 	snapM           *snapshotMetrics
+
+	ports portTable // port forwards (ports.go)
 }
 
 // box is the daemon's side of one sandbox: its detached processes. The
@@ -224,7 +226,8 @@ func New(ctx context.Context, cfg Config) (_ *Daemon, err error) {
 		d.seen[sb.ID] = string(sb.State())
 		d.mu.Unlock()
 	}
-	d.startWarm() // snapshots.go
+	d.reopenPorts() // ports.go
+	d.startWarm()   // snapshots.go
 	d.auditReconcile()
 	d.adoptProcesses(ctx) // procs.go
 	d.closeLostExecs()
@@ -263,6 +266,7 @@ func (d *Daemon) Shutdown(ctx context.Context) error {
 	case <-ctx.Done():
 		d.log.Warn("shutdown deadline reached with execs still running; cutting them")
 	}
+	d.shutdownPorts() // the records keep them for the next daemon
 	for _, b := range d.allBoxes() {
 		if d.cfg.StopOnShutdown {
 			if err := d.mgr.Stop(context.Background(), b.sb, "daemon shut down"); err != nil {
@@ -337,6 +341,7 @@ func (d *Daemon) onChange(r sandbox.Record, removed bool) {
 			go func() {
 				b.procs.CloseAll("sandbox " + string(r.State))
 				b.cancel()
+				d.closePorts(r.ID, portsEnd(r, removed)) // ports.go
 			}()
 		}
 	}

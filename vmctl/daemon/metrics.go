@@ -40,7 +40,7 @@ func newMetrics(reg prometheus.Registerer, d *Daemon) *metrics {
 			Name: "agentbox_execs_total", Help: "Commands run, by mode (attached, detached) and result (ok: exit 0, exit: nonzero, error).",
 		}, []string{"mode", "result"}),
 		bytes: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "agentbox_bytes_total", Help: "Bytes moved between callers and sandboxes, by direction (in: to the guest, out: from it) and kind (stdio, file).",
+			Name: "agentbox_bytes_total", Help: "Bytes moved between callers and sandboxes, by direction (in: to the guest, out: from it) and kind (stdio, file, port: forwarded connections).",
 		}, []string{"direction", "kind"}),
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "agentbox_daemon_errors_total", Help: "Daemon-side failures by code (API error codes, audit_write).",

@@ -166,6 +166,7 @@ func (d *Daemon) StopSandbox(ctx context.Context, ref string) (api.Sandbox, erro
 	if err != nil {
 		return api.Sandbox{}, err
 	}
+	d.closePorts(sb.ID, "sandbox stopped") // now, not when onChange's goroutine gets to it
 	return d.view(sb), nil
 }
 
@@ -181,6 +182,7 @@ func (d *Daemon) DeleteSandbox(ctx context.Context, ref string, force bool) erro
 	if err != nil {
 		return err
 	}
+	d.closePorts(sb.ID, "sandbox removed") // now, not when onChange's goroutine gets to it
 	if err := d.store.DeleteExecs(sb.ID); err != nil {
 		d.log.Warn("delete exec history", "sandbox", sb.ID, "err", err)
 	}
@@ -205,6 +207,7 @@ func (d *Daemon) view(sb *sandbox.Sandbox) api.Sandbox {
 		v.ExpiresAt = timePtr(r.CreatedAt.Add(time.Duration(v.Limits.TTLSeconds) * time.Second))
 	}
 	v.Network = networkView(r)
+	v.Ports = d.portViews(sb.ID)         // ports.go
 	viewResources(r, &v, d.usage.latest) // resources.go
 	return v
 }

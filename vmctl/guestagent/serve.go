@@ -290,6 +290,8 @@ func (s *server) handle(st *yamux.Stream) {
 		err = s.procSignal(fw, req.ProcSignal)
 	case agentproto.OpProcForget:
 		err = s.procForget(fw, req.Proc)
+	case agentproto.OpConnect:
+		err = s.connect(st, fr, fw, req.Connect)
 	}
 	if err != nil {
 		s.fail(fw, req.Op, err)

@@ -132,6 +132,7 @@ func (m *Manager) NewBuild(s Shape) (*Build, error) {
 		r = *s.From
 		r.Reason, r.StartedAt, r.StoppedAt, r.BootMs = "", time.Time{}, time.Time{}, 0
 		r.Spec, r.Network = nil, nil
+		r.Ports = nil                          // the source's forwards hold their host addresses
 		r.Resources = r.Resources.forRestore() // our own copy, without the source's enforcement and cgroups
 	}
 	r.ID, r.Name, r.State, r.Domain, r.Labels, r.Extra = id, "", StateCreating, sb.Domain, nil, nil

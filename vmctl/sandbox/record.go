@@ -80,6 +80,10 @@ type Record struct {
 	// Extra is the sandbox's exec accounting as JSON (ExecAccount: limits
 	// and counters; exec.go); the manager itself never reads it.
 	Extra []byte `json:"extra,omitempty"`
+	// Ports are the sandbox's port forwards (ports.go), re-opened at the
+	// same host addresses by a restarted daemon; never shared with the
+	// slice a caller passed (SetPorts copies).
+	Ports []PortForward `json:"ports,omitempty"`
 }
 
 // Store keeps Records durably. vmctl/store implements it on bbolt; a nil

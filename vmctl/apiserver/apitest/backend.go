@@ -84,6 +84,8 @@ type Backend struct {
 	Snapshot SnapshotFns
 	// Warm holds the warm template methods' functions (warm.go).
 	Warm WarmFns
+	// Ports holds the port forward methods' functions (ports.go).
+	Ports PortFns
 
 	mu    sync.Mutex
 	calls []string

@@ -1,0 +1,54 @@
+package apitest
+
+import (
+	"context"
+
+	"github.com/agentbox/agentbox/vmctl/api"
+	"github.com/agentbox/agentbox/vmctl/apiserver"
+)
+
+// PortForward returns a valid port forward fixture for guestPort.
+func PortForward(guestPort int) api.PortForward {
+	return api.PortForward{
+		GuestPort: guestPort, HostAddr: "127.0.0.1:41234", CreatedAt: Epoch, Open: true,
+		Connections: 3, Active: 1, Failed: 1, BytesIn: 120, BytesOut: 4096,
+		LastError: "connect to guest port 8000: connection refused",
+	}
+}
+
+// PortFns are the functions of the fake's port methods (see
+// Backend.Ports); nil ones answer fixtures.
+type PortFns struct {
+	ForwardFn func(ctx context.Context, ref string, req api.PortForwardRequest) (api.PortForward, error)
+	ListFn    func(ctx context.Context, ref string) ([]api.PortForward, error)
+	RemoveFn  func(ctx context.Context, ref string, guestPort int) error
+}
+
+var _ apiserver.PortBackend = (*Backend)(nil)
+
+// ForwardPort implements apiserver.PortBackend.
+func (b *Backend) ForwardPort(ctx context.Context, ref string, req api.PortForwardRequest) (api.PortForward, error) {
+	b.record("ForwardPort", ref)
+	if b.Ports.ForwardFn != nil {
+		return b.Ports.ForwardFn(ctx, ref, req)
+	}
+	return PortForward(req.GuestPort), nil
+}
+
+// ListPorts implements apiserver.PortBackend.
+func (b *Backend) ListPorts(ctx context.Context, ref string) ([]api.PortForward, error) {
+	b.record("ListPorts", ref)
+	if b.Ports.ListFn != nil {
+		return b.Ports.ListFn(ctx, ref)
+	}
+	return []api.PortForward{PortForward(8000)}, nil
+}
+
+// RemovePort implements apiserver.PortBackend.
+func (b *Backend) RemovePort(ctx context.Context, ref string, guestPort int) error {
+	b.record("RemovePort", ref)
+	if b.Ports.RemoveFn != nil {
+		return b.Ports.RemoveFn(ctx, ref, guestPort)
+	}
+	return nil
+}

@@ -1,0 +1,292 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/agentbox/agentbox/vmctl/agentproto"
+	"github.com/agentbox/agentbox/vmctl/api"
+	"github.com/agentbox/agentbox/vmctl/apiserver"
+	"github.com/agentbox/agentbox/vmctl/audit"
+	"github.com/agentbox/agentbox/vmctl/errdefs"
+	"github.com/agentbox/agentbox/vmctl/portfwd"
+	"github.com/agentbox/agentbox/vmctl/sandbox"
+)
+
+var _ apiserver.PortBackend = (*Daemon)(nil)
+
+// portTable is the daemon's port forwards: by sandbox ID, then guest port
+// (one forward per guest port). Each sandbox's record keeps its forwards
+// (sandbox.Record.Ports), so a restarted daemon opens them again
+// (reopenPorts); a sandbox that stops or is removed loses them
+// (closePorts).
+type portTable struct {
+	mu sync.Mutex
+	m  map[string]map[int]*portEntry
+}
+
+// portEntry is one forward: its record and its listener (nil when a
+// restarted daemon could not listen again; err says why).
+type portEntry struct {
+	rec sandbox.PortForward
+	fwd *portfwd.Forward
+	err string
+}
+
+// recordsLocked returns the records of sandbox id's forwards by guest
+// port; t.mu held.
+func (t *portTable) recordsLocked(id string) []sandbox.PortForward {
+	var out []sandbox.PortForward
+	for _, e := range t.m[id] {
+		out = append(out, e.rec)
+	}
+	slices.SortFunc(out, func(a, b sandbox.PortForward) int { return a.GuestPort - b.GuestPort })
+	return out
+}
+
+// ForwardPort implements apiserver.PortBackend: it opens a host listener
+// whose connections go to the running sandbox's guest port through the
+// guest agent, keeps it in the sandbox's record and audits it.
+func (d *Daemon) ForwardPort(ctx context.Context, ref string, req api.PortForwardRequest) (api.PortForward, error) {
+	start := time.Now()
+	b, err := d.running(ref)
+	if err != nil {
+		return api.PortForward{}, err
+	}
+	hostAddr := req.HostAddr
+	if hostAddr == "" {
+		hostAddr = api.DefaultPortHostAddr
+	}
+	args := map[string]any{"guest_port": req.GuestPort, "host_addr": hostAddr}
+	e, err := d.openPort(b, sandbox.PortForward{GuestPort: req.GuestPort, HostAddr: hostAddr, CreatedAt: start.UTC()})
+	if err == nil {
+		args["host_addr"] = e.rec.HostAddr
+	}
+	d.auditAction(ctx, b.sb.ID, audit.ActionPortOpen, args, start, err)
+	if err != nil {
+		return api.PortForward{}, err
+	}
+	d.log.Info("port forward opened", "sandbox", b.sb.ID, "guest_port", req.GuestPort, "host_addr", e.rec.HostAddr)
+	return portView(e), nil
+}
+
+// openPort listens for rec and adds the forward to b's table and record.
+// Errors: conflict when the guest port is forwarded already, Listen's.
+func (d *Daemon) openPort(b *box, rec sandbox.PortForward) (*portEntry, error) {
+	id := b.sb.ID
+	d.ports.mu.Lock()
+	defer d.ports.mu.Unlock()
+	if e := d.ports.m[id][rec.GuestPort]; e != nil {
+		return nil, errdefs.ErrConflict.WithMessage(fmt.Sprintf("guest port %d of sandbox %s is forwarded already, at %s: remove that forward first (agentbox port rm %s %d)",
+			rec.GuestPort, id, e.rec.HostAddr, id, rec.GuestPort))
+	}
+	e, err := d.listenPort(b, rec)
+	if err != nil {
+		return nil, err
+	}
+	if b.life.Err() != nil { // the sandbox stopped meanwhile: closePorts has run
+		e.fwd.Close()
+		return nil, b.sb.NotRunning()
+	}
+	d.addPortLocked(id, e)
+	return e, nil
+}
+
+// listenPort opens rec's listener for b's sandbox; rec.HostAddr becomes
+// the address bound.
+func (d *Daemon) listenPort(b *box, rec sandbox.PortForward) (*portEntry, error) {
+	sb := b.sb
+	f, err := portfwd.Listen(portfwd.Options{
+		GuestPort: rec.GuestPort,
+		HostAddr:  rec.HostAddr,
+		Dial: func(ctx context.Context, port int) (portfwd.Conn, error) {
+			c, err := sb.Connect(ctx, port)
+			var pe *agentproto.Error
+			switch {
+			case errors.As(err, &pe):
+				// The guest's own words ("connect to guest port 8000:
+				// connection refused: …") are the connection's error.
+				return nil, errors.New(pe.Message)
+			case err != nil:
+				return nil, err
+			}
+			return c, nil
+		},
+		// A forwarded connection moving bytes is the sandbox's activity.
+		OnData: func(int) { sb.Touch() },
+		OnEnd: func(r portfwd.ConnResult) {
+			if r.Err != nil {
+				d.log.Info("forwarded connection failed", "sandbox", sb.ID, "guest_port", rec.GuestPort, "client", r.Client, "err", r.Err)
+			}
+			d.metrics.bytes.WithLabelValues("in", "port").Add(float64(r.In))
+			d.metrics.bytes.WithLabelValues("out", "port").Add(float64(r.Out))
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	rec.HostAddr = f.Addr()
+	return &portEntry{rec: rec, fwd: f}, nil
+}
+
+// addPortLocked adds e to the table and persists the sandbox's forwards;
+// d.ports.mu held.
+func (d *Daemon) addPortLocked(id string, e *portEntry) {
+	if d.ports.m == nil {
+		d.ports.m = map[string]map[int]*portEntry{}
+	}
+	if d.ports.m[id] == nil {
+		d.ports.m[id] = map[int]*portEntry{}
+	}
+	d.ports.m[id][e.rec.GuestPort] = e
+	if b := d.box(id); b != nil {
+		b.sb.SetPorts(d.ports.recordsLocked(id))
+	}
+}
+
+// ListPorts implements apiserver.PortBackend.
+func (d *Daemon) ListPorts(ctx context.Context, ref string) ([]api.PortForward, error) {
+	sb, err := d.mgr.Get(ref)
+	if err != nil {
+		return nil, err
+	}
+	return d.portViews(sb.ID), nil
+}
+
+// portViews renders sandbox id's forwards by guest port.
+func (d *Daemon) portViews(id string) []api.PortForward {
+	d.ports.mu.Lock()
+	entries := make([]*portEntry, 0, len(d.ports.m[id]))
+	for _, e := range d.ports.m[id] {
+		entries = append(entries, e)
+	}
+	d.ports.mu.Unlock()
+	slices.SortFunc(entries, func(a, b *portEntry) int { return a.rec.GuestPort - b.rec.GuestPort })
+	out := make([]api.PortForward, 0, len(entries))
+	for _, e := range entries {
+		out = append(out, portView(e))
+	}
+	return out
+}
+
+func portView(e *portEntry) api.PortForward {
+	v := api.PortForward{GuestPort: e.rec.GuestPort, HostAddr: e.rec.HostAddr, CreatedAt: e.rec.CreatedAt, Error: e.err}
+	if e.fwd != nil {
+		s := e.fwd.Stats()
+		v.Open = true
+		v.Connections, v.Active, v.Failed = s.Connections, s.Active, s.Failed
+		v.BytesIn, v.BytesOut, v.LastError = s.BytesIn, s.BytesOut, s.LastError
+	}
+	return v
+}
+
+// RemovePort implements apiserver.PortBackend: it closes the forward of
+// guestPort (resetting its connections) and audits it with its counts.
+func (d *Daemon) RemovePort(ctx context.Context, ref string, guestPort int) error {
+	start := time.Now()
+	sb, err := d.mgr.Get(ref)
+	if err != nil {
+		return err
+	}
+	d.ports.mu.Lock()
+	e := d.ports.m[sb.ID][guestPort]
+	if e == nil {
+		d.ports.mu.Unlock()
+		return errdefs.ErrNotFound.WithMessage(fmt.Sprintf("sandbox %s has no forward of guest port %d: `agentbox port ls %s` lists them", sb.ID, guestPort, sb.ID))
+	}
+	delete(d.ports.m[sb.ID], guestPort)
+	sb.SetPorts(d.ports.recordsLocked(sb.ID))
+	d.ports.mu.Unlock()
+	d.closePort(sb.ID, e, api.CallerFrom(ctx).ID, "removed", start)
+	return nil
+}
+
+// closePort closes e's listener and its connections and audits it by
+// caller with the reason and its counters.
+func (d *Daemon) closePort(id string, e *portEntry, caller, reason string, start time.Time) {
+	args := map[string]any{"guest_port": e.rec.GuestPort, "host_addr": e.rec.HostAddr, "reason": reason}
+	entry := audit.Entry{Time: start.UTC(), Sandbox: id, Caller: caller, Action: audit.ActionPortClose, Args: args}
+	if e.fwd != nil {
+		e.fwd.Close()
+		s := e.fwd.Stats()
+		args["connections"], args["failed"] = s.Connections, s.Failed
+		entry.BytesIn, entry.BytesOut = s.BytesIn, s.BytesOut
+	}
+	entry.DurationMs = ms(time.Since(start))
+	d.appendAudit(entry)
+	d.log.Info("port forward closed", "sandbox", id, "guest_port", e.rec.GuestPort, "host_addr", e.rec.HostAddr, "reason", reason)
+}
+
+// closePorts closes every forward of sandbox id, which stopped or was
+// removed (reason), and drops them from its record.
+func (d *Daemon) closePorts(id, reason string) {
+	d.ports.mu.Lock()
+	entries := d.ports.m[id]
+	delete(d.ports.m, id)
+	d.ports.mu.Unlock()
+	if len(entries) == 0 {
+		return
+	}
+	if b := d.box(id); b != nil {
+		b.sb.SetPorts(nil) // persists nothing once the sandbox was removed
+	}
+	for _, e := range entries {
+		d.closePort(id, e, "daemon", reason, time.Now())
+	}
+}
+
+// portsEnd is the reason closePorts records for a sandbox that stopped
+// or was removed.
+func portsEnd(r sandbox.Record, removed bool) string {
+	if removed {
+		return "sandbox removed"
+	}
+	return "sandbox " + string(r.State)
+}
+
+// reopenPorts opens again, at the same host addresses, the forwards that
+// the records of running sandboxes keep (after a daemon restart). A
+// forward whose address is taken now stays listed, closed, with the
+// reason: the user removes it and forwards again.
+func (d *Daemon) reopenPorts() {
+	for _, b := range d.allBoxes() {
+		if b.sb.State() != sandbox.StateRunning {
+			continue
+		}
+		for _, rec := range b.sb.Ports() {
+			start := time.Now()
+			e, err := d.listenPort(b, rec)
+			args := map[string]any{"guest_port": rec.GuestPort, "host_addr": rec.HostAddr, "reopen": true}
+			ae := audit.Entry{Time: start.UTC(), Sandbox: b.sb.ID, Caller: "daemon", Action: audit.ActionPortOpen, Args: args}
+			if err != nil {
+				ae.Error, ae.ErrorMessage = auditError(err)
+				d.log.Warn("port forward not re-opened", "sandbox", b.sb.ID, "guest_port", rec.GuestPort, "host_addr", rec.HostAddr, "err", err)
+				e = &portEntry{rec: rec, err: err.Error()}
+			} else {
+				d.log.Info("port forward re-opened", "sandbox", b.sb.ID, "guest_port", rec.GuestPort, "host_addr", rec.HostAddr)
+			}
+			d.appendAudit(ae)
+			d.ports.mu.Lock()
+			d.addPortLocked(b.sb.ID, e)
+			d.ports.mu.Unlock()
+		}
+	}
+}
+
+// shutdownPorts closes every listener when the daemon shuts down; the
+// records keep the forwards for the next daemon.
+func (d *Daemon) shutdownPorts() {
+	d.ports.mu.Lock()
+	all := d.ports.m
+	d.ports.m = nil
+	d.ports.mu.Unlock()
+	for id, entries := range all {
+		for _, e := range entries {
+			d.closePort(id, e, "daemon", "daemon shut down", time.Now())
+		}
+	}
+}
