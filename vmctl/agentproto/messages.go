@@ -62,6 +62,10 @@ const (
 	// host.agentbox.internal in /etc/hosts, e.g. after a snapshot restore
 	// gave the sandbox a new subnet; FrameResponse {}.
 	OpConfigureNetwork Op = "configure-network"
+	// OpReseed mixes host randomness into the guest kernel's entropy
+	// pool and reseeds its CRNG ([ReseedRequest]); FrameResponse with
+	// [ReseedResponse]. The host sends it after every restore.
+	OpReseed Op = "reseed"
 )
 
 // Request is the JSON payload of the FrameRequest that opens every stream.
@@ -89,6 +93,8 @@ type Request struct {
 	Identity *IdentityRequest `json:"identity,omitempty"`
 	// Network is set for OpConfigureNetwork.
 	Network *NetworkRequest `json:"network,omitempty"`
+	// Reseed is set for OpReseed.
+	Reseed *ReseedRequest `json:"reseed,omitempty"`
 }
 
 // DefaultPath is the PATH of every command unless its Env overrides it;
@@ -418,6 +424,11 @@ func (r *Request) Validate() error {
 			break
 		}
 		return r.Network.Validate()
+	case OpReseed:
+		if r.Reseed == nil {
+			break
+		}
+		return r.Reseed.Validate()
 	case OpPing:
 		ok = true
 	default:

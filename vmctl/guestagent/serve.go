@@ -51,6 +51,10 @@ type Options struct {
 	// CodeUnsupported. The agent running as init sets ConfigureNetwork
 	// (network_linux.go); tests inject a fake.
 	ConfigureNetwork func(agentproto.NetworkRequest) error
+	// Reseed serves OpReseed: it credits the entropy to the kernel and
+	// reseeds the CRNG, reporting whether the reseed happened; nil means
+	// the kernel's (reseed_linux.go). Tests inject a fake.
+	Reseed func(entropy []byte) (reseeded bool, err error)
 }
 
 // User is a guest account: its ids and home directory.
@@ -260,6 +264,8 @@ func (s *server) handle(st *yamux.Stream) {
 		err = s.identity(fw, req.Identity)
 	case agentproto.OpConfigureNetwork:
 		err = s.configureNetwork(fw, req.Network)
+	case agentproto.OpReseed:
+		err = s.reseed(fw, req.Reseed)
 	}
 	if err != nil {
 		s.fail(fw, req.Op, err)
