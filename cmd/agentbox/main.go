@@ -69,6 +69,7 @@ func newApp() *cli.App {
 			logsCommand(),
 			auditCommand(),
 			stopCommand(),
+			timeoutCommand(),
 			rmCommand(),
 			snapshotCommand(),
 			restoreCommand(),

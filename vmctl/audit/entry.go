@@ -76,4 +76,5 @@ const (
 	ActionSnapshotSave   = "snapshot.save"   // a snapshot of the sandbox was saved
 	ActionSnapshotDelete = "snapshot.remove" // a snapshot of the sandbox was removed
 	ActionRestore        = "restore"         // the sandbox was restored from a snapshot
+	ActionTimeout        = "timeout"         // the sandbox's TTL was set from now
 )

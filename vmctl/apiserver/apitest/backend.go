@@ -84,6 +84,8 @@ type Backend struct {
 	Snapshot SnapshotFns
 	// Warm holds the warm template methods' functions (warm.go).
 	Warm WarmFns
+	// Fork holds the timeout and restore-of-several functions (fork.go).
+	Fork ForkFns
 
 	mu    sync.Mutex
 	calls []string
