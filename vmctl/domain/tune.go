@@ -54,49 +54,6 @@ type Tune struct {
 	// the process's memory once filled; a memory hard limit needs it
 	// bounded.
 	TCGCacheMiB uint
-
-	// NetBytesPerSec caps the network interface's traffic in each
-	// direction at this average rate in bytes per second, with bursts of
-	// NetBurstBytes at line speed: the <interface>'s <bandwidth> with
-	// <inbound> (host to guest) and <outbound> (guest to host). libvirt
-	// puts them on the host's tap with tc (an htb class for inbound, an
-	// ingress policer for outbound; libvirt's virNetDevBandwidthSet),
-	// also for a tap it did not make (type='ethernet', managed='no').
-	// libvirt counts in kilobytes of 1000 bytes (tc's "kbps" and "kb"),
-	// so both are rounded up to whole kilobytes. NetBytesPerSec needs an
-	// Interface. NetBurstBytes 0 means NetBytesPerSec/10 (a tenth of a
-	// second), at least [MinNetBurstBytes].
-	NetBytesPerSec uint64
-	NetBurstBytes  uint64
-}
-
-// MinNetBurstBytes is the least burst of a network cap: a burst below
-// a maximum-size frame (64 KiB with the tap's offloads) lets no frame
-// through.
-const MinNetBurstBytes = 64 << 10
-
-// NetBurst returns the burst, in bytes, t's network cap gets: NetBurstBytes,
-// or a tenth of a second at the rate, at least MinNetBurstBytes.
-func (t Tune) NetBurst() uint64 {
-	if t.NetBurstBytes > 0 {
-		return max(t.NetBurstBytes, MinNetBurstBytes)
-	}
-	return max(t.NetBytesPerSec/10, MinNetBurstBytes)
-}
-
-// applyNet writes t's network cap into d's interfaces (after they were
-// added).
-func (t Tune) applyNet(d *libvirtxml.Domain) {
-	if t.NetBytesPerSec == 0 {
-		return
-	}
-	kb := func(b uint64) *int { v := int((b + 999) / 1000); return &v }
-	for i := range d.Devices.Interfaces {
-		d.Devices.Interfaces[i].Bandwidth = &libvirtxml.DomainInterfaceBandwidth{
-			Inbound:  &libvirtxml.DomainInterfaceBandwidthParams{Average: kb(t.NetBytesPerSec), Burst: kb(t.NetBurst())},
-			Outbound: &libvirtxml.DomainInterfaceBandwidthParams{Average: kb(t.NetBytesPerSec), Burst: kb(t.NetBurst())},
-		}
-	}
 }
 
 // validate returns one error per bad field of t in s.
@@ -116,9 +73,6 @@ func (t Tune) validate(s Spec) []error {
 	}
 	if t.TCGCacheMiB != 0 && s.Type != TypeQEMU {
 		bad("TCGCacheMiB", "applies to TCG (type %q) only; leave it 0 for %q", TypeQEMU, s.Type)
-	}
-	if t.NetBytesPerSec != 0 && s.Interface == nil {
-		bad("NetBytesPerSec", "caps a network interface, and the domain has none; leave it 0 or give the domain an Interface")
 	}
 	return errs
 }

@@ -102,7 +102,6 @@ func build(s Spec) *libvirtxml.Domain {
 	}
 	s.Tune.apply(d)
 	s.Interface.apply(d)
-	s.Tune.applyNet(d)
 	if s.Type == TypeKVM {
 		d.CPU = &libvirtxml.DomainCPU{Mode: "host-passthrough", Check: "none", Migratable: "on"}
 	}

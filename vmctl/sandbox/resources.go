@@ -13,6 +13,7 @@ const (
 	EnforcedLibvirt = "libvirt" // domain XML: libvirt writes the cgroup or QEMU throttles
 	EnforcedCgroup  = "cgroup"  // agentbox wrote the domain's cgroup file itself
 	EnforcedQEMU    = "qemu"    // the virtual disk's size: the guest cannot address more
+	EnforcedTC      = "tc"      // agentbox set traffic control on the sandbox's tap (netlink)
 	NotEnforced     = "not enforced"
 )
 
@@ -26,7 +27,8 @@ const (
 	LimitIOWeight    = "io_weight"
 	LimitPids        = "pids"
 	LimitTCGCacheMiB = "tcg_cache"
-	LimitNetRate     = "net_rate"
+	LimitNetRate     = "net_rate"     // to the guest
+	LimitNetRateOut  = "net_rate_out" // from the guest
 )
 
 // ResourceRequest is what a create asks for beyond vCPUs and memory. Zero
@@ -52,8 +54,8 @@ type ResourceRequest struct {
 	// Pids caps the host tasks (processes and threads) of the QEMU
 	// process (cgroup pids.max), at least 32; 0: DefaultPids.
 	Pids int64
-	// NetBytesPerSec caps the network traffic in each direction (libvirt
-	// <bandwidth> on the tap: domain.Tune.NetBytesPerSec), at least
+	// NetBytesPerSec caps the network traffic in each direction (traffic
+	// control on the host's tap: vmctl/network.LimitTap), at least
 	// resources.MinNetBytesPerSec; it needs a policy with a NIC. 0: none.
 	NetBytesPerSec int64
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/agentbox/agentbox/vmctl/cgroup"
 	"github.com/agentbox/agentbox/vmctl/domain"
 	"github.com/agentbox/agentbox/vmctl/image"
+	"github.com/agentbox/agentbox/vmctl/network"
 	"github.com/agentbox/agentbox/vmctl/overlay"
 	"github.com/agentbox/agentbox/vmctl/sandbox"
 )
@@ -51,8 +52,8 @@ const (
 )
 
 // MinNetBytesPerSec is the lowest network cap a create may ask for, in
-// bytes/s: one burst's worth (domain.MinNetBurstBytes) per second.
-const MinNetBytesPerSec = domain.MinNetBurstBytes
+// bytes/s: one burst's worth (network.MinRateBytes) per second.
+const MinNetBytesPerSec = network.MinRateBytes
 
 // TCGCacheMiB is the TCG translation cache agentbox gives TCG domains
 // (QEMU's default is 1 GiB, which would count toward the memory limit).
@@ -214,7 +215,6 @@ func tune(lim *sandbox.ResourceLimits, typ domain.Type) domain.Tune {
 		BlkioWeight:     uint(lim.IOWeight),
 		DiskBytesPerSec: uint64(lim.IOBytesPerSec),
 		DiskIOPS:        uint64(lim.IOPS),
-		NetBytesPerSec:  uint64(lim.NetBytesPerSec),
 	}
 	if typ == domain.TypeQEMU {
 		t.TCGCacheMiB = TCGCacheMiB
@@ -257,9 +257,7 @@ func (e *Enforcer) Start(ctx context.Context, sb *sandbox.Sandbox, spec *domain.
 	if viaLibvirt {
 		st = append(st, sandbox.LimitStatus{Name: sandbox.LimitMemoryHard, Value: lim.MemoryHardLimitMiB, Unit: "MiB", Enforcement: sandbox.EnforcedLibvirt, Detail: "<memtune><hard_limit>"})
 	}
-	if lim.NetBytesPerSec > 0 {
-		st = append(st, netRateStatus(lim, spec))
-	}
+	st = append(st, e.limitNet(sb, lim, spec)...) // netrate.go: on the tap QEMU now holds
 	if lim.IOBytesPerSec > 0 {
 		st = append(st, sandbox.LimitStatus{Name: sandbox.LimitIOBps, Value: lim.IOBytesPerSec, Unit: "bytes/s", Enforcement: sandbox.EnforcedLibvirt, Detail: "<iotune><total_bytes_sec>"})
 	}
