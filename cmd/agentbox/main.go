@@ -70,6 +70,7 @@ func newApp() *cli.App {
 			logsCommand(),
 			auditCommand(),
 			stopCommand(),
+			timeoutCommand(),
 			rmCommand(),
 			snapshotCommand(),
 			restoreCommand(),

@@ -26,6 +26,7 @@ func resourceFlags() []cli.Flag {
 		&cli.StringFlag{Name: "io-bps", Usage: fmt.Sprintf("throttle the root disk to `RATE` bytes per second, reads and writes together: bytes, or with a K, M or G suffix (KiB/s, MiB/s, GiB/s; e.g. 50M), at least 1M (%d); 0: none", resources.MinIOBytesPerSec), DefaultText: "none"},
 		&cli.StringFlag{Name: "iops", Usage: fmt.Sprintf("throttle the root disk to `N` operations per second, at least %d; 0: none", resources.MinIOPS), DefaultText: "none"},
 		&cli.StringFlag{Name: "io-weight", Usage: "relative block I/O `WEIGHT`, 100..1000; 0: none", DefaultText: "none"},
+		&cli.StringFlag{Name: "net-rate", Usage: fmt.Sprintf("cap the network traffic in each direction (to and from the guest) at `RATE` bytes per second on average, with bursts of a tenth of a second: bytes, or with a K, M or G suffix (KiB/s, MiB/s, GiB/s; e.g. 10M), at least 64K (%d); needs --network allowlist or open; 0: none", resources.MinNetBytesPerSec), DefaultText: "none, or the daemon's --max-net-rate"},
 		&cli.StringFlag{Name: "pids", Usage: fmt.Sprintf("cap the host tasks (processes and threads) of the sandbox's QEMU process at `N`, at least 32; 0: the default, %d", resources.DefaultPids), DefaultText: fmt.Sprint(resources.DefaultPids)},
 	}
 }
@@ -40,6 +41,9 @@ func setResources(c *cli.Context, req *api.CreateSandboxRequest) error {
 		return err
 	}
 	if req.IOBps, err = sizeFlag(c, "io-bps", 0, "bytes per second, or with a K, M or G suffix (e.g. 52428800 or 50M)"); err != nil {
+		return err
+	}
+	if req.NetBps, err = sizeFlag(c, "net-rate", 0, "bytes per second, or with a K, M or G suffix (e.g. 10485760 or 10M)"); err != nil {
 		return err
 	}
 	var n int64
@@ -133,6 +137,7 @@ func resourceServeFlags() []cli.Flag {
 		&cli.Int64Flag{Name: "max-disk", Usage: "refuse (422) sandboxes with a disk over `MiB`", DefaultText: "no ceiling"},
 		&cli.IntFlag{Name: "max-cpu-quota", Usage: "refuse (422) a CPU quota over `PERCENT` of one host CPU; sandboxes that ask for none get it", DefaultText: "no ceiling"},
 		&cli.Int64Flag{Name: "max-io-bps", Usage: "refuse (422) a disk throughput cap over `BYTES`/s; sandboxes that ask for none get it", DefaultText: "no ceiling"},
+		&cli.Int64Flag{Name: "max-net-rate", Usage: "refuse (422) a network cap over `BYTES`/s (each direction); sandboxes with a network that ask for none get it", DefaultText: "no ceiling"},
 		&cli.Int64Flag{Name: "max-iops", Usage: "refuse (422) a disk operations cap over `N`/s; sandboxes that ask for none get it", DefaultText: "no ceiling"},
 		&cli.Int64Flag{Name: "max-pids", Usage: "refuse (422) a QEMU host task limit over `N`", DefaultText: "no ceiling"},
 		&cli.IntFlag{Name: "warn-percent", Value: 80, Usage: "audit and publish a warning when a sandbox's QEMU memory or disk use reaches `PERCENT` of its limit (negative: off)"},
@@ -146,6 +151,7 @@ func daemonResources(c *cli.Context) (daemon.Ceilings, daemon.Thresholds, time.D
 	return daemon.Ceilings{
 			VCPUs: c.Int("max-vcpus"), MemoryMiB: c.Int("max-memory"), DiskMiB: c.Int64("max-disk"),
 			CPUQuotaPercent: c.Int("max-cpu-quota"), IOBps: c.Int64("max-io-bps"), IOPS: c.Int64("max-iops"), Pids: c.Int64("max-pids"),
+			NetBps: c.Int64("max-net-rate"),
 		}, daemon.Thresholds{WarnPercent: c.Int("warn-percent"), ActPercent: c.Int("act-percent")},
 		c.Duration("usage-interval")
 }

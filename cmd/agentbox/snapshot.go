@@ -116,16 +116,20 @@ func restoreCommand() *cli.Command {
 			"same disk, same machine shape and network policy; its own ID, hostname, machine id and network\n" +
 			"(tap, addresses; the guest NIC keeps the source's MAC, part of its saved device state), and its\n" +
 			"clock set to the host's. The source sandbox, if it still runs, is paused for the copy of its disk.\n" +
-			"Restoring one snapshot again gives another independent sandbox.\n\n" +
+			"Restoring one snapshot again gives another independent sandbox; --count N restores N at once,\n" +
+			"concurrently, named NAME-1 … NAME-N, each with its own identity and fresh randomness (all or\n" +
+			"nothing: if one fails, the others are removed). Every restored guest's random number generator\n" +
+			"is reseeded from the host.\n\n" +
 			"Lifetime limits (--ttl, --idle-timeout, --exec-timeout, --max-execs) start from the snapshot's\n" +
 			"sandbox; these flags override them. Resources (--cpus, --memory, --disk, --cpu-quota, I/O and\n" +
 			"pids limits) and the network policy cannot be changed by a restore: they are the snapshot's,\n" +
 			"because the restored machine must have exactly the shape its memory was saved with (create a\n" +
-			"new sandbox for another shape). Only the ID is printed on stdout.\n\n" +
+			"new sandbox for another shape). Only the ID is printed on stdout (one per line with --count).\n\n" +
 			"Exit status: 0 once it runs; 125 if it could not be restored (no such snapshot, name taken,\n" +
 			"the image changed since the snapshot, its file is gone or damaged, capacity, disk full).",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "name", Usage: "a unique `NAME` for the new sandbox"},
+			&cli.IntFlag{Name: "count", Value: 1, Usage: "restore `N` sandboxes concurrently, named NAME-1 … NAME-N (at most 64)"},
 			&cli.StringSliceFlag{Name: "label", Aliases: []string{"l"}, Usage: "attach label `KEY=VALUE` (repeatable)"},
 			&cli.DurationFlag{Name: "ttl", Usage: "lifetime limit: stop and remove the sandbox `DURATION` after creation (whole seconds)", DefaultText: "the snapshot's"},
 			&cli.DurationFlag{Name: "idle-timeout", Usage: "stop and remove it after `DURATION` without an exec or file operation", DefaultText: "the snapshot's"},
@@ -139,6 +143,11 @@ func restoreCommand() *cli.Command {
 				return err
 			}
 			req := api.RestoreRequest{Name: c.String("name")}
+			if n := c.Int("count"); n < 1 || n > api.MaxRestoreCount {
+				return fmt.Errorf("--count %d: want 1 to %d sandboxes", n, api.MaxRestoreCount)
+			} else if n > 1 {
+				req.Count = n
+			}
 			if req.Labels, err = parseLabels(c.StringSlice("label")); err != nil {
 				return err
 			}
@@ -156,11 +165,13 @@ func restoreCommand() *cli.Command {
 			if req.Limits.MaxExecs = c.Int("max-execs"); req.Limits.MaxExecs < 0 {
 				return fmt.Errorf("--max-execs %d: must be positive", req.Limits.MaxExecs)
 			}
-			sb, err := cl.RestoreSnapshot(ctx, args[0], req)
+			list, err := cl.RestoreSnapshots(ctx, args[0], req)
 			if err != nil {
 				return err
 			}
-			fmt.Fprintln(c.App.Writer, sb.ID)
+			for _, sb := range list {
+				fmt.Fprintln(c.App.Writer, sb.ID)
+			}
 			return nil
 		}),
 	}

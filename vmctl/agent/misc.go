@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"crypto/rand"
 	"time"
 
 	"github.com/agentbox/agentbox/vmctl/agentproto"
@@ -69,4 +70,23 @@ func (c *Client) SetIdentity(ctx context.Context, hostname, machineID string) (a
 // guest's netlink or file error.
 func (c *Client) ConfigureNetwork(ctx context.Context, cfg agentproto.NetworkRequest) error {
 	return c.call(ctx, "configure-network", &agentproto.Request{Op: agentproto.OpConfigureNetwork, Network: &cfg}, nil)
+}
+
+// Reseed gives the guest fresh randomness: n random bytes from the host's
+// crypto/rand are mixed into the guest kernel's entropy pool, credited
+// as entropy (RNDADDENTROPY), and its CRNG reseeded at once
+// (RNDRESEEDCRNG). Call it whenever a guest continues from saved memory
+// (a restore, a resume from disk): its CRNG state is otherwise the saved
+// one, shared by every fork. The VM generation ID device does the same
+// from the kernel side where the guest has the vmgenid driver. Errors:
+// *agentproto.Error with CodeInvalid ("unknown op") from an agent older
+// than the operation, else the guest's ioctl error.
+func (c *Client) Reseed(ctx context.Context) (agentproto.ReseedResponse, error) {
+	entropy := make([]byte, 64)
+	if _, err := rand.Read(entropy); err != nil {
+		return agentproto.ReseedResponse{}, err
+	}
+	var resp agentproto.ReseedResponse
+	err := c.call(ctx, "reseed", &agentproto.Request{Op: agentproto.OpReseed, Reseed: &agentproto.ReseedRequest{Entropy: entropy}}, &resp)
+	return resp, err
 }

@@ -91,6 +91,10 @@ const (
 	// FrameResponse {} once connected, then FrameData / FrameDataEnd in
 	// both directions; see [Conn].
 	OpConnect Op = "connect"
+	// OpReseed mixes host randomness into the guest kernel's entropy
+	// pool and reseeds its CRNG ([ReseedRequest]); FrameResponse with
+	// [ReseedResponse]. The host sends it after every restore.
+	OpReseed Op = "reseed"
 )
 
 // Request is the JSON payload of the FrameRequest that opens every stream.
@@ -132,6 +136,8 @@ type Request struct {
 	ProcSignal *ProcSignalRequest `json:"proc_signal,omitempty"`
 	// Connect is set for OpConnect.
 	Connect *ConnectRequest `json:"connect,omitempty"`
+	// Reseed is set for OpReseed.
+	Reseed *ReseedRequest `json:"reseed,omitempty"`
 }
 
 // DefaultPath is the PATH of every command unless its Env overrides it;
@@ -468,6 +474,11 @@ func (r *Request) Validate() error {
 			break
 		}
 		return r.Connect.Validate()
+	case OpReseed:
+		if r.Reseed == nil {
+			break
+		}
+		return r.Reseed.Validate()
 	case OpPing:
 		ok = true
 	default:

@@ -50,6 +50,7 @@ var schemaTypes = map[string]reflect.Type{
 	"LimitEnforcement":     reflect.TypeFor[api.LimitEnforcement](),
 	"Usage":                reflect.TypeFor[api.Usage](),
 	"SandboxList":          reflect.TypeFor[api.SandboxList](),
+	"TimeoutRequest":       reflect.TypeFor[api.TimeoutRequest](),
 	"CreateSandboxRequest": reflect.TypeFor[api.CreateSandboxRequest](),
 	"ExecRequest":          reflect.TypeFor[api.ExecRequest](),
 	"ExecEvent":            reflect.TypeFor[api.ExecEvent](),

@@ -21,7 +21,9 @@ type Resources struct {
 	// cache under TCG), rounded up; see vmctl/sandbox MemoryHardLimitMiB.
 	MemoryHardLimitMiB int64 `json:"memory_hard_limit_mib"`
 	// IOBps, IOPS and IOWeight: see CreateSandboxRequest; 0: none.
-	IOBps    int64 `json:"io_bps,omitempty"`
+	IOBps int64 `json:"io_bps,omitempty"`
+	// NetBps is the network cap in bytes/s, each direction; 0: none.
+	NetBps   int64 `json:"net_bps,omitempty"`
 	IOPS     int64 `json:"iops,omitempty"`
 	IOWeight int   `json:"io_weight,omitempty"`
 	// Pids is the QEMU process's task limit.

@@ -68,6 +68,13 @@ type RestoreRequest struct {
 	// exec timeout, max execs) where non-zero. Resources and network
 	// policy cannot be changed by a restore: they are the snapshot's.
 	Limits Limits `json:"limits,omitempty"`
+	// Count is how many sandboxes to restore, concurrently, each with its
+	// own identity, 1..MaxRestoreCount; 0 means 1. With more than one
+	// they are named Name-1 … Name-Count (unnamed without Name), the
+	// answer is a SandboxList, and the request is all or nothing: if one
+	// fails, those already made are removed and the first error is
+	// answered.
+	Count int `json:"count,omitempty"`
 }
 
 // Error codes of the snapshot routes.
@@ -99,7 +106,10 @@ func (r *SaveSnapshotRequest) Validate() error {
 }
 
 // Validate checks a restore request: the same checks as a create's name,
-// labels and limits. Errors are 400 invalid_argument.
+// labels and limits, and the count (every fork's name must be valid). Errors are 400 invalid_argument.
 func (r *RestoreRequest) Validate() error {
-	return (&CreateSandboxRequest{Image: "/", Name: r.Name, Labels: r.Labels, Limits: r.Limits}).Validate()
+	if err := (&CreateSandboxRequest{Image: "/", Name: r.Name, Labels: r.Labels, Limits: r.Limits}).Validate(); err != nil {
+		return err
+	}
+	return r.validateCount()
 }

@@ -143,6 +143,13 @@ type CreateSandboxRequest struct {
 	// Pids caps the host tasks (processes and threads) of the sandbox's
 	// QEMU process. 0: 256.
 	Pids int64 `json:"pids,omitempty"`
+	// NetBps caps the sandbox's network traffic in each direction (to
+	// and from the guest) at this average rate in bytes per second, with
+	// bursts of a tenth of a second at line speed, on the host's tap
+	// (traffic control; resources.enforcement says per direction). It
+	// needs a network (mode allowlist or open); at least 65536. 0: none
+	// (or the daemon's ceiling).
+	NetBps int64 `json:"net_bps,omitempty"`
 }
 
 // ExecRequest is the body of POST /v1/sandboxes/{id}/exec and

@@ -178,6 +178,7 @@ func (req *CreateSandboxRequest) Validate() error {
 		"vcpus": int64(req.VCPUs), "memory_mib": int64(req.MemoryMiB), "boot_timeout_ms": req.BootTimeoutMs,
 		"limits.ttl_seconds": req.Limits.TTLSeconds, "limits.idle_timeout_seconds": req.Limits.IdleTimeoutSeconds,
 		"limits.exec_timeout_ms": req.Limits.ExecTimeoutMs, "limits.max_execs": int64(req.Limits.MaxExecs),
+		"net_bps": req.NetBps,
 	}); err != nil {
 		return err
 	}

@@ -56,6 +56,7 @@ var routes = []route{
 	{"GET", "/v1/sandboxes/{id}", nil, reply(http.StatusOK, getSandbox)},
 	{"DELETE", "/v1/sandboxes/{id}", []string{"force"}, status(http.StatusNoContent, deleteSandbox)},
 	{"POST", "/v1/sandboxes/{id}/stop", nil, reply(http.StatusOK, stopSandbox)},
+	{"POST", "/v1/sandboxes/{id}/timeout", nil, needs[TimeoutBackend]("timeouts", reply(http.StatusOK, withBody((*api.TimeoutRequest).Validate, setTimeout)))},
 	{"GET", "/v1/sandboxes/{id}/console", []string{"tail"}, stream(console)},
 	{"GET", "/v1/sandboxes/{id}/audit", nil, stream(auditLog)},
 	{"GET", "/v1/sandboxes/{id}/execs", []string{"limit"}, reply(http.StatusOK, execHistory)},
@@ -83,7 +84,7 @@ var routes = []route{
 	{"GET", "/v1/snapshots", []string{"sandbox"}, needs[SnapshotBackend]("snapshots", reply(http.StatusOK, listSnapshots))},
 	{"GET", "/v1/snapshots/{name}", nil, needs[SnapshotBackend]("snapshots", reply(http.StatusOK, getSnapshot))},
 	{"DELETE", "/v1/snapshots/{name}", nil, needs[SnapshotBackend]("snapshots", status(http.StatusNoContent, deleteSnapshot))},
-	{"POST", "/v1/snapshots/{name}/restore", nil, needs[SnapshotBackend]("snapshots", created(sandboxLocation, withBody((*api.RestoreRequest).Validate, restoreSnapshot)))},
+	{"POST", "/v1/snapshots/{name}/restore", nil, needs[SnapshotBackend]("snapshots", stream(restoreSnapshot))},
 	{"GET", "/v1/warm", nil, needs[WarmBackend]("warm templates", reply(http.StatusOK, listWarm))},
 	{"DELETE", "/v1/warm/{key}", nil, needs[WarmBackend]("warm templates", status(http.StatusNoContent, deleteWarm))},
 }

@@ -54,7 +54,3 @@ func getSnapshot(s *Server, r *request) (api.Snapshot, error) {
 func deleteSnapshot(s *Server, r *request) error {
 	return s.snapshots().DeleteSnapshot(r.Context(), r.name)
 }
-
-func restoreSnapshot(s *Server, r *request, req api.RestoreRequest) (api.Sandbox, error) {
-	return s.snapshots().RestoreSnapshot(r.Context(), r.name, req)
-}

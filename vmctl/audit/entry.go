@@ -78,4 +78,5 @@ const (
 	ActionRestore        = "restore"         // the sandbox was restored from a snapshot
 	ActionPortOpen       = "port.open"       // a port forward's host listener was opened (or re-opened by a restarted daemon)
 	ActionPortClose      = "port.close"      // a port forward was closed; args count its connections and bytes
+	ActionTimeout        = "timeout"         // the sandbox's TTL was set from now
 )

@@ -30,6 +30,7 @@ type Ceilings struct {
 	IOBps           int64 // --max-io-bps, bytes/s
 	IOPS            int64 // --max-iops, operations/s
 	Pids            int64 // --max-pids, host tasks of the QEMU process
+	NetBps          int64 // --max-net-rate, bytes/s each direction (netrate.go)
 }
 
 // admission decides whether the daemon takes new work, in three checks:

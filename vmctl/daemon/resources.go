@@ -11,6 +11,7 @@ func resourceRequest(req api.CreateSandboxRequest) sandbox.ResourceRequest {
 	return sandbox.ResourceRequest{
 		DiskMiB: req.DiskMiB, CPUQuotaPercent: req.CPUQuotaPercent,
 		IOBytesPerSec: req.IOBps, IOPS: req.IOPS, IOWeight: req.IOWeight, Pids: req.Pids,
+		NetBytesPerSec: req.NetBps,
 	}
 }
 
@@ -22,7 +23,7 @@ func resourceArgs(args map[string]any, r sandbox.Record) {
 		return
 	}
 	args["disk_mib"], args["memory_hard_limit_mib"], args["pids"] = lim.DiskMiB, lim.MemoryHardLimitMiB, lim.Pids
-	for k, v := range map[string]int64{"cpu_quota_percent": int64(lim.CPUQuotaPercent), "io_bps": lim.IOBytesPerSec, "iops": lim.IOPS, "io_weight": int64(lim.IOWeight)} {
+	for k, v := range map[string]int64{"cpu_quota_percent": int64(lim.CPUQuotaPercent), "io_bps": lim.IOBytesPerSec, "iops": lim.IOPS, "io_weight": int64(lim.IOWeight), "net_bps": lim.NetBytesPerSec} {
 		if v > 0 {
 			args[k] = v
 		}
@@ -40,7 +41,7 @@ func viewResources(r sandbox.Record, v *api.Sandbox, latest func(id string) (res
 	if lim := r.Resources; lim != nil {
 		res := &api.Resources{
 			DiskMiB: lim.DiskMiB, CPUQuotaPercent: lim.CPUQuotaPercent, MemoryHardLimitMiB: lim.MemoryHardLimitMiB,
-			IOBps: lim.IOBytesPerSec, IOPS: lim.IOPS, IOWeight: lim.IOWeight, Pids: lim.Pids,
+			IOBps: lim.IOBytesPerSec, IOPS: lim.IOPS, IOWeight: lim.IOWeight, Pids: lim.Pids, NetBps: lim.NetBytesPerSec,
 			Enforcement: []api.LimitEnforcement{},
 		}
 		for _, s := range lim.Status {

@@ -133,4 +133,14 @@ type Spec struct {
 	// Interface is the sandbox's network device (a virtio NIC on a host
 	// tap). Optional: nil means no network device at all.
 	Interface *Interface
+
+	// GenID adds a VM generation ID device, written as <genid/>: libvirt
+	// gives every domain it starts a new random GUID, QEMU's vmgenid
+	// device shows it to the guest through ACPI, and when a loaded
+	// snapshot's saved GUID differs from the new domain's, QEMU notifies
+	// the guest, whose vmgenid driver (Linux >= 5.18) reseeds its random
+	// number generator at once. So every restore of one snapshot draws
+	// fresh random numbers. It is part of the machine's device set: a
+	// snapshot restores only into a domain with the same GenID setting.
+	GenID bool
 }

@@ -97,6 +97,9 @@ func build(s Spec) *libvirtxml.Domain {
 	if s.GuestAgentSocket != "" {
 		d.Devices.Channels = append(d.Devices.Channels, unixChannel(s.GuestAgentSocket, GuestAgentPort))
 	}
+	if s.GenID {
+		d.GenID = &libvirtxml.DomainGenID{} // empty: libvirt generates a new GUID for each start
+	}
 	s.Tune.apply(d)
 	s.Interface.apply(d)
 	if s.Type == TypeKVM {

@@ -56,6 +56,10 @@ type Options struct {
 	// Serve: a table of the session alone, closed (its commands killed)
 	// when the session ends.
 	Processes *Processes
+	// Reseed serves OpReseed: it credits the entropy to the kernel and
+	// reseeds the CRNG, reporting whether the reseed happened; nil means
+	// the kernel's (reseed_linux.go). Tests inject a fake.
+	Reseed func(entropy []byte) (reseeded bool, err error)
 }
 
 // User is a guest account: its ids and home directory.
@@ -292,6 +296,8 @@ func (s *server) handle(st *yamux.Stream) {
 		err = s.procForget(fw, req.Proc)
 	case agentproto.OpConnect:
 		err = s.connect(st, fr, fw, req.Connect)
+	case agentproto.OpReseed:
+		err = s.reseed(fw, req.Reseed)
 	}
 	if err != nil {
 		s.fail(fw, req.Op, err)

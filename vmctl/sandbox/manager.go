@@ -238,6 +238,9 @@ func (m *Manager) Create(ctx context.Context, opts Options) (*Sandbox, error) {
 		ConsoleLog:  sb.ConsoleLog,
 
 		GuestAgentSocket: sb.GuestAgentSocket,
+		// A new VM generation ID for every domain: restores of a
+		// snapshot of this sandbox reseed their guest's RNG at once.
+		GenID: true,
 	}
 	bootTimeout := opts.BootTimeout
 	if bootTimeout <= 0 {

@@ -13,6 +13,7 @@ const (
 	EnforcedLibvirt = "libvirt" // domain XML: libvirt writes the cgroup or QEMU throttles
 	EnforcedCgroup  = "cgroup"  // agentbox wrote the domain's cgroup file itself
 	EnforcedQEMU    = "qemu"    // the virtual disk's size: the guest cannot address more
+	EnforcedTC      = "tc"      // agentbox set traffic control on the sandbox's tap (netlink)
 	NotEnforced     = "not enforced"
 )
 
@@ -26,6 +27,8 @@ const (
 	LimitIOWeight    = "io_weight"
 	LimitPids        = "pids"
 	LimitTCGCacheMiB = "tcg_cache"
+	LimitNetRate     = "net_rate"     // to the guest
+	LimitNetRateOut  = "net_rate_out" // from the guest
 )
 
 // ResourceRequest is what a create asks for beyond vCPUs and memory. Zero
@@ -51,6 +54,10 @@ type ResourceRequest struct {
 	// Pids caps the host tasks (processes and threads) of the QEMU
 	// process (cgroup pids.max), at least 32; 0: DefaultPids.
 	Pids int64
+	// NetBytesPerSec caps the network traffic in each direction (traffic
+	// control on the host's tap: vmctl/network.LimitTap), at least
+	// resources.MinNetBytesPerSec; it needs a policy with a NIC. 0: none.
+	NetBytesPerSec int64
 }
 
 // LimitStatus says whether and how one limit is in force.
@@ -87,6 +94,9 @@ type ResourceLimits struct {
 	MemoryHardLimitMiB int64 `json:"memory_hard_limit_mib"`
 	// Pids is the QEMU process's task limit.
 	Pids int64 `json:"pids"`
+	// NetBytesPerSec is the network cap in each direction, bytes/s; 0
+	// means none.
+	NetBytesPerSec int64 `json:"net_bps,omitempty"`
 	// Status lists every limit with its enforcement.
 	Status []LimitStatus `json:"status,omitempty"`
 	// MadeCgroups are the cgroup directories agentbox made for the domain

@@ -86,6 +86,8 @@ type Backend struct {
 	Warm WarmFns
 	// Ports holds the port forward methods' functions (ports.go).
 	Ports PortFns
+	// Fork holds the timeout and restore-of-several functions (fork.go).
+	Fork ForkFns
 
 	mu    sync.Mutex
 	calls []string

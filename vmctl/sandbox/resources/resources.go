@@ -21,6 +21,7 @@ import (
 	"github.com/agentbox/agentbox/vmctl/cgroup"
 	"github.com/agentbox/agentbox/vmctl/domain"
 	"github.com/agentbox/agentbox/vmctl/image"
+	"github.com/agentbox/agentbox/vmctl/network"
 	"github.com/agentbox/agentbox/vmctl/overlay"
 	"github.com/agentbox/agentbox/vmctl/sandbox"
 )
@@ -49,6 +50,10 @@ const (
 	MinIOBytesPerSec = 1 << 20
 	MinIOPS          = 10
 )
+
+// MinNetBytesPerSec is the lowest network cap a create may ask for, in
+// bytes/s: one burst's worth (network.MinRateBytes) per second.
+const MinNetBytesPerSec = network.MinRateBytes
 
 // TCGCacheMiB is the TCG translation cache agentbox gives TCG domains
 // (QEMU's default is 1 GiB, which would count toward the memory limit).
@@ -128,6 +133,8 @@ func CheckRequest(vcpus, memoryMiB int, r sandbox.ResourceRequest) error {
 		return fmt.Errorf("%w: io operations cap %d ops/s is below the minimum of %d ops/s the guest needs to boot from its throttled disk: ask for at least %d, or 0 for none", sandbox.ErrInvalid, r.IOPS, MinIOPS, MinIOPS)
 	case r.IOWeight != 0 && (r.IOWeight < domain.MinBlkioWeight || r.IOWeight > domain.MaxBlkioWeight):
 		return fmt.Errorf("%w: io weight %d: want %d..%d", sandbox.ErrInvalid, r.IOWeight, domain.MinBlkioWeight, domain.MaxBlkioWeight)
+	case r.NetBytesPerSec < 0 || (r.NetBytesPerSec > 0 && r.NetBytesPerSec < MinNetBytesPerSec):
+		return fmt.Errorf("%w: network cap %d bytes/s is below the minimum of %d bytes/s (64 KiB/s): ask for at least %d, or 0 for none", sandbox.ErrInvalid, r.NetBytesPerSec, MinNetBytesPerSec, MinNetBytesPerSec)
 	case r.Pids < 0 || (r.Pids > 0 && r.Pids < 32):
 		return fmt.Errorf("%w: pids %d: QEMU needs at least 32 host tasks (0: the default, %d)", sandbox.ErrInvalid, r.Pids, DefaultPids)
 	}
@@ -159,6 +166,9 @@ func (e *Enforcer) Resolve(ctx context.Context, sb *sandbox.Sandbox, opts sandbo
 	if err := CheckRequest(sb.VCPUs, opts.MemoryMiB, opts.Resources); err != nil {
 		return nil, err
 	}
+	if opts.Resources.NetBytesPerSec > 0 && !opts.Network.HasNIC() {
+		return nil, fmt.Errorf("%w: a network cap needs a network, and network mode %s gives the sandbox none: add --network allowlist or open, or drop the cap", sandbox.ErrInvalid, netMode(opts))
+	}
 	_, _, req := Resolve(opts.Image, sb.VCPUs, 0, opts.Resources)
 	base, err := overlay.Inspect(ctx, opts.Image.Disk)
 	if err != nil {
@@ -176,6 +186,7 @@ func (e *Enforcer) Resolve(ctx context.Context, sb *sandbox.Sandbox, opts sandbo
 		DiskMiB: req.DiskMiB, CPUQuotaPercent: req.CPUQuotaPercent,
 		IOBytesPerSec: req.IOBytesPerSec, IOPS: req.IOPS, IOWeight: req.IOWeight,
 		MemoryHardLimitMiB: MemoryHardLimitMiB(int64(sb.Memory), tcg), Pids: req.Pids,
+		NetBytesPerSec: req.NetBytesPerSec,
 	}, nil
 }
 
@@ -246,6 +257,7 @@ func (e *Enforcer) Start(ctx context.Context, sb *sandbox.Sandbox, spec *domain.
 	if viaLibvirt {
 		st = append(st, sandbox.LimitStatus{Name: sandbox.LimitMemoryHard, Value: lim.MemoryHardLimitMiB, Unit: "MiB", Enforcement: sandbox.EnforcedLibvirt, Detail: "<memtune><hard_limit>"})
 	}
+	st = append(st, e.limitNet(sb, lim, spec)...) // netrate.go: on the tap QEMU now holds
 	if lim.IOBytesPerSec > 0 {
 		st = append(st, sandbox.LimitStatus{Name: sandbox.LimitIOBps, Value: lim.IOBytesPerSec, Unit: "bytes/s", Enforcement: sandbox.EnforcedLibvirt, Detail: "<iotune><total_bytes_sec>"})
 	}

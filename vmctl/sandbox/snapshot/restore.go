@@ -44,7 +44,9 @@ type RestoreOptions struct {
 // it, reconnects the guest agent, sets the guest's clock to the host's and
 // gives the guest its own identity (hostname = the new domain name, a new
 // /etc/machine-id if the image has one; its own tap and addresses, but
-// the source's MAC, which the NIC's saved state keeps: see keepGuestMAC).
+// the source's MAC, which the NIC's saved state keeps: see keepGuestMAC)
+// and fresh randomness (sandbox.ReseedGuest; the new domain's VM
+// generation ID, see domain.Spec.GenID).
 // Restoring one snapshot twice gives two independent sandboxes.
 //
 // Errors: sandbox.ErrNoSnapshot; ErrSnapshotUnusable when the image
@@ -269,6 +271,15 @@ func (s *Service) finishSteps(snap sandbox.Snapshotter, opts RestoreOptions) []s
 			}
 			if _, err := b.Agent.SetIdentity(ctx, b.Sandbox.Domain, machineID); err != nil {
 				return fmt.Errorf("give the restored guest its identity: %w", err)
+			}
+			// Every fork of one snapshot starts from the same CRNG state:
+			// reseed it from the host (the genid device does too where the
+			// guest kernel has the vmgenid driver). An image whose agent
+			// predates the operation restores with a warning.
+			if err := sandbox.ReseedGuest(ctx, b.Agent); errors.Is(err, sandbox.ErrReseedUnsupported) {
+				s.log.Warn("restored guest not reseeded", "sandbox", b.Sandbox.ID, "err", err)
+			} else if err != nil {
+				return err
 			}
 			b.Times.Agent = time.Since(agentStart)
 			return nil
