@@ -52,8 +52,13 @@ const (
 	// FrameDataEnd (either direction, empty payload) ends a sequence of
 	// FrameData frames.
 	FrameDataEnd FrameType = 12
+	// FrameResize (host→guest) sets the window size of an exec's terminal
+	// (ExecRequest.Tty); payload is a JSON [TtySize]. The guest ignores it
+	// (and logs) for an exec without a terminal: hosts refuse that before
+	// sending (agent.Process.Resize).
+	FrameResize FrameType = 13
 
-	maxFrameType = FrameDataEnd
+	maxFrameType = FrameResize
 )
 
 var frameTypeNames = [...]string{
@@ -69,6 +74,7 @@ var frameTypeNames = [...]string{
 	FrameExit:       "exit",
 	FrameData:       "data",
 	FrameDataEnd:    "data-end",
+	FrameResize:     "resize",
 }
 
 // String returns the lower-case name of t, or "frame(N)" for unknown types.
