@@ -20,6 +20,7 @@ require (
 	go.etcd.io/bbolt v1.5.0
 	go.uber.org/goleak v1.3.0
 	golang.org/x/sys v0.47.0
+	golang.org/x/term v0.45.0
 	libvirt.org/go/libvirtxml v1.12008.0
 )
 

@@ -145,6 +145,9 @@ func (e *InteractiveExec) Signal(ctx context.Context, signal string) error {
 	return e.sendJSON(ctx, api.ExecWSMessage{Type: api.ExecWSSignal, Signal: signal})
 }
 
+// Done is closed when the session has ended (Wait returns at once).
+func (e *InteractiveExec) Done() <-chan struct{} { return e.done }
+
 // Wait waits for the command's end and returns its exit status. Errors:
 // *api.Error of an "error" message (e.g. 503 guest_died, or 400 for a
 // protocol error of ours), ctx's when it ended first, a connection cut
