@@ -40,13 +40,13 @@ type fakeBackend struct {
 	creates   []api.CreateSandboxRequest
 	deletes   []string // "ID force=BOOL"
 	execs     []api.ExecRequest
-	// interactive are the requests of interactive execs (with streamed
-	// stdin or a terminal), also in execs.
-	interactive []api.ExecRequest
 	kills     []string // "PROCESS SIGNAL"
 	infoErr   error
 	// sleeping receives a value whenever a "sleep" command starts.
 	sleeping chan struct{}
+	// interactive are the requests of interactive execs (with streamed
+	// stdin or a terminal), also in execs.
+	interactive []api.ExecRequest
 }
 
 type fakeFile struct {
