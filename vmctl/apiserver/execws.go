@@ -73,8 +73,13 @@ type execWSSession struct {
 	ctl     ExecControl
 	started chan struct{}
 
+	// io is the context of the connection's reads and writes: cancelled
+	// only when Shutdown gives up waiting (coder/websocket closes the
+	// connection when the context of a read or write ends, so the
+	// command's context, which a protocol error cancels, must not be it).
+	io context.Context
 	// failed is the first protocol error of the client (then cancel
-	// kills the command); cancel ends the session.
+	// kills the command); cancel ends the command.
 	failOnce sync.Once
 	failed   error
 	cancel   context.CancelFunc
@@ -90,6 +95,7 @@ func newExecWSSession(s *Server, r *request, conn *websocket.Conn) *execWSSessio
 // "error" and a normal closure.
 func (ws *execWSSession) run(ctx context.Context) {
 	defer ws.conn.CloseNow()
+	ws.io = ctx
 	ctx, ws.cancel = context.WithCancel(ctx)
 	defer ws.cancel()
 	defer ws.stdinR.Close() // unblocks a reader still delivering stdin
@@ -109,18 +115,19 @@ func (ws *execWSSession) run(ctx context.Context) {
 		func(c ExecControl) {
 			ws.ctl = c
 			close(ws.started)
-			ws.sendJSON(ctx, api.ExecWSMessage{Type: api.ExecWSStarted, ExecID: c.ExecID(), Pid: c.Pid()})
+			ws.sendJSON(api.ExecWSMessage{Type: api.ExecWSStarted, ExecID: c.ExecID(), Pid: c.Pid()})
 		},
-		wsOutput{ws, ctx, api.ExecWSStdout}, wsOutput{ws, ctx, api.ExecWSStderr})
+		wsOutput{ws, api.ExecWSStdout}, wsOutput{ws, api.ExecWSStderr})
 	ws.finish(ctx, status, err)
 	ws.cancel()
+	ws.conn.CloseNow() // after a normal closure a no-op; else it ends the read loop's read
 	<-readDone
 }
 
 // readStart reads and checks the first message.
 func (ws *execWSSession) readStart(ctx context.Context) (api.ExecRequest, error) {
 	ws.conn.SetReadLimit(execWSStartLimit)
-	typ, data, err := ws.conn.Read(ctx)
+	typ, data, err := ws.conn.Read(ws.io)
 	if err != nil {
 		return api.ExecRequest{}, err
 	}
@@ -159,7 +166,7 @@ func (ws *execWSSession) readLoop(ctx context.Context) {
 	defer ws.stdinW.Close()
 	stdinClosed := false
 	for {
-		typ, data, err := ws.conn.Read(ctx)
+		typ, data, err := ws.conn.Read(ws.io)
 		if err != nil {
 			// The client went away (or closed): the command is killed,
 			// unless it already ended.
@@ -234,10 +241,9 @@ func (ws *execWSSession) finish(ctx context.Context, status api.ExitStatus, err 
 		err = ws.failed
 	}
 	route := "/v1/sandboxes/{id}/exec/ws"
-	out := context.WithoutCancel(ctx)
 	switch {
 	case err == nil:
-		ws.sendJSON(out, api.ExecWSMessage{Type: api.ExecWSExit, Exit: &status})
+		ws.sendJSON(api.ExecWSMessage{Type: api.ExecWSExit, Exit: &status})
 	case ws.failed == nil && ctx.Err() != nil:
 		// The client went away: nobody reads an answer.
 		ws.s.log.Debug("API request abandoned by the client", "route", route, "caller", api.CallerFrom(ctx).ID)
@@ -245,7 +251,7 @@ func (ws *execWSSession) finish(ctx context.Context, status api.ExitStatus, err 
 	case isCloseError(err):
 		return
 	default:
-		ws.sendJSON(out, api.ExecWSMessage{Type: api.ExecWSError, Error: ws.s.apiError(ws.r.Request, route, err)})
+		ws.sendJSON(api.ExecWSMessage{Type: api.ExecWSError, Error: ws.s.apiError(ws.r.Request, route, err)})
 	}
 	ws.conn.Close(websocket.StatusNormalClosure, "")
 }
@@ -259,12 +265,12 @@ func isCloseError(err error) bool {
 
 // sendJSON writes one control message; errors (the client went away) are
 // left to the read loop to notice.
-func (ws *execWSSession) sendJSON(ctx context.Context, m api.ExecWSMessage) {
+func (ws *execWSSession) sendJSON(m api.ExecWSMessage) {
 	b, err := json.Marshal(m)
 	if err != nil {
 		return
 	}
-	_ = ws.conn.Write(ctx, websocket.MessageText, b)
+	_ = ws.conn.Write(ws.io, websocket.MessageText, b)
 }
 
 // wsOutput is an io.Writer that sends a command's output as binary
@@ -273,7 +279,6 @@ func (ws *execWSSession) sendJSON(ctx context.Context, m api.ExecWSMessage) {
 // reads slowly slows the command.
 type wsOutput struct {
 	ws     *execWSSession
-	ctx    context.Context
 	stream byte
 }
 
@@ -283,7 +288,7 @@ func (o wsOutput) Write(p []byte) (int, error) {
 	for len(p) > 0 {
 		c := min(len(p), api.ExecWSMaxData)
 		buf = append(append(buf[:0], o.stream), p[:c]...)
-		if err := o.ws.conn.Write(o.ctx, websocket.MessageBinary, buf); err != nil {
+		if err := o.ws.conn.Write(o.ws.io, websocket.MessageBinary, buf); err != nil {
 			return n, err
 		}
 		n += c

@@ -223,13 +223,18 @@ func (e *InteractiveExec) sendStdin(stdin io.Reader) {
 	_ = e.sendJSON(e.ctx, api.ExecWSMessage{Type: api.ExecWSStdinClose})
 }
 
-// sendJSON writes one control message.
+// sendJSON writes one control message. ctx only gates the send: the
+// write itself runs under the session's context, since coder/websocket
+// closes the connection when a write's context ends.
 func (e *InteractiveExec) sendJSON(ctx context.Context, m api.ExecWSMessage) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	b, err := json.Marshal(m)
 	if err != nil {
 		return err
 	}
-	if err := e.conn.Write(ctx, websocket.MessageText, b); err != nil {
+	if err := e.conn.Write(e.ctx, websocket.MessageText, b); err != nil {
 		return fmt.Errorf("%s: %w", e.path, err)
 	}
 	return nil
