@@ -14,6 +14,7 @@ packages=(
   qemu-system-x86 qemu-utils
   debootstrap busybox-static cpio e2fsprogs zstd
   distro-info-data make tini procps
+  tmux
   nix-bin
 )
 missing=()

@@ -170,7 +170,7 @@ func TestFlagValueHints(t *testing.T) {
 	}{
 		{[]string{"run", "--timeout", "5", "--", "true"}, `invalid value "5" for flag --timeout: parse error (durations take a unit: 500ms, 30s, 5m): see ` + "`agentbox run --help`"},
 		{[]string{"run", "--memory", "abc", "--", "true"}, `invalid value "abc" for flag --memory: parse error (want a whole number): see ` + "`agentbox run --help`"},
-		{[]string{"exec", "-t", "x", "w1", "--", "true"}, "flag provided but not defined: -t: see `agentbox exec --help`"},
+		{[]string{"exec", "-x", "x", "w1", "--", "true"}, "flag provided but not defined: -x: see `agentbox exec --help`"},
 	}
 	for _, tc := range cases {
 		app := newApp()

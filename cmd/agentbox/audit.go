@@ -22,10 +22,15 @@ func auditCommand() *cli.Command {
 		Description: "Prints the daemon's audit entries of SANDBOX (also after it was removed, by ID) or of all\n" +
 			"sandboxes, oldest first, one line each: time, sandbox, caller, action, its arguments, exit code,\n" +
 			"duration and error. --json prints the raw entries (JSON lines); --replay renders the session as\n" +
-			"a readable timeline (commands, their output heads, files moved).",
+			"a readable timeline (commands, their output heads, files moved; a command run on a terminal\n" +
+			"with `exec -t` shows its screen text and what was typed). --play EXEC plays such a terminal\n" +
+			"session back in this terminal with its timing (pauses capped at 2s; --speed 2 plays twice as\n" +
+			"fast, --speed 0 at once), escape sequences included.",
 		Flags: []cli.Flag{
 			&cli.BoolFlag{Name: "json", Usage: "raw entries, one JSON object per line"},
 			&cli.BoolFlag{Name: "replay", Usage: "render the session as a readable timeline"},
+			&cli.StringFlag{Name: "play", Usage: "play the terminal session of exec `ID` of SANDBOX back, with its timing"},
+			&cli.Float64Flag{Name: "speed", Value: 1, Usage: "with --play: play `N` times as fast (0: at once)"},
 		},
 		OnUsageError: usageError,
 		Action: clientAction(func(ctx context.Context, c *cli.Context, cl *client.Client) error {
@@ -41,6 +46,9 @@ func auditCommand() *cli.Command {
 			}
 			ref := c.Args().First()
 			w := c.App.Writer
+			if id := c.String("play"); id != "" {
+				return playSession(ctx, c, cl, ref, id)
+			}
 			switch {
 			case c.Bool("json"):
 				enc := json.NewEncoder(w)
@@ -122,4 +130,33 @@ func auditArgs(args map[string]any) string {
 		parts = append(parts, k+"="+string(v))
 	}
 	return strings.Join(parts, " ")
+}
+
+// playSession is `agentbox audit --play EXEC SANDBOX`.
+func playSession(ctx context.Context, c *cli.Context, cl *client.Client, ref, id string) error {
+	if ref == "" {
+		return fmt.Errorf("--play %s needs the SANDBOX: usage: agentbox audit --play EXEC SANDBOX", id)
+	}
+	if c.Bool("json") || c.Bool("replay") {
+		return fmt.Errorf("--play excludes --json and --replay")
+	}
+	if c.Float64("speed") < 0 {
+		return fmt.Errorf("--speed %g: must not be negative", c.Float64("speed"))
+	}
+	var found *audit.Entry
+	if err := cl.Audit(ctx, ref, func(e audit.Entry) error {
+		if e.ExecID == id && e.Action == audit.ActionExec {
+			found = &e
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	switch {
+	case found == nil:
+		return fmt.Errorf("no exec %s in the audit of %s: see `agentbox audit --replay %s`", id, ref, ref)
+	case found.Tty == nil:
+		return fmt.Errorf("exec %s of %s did not run on a terminal: only `exec -t` sessions are recorded for --play (see `agentbox audit --replay %s`)", id, ref, ref)
+	}
+	return playTty(ctx, c.App.Writer, found.Tty, c.Float64("speed"))
 }

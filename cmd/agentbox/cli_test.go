@@ -133,12 +133,15 @@ func TestCLICreateExec(t *testing.T) {
 	d.cli(t, nil, "exec", "w1", "--timeout", "5s", "--", "ls").check(t, 125, "", "agentbox: \"--timeout\" after SANDBOX: flags go before it: `agentbox exec [FLAGS] SANDBOX -- COMMAND [ARG...]`\n")
 	d.cli(t, nil, "exec", "nope", "--", "ls").check(t, 125, "", "agentbox: no sandbox \"nope\": see `agentbox ls`\n")
 
-	// Stdin forwarded through a detached process with open stdin.
+	// Stdin streamed over the interactive exec (no detached process).
 	big := bytes.Repeat([]byte("0123456789abcdef"), 64<<10) // 1 MiB
+	nproc := len(d.backend.procs)
 	d.cli(t, bytes.NewReader(big), "exec", "w1", "--", "cat").check(t, 0, string(big), "")
-	if last := d.backend.execs[len(d.backend.execs)-1]; !last.StdinOpen {
-		t.Errorf("exec with stdin: request %+v has no stdin_open", last)
+	if last := d.backend.execs[len(d.backend.execs)-1]; last.StdinOpen || len(d.backend.interactive) != 1 || len(d.backend.procs) != nproc {
+		t.Errorf("exec with stdin: request %+v, %d interactive execs, %d processes (want no stdin_open, 1, %d)", last, len(d.backend.interactive), len(d.backend.procs), nproc)
 	}
+	// -t needs a terminal on stdin.
+	d.cli(t, strings.NewReader("x"), "exec", "-it", "w1", "--", "cat").check(t, 125, "", "agentbox: -t needs a terminal on stdin: run it from one, or drop -t to pipe stdin (-i)\n")
 
 	// History: the newest two of the execs above, as a table.
 	n := len(d.backend.execs)
@@ -391,14 +394,15 @@ func TestCLIInterrupt(t *testing.T) {
 	interruptWhenSleeping(t, d)
 	d.cli(t, nil, "exec", "w1", "--", "sleep").check(t, 130, "", "agentbox: interrupt: guest command killed\n")
 
-	// With stdin: a detached process, killed through the API.
+	// With stdin: the interactive exec's connection closes, the server
+	// kills the command; no detached process is involved.
 	interruptWhenSleeping(t, d)
 	d.cli(t, strings.NewReader("in"), "exec", "w1", "--", "sleep").check(t, 130, "", "agentbox: interrupt: guest command killed\n")
 	d.backend.mu.Lock()
-	kills := strings.Join(d.backend.kills, ",")
+	kills, procs, interactive := strings.Join(d.backend.kills, ","), len(d.backend.procs), len(d.backend.interactive)
 	d.backend.mu.Unlock()
-	if kills != "p1 KILL" {
-		t.Errorf("kills %q, want p1 KILL", kills)
+	if kills != "" || procs != 0 || interactive != 1 {
+		t.Errorf("kills %q, %d processes, %d interactive execs; want none, 0, 1", kills, procs, interactive)
 	}
 
 	// run: the sandbox is removed after the interrupt.

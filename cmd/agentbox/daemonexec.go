@@ -13,36 +13,28 @@ import (
 )
 
 // daemonExec runs req in sandbox ref through the daemon with this
-// process's stdio and maps the outcome to the CLI's exit status. Without
-// stdin to forward it is one streaming exec; with stdin it is a detached
-// process whose stdin is fed from ours while its output is followed. When
-// ctx ends (SIGINT/SIGTERM) the command is killed and the error wraps
-// ctx's; the caller maps it to 128+N.
+// process's stdio and maps the outcome to the CLI's exit status. With -t
+// the command runs on a terminal (ttyExec); with stdin to forward it is
+// the interactive exec, stdin streamed over its WebSocket as the command
+// reads it; without, one streaming exec. When ctx ends (SIGINT/SIGTERM)
+// the command is killed and the error wraps ctx's; the caller maps it to
+// 128+N.
 func daemonExec(ctx context.Context, c *cli.Context, cl *client.Client, ref string, req api.ExecRequest) error {
+	if c.Bool("tty") {
+		return ttyExec(ctx, c, cl, ref, req)
+	}
 	timeout := time.Duration(req.TimeoutMs) * time.Millisecond
-	stdin := forwardedStdin(c)
-	if stdin == nil {
-		st, err := cl.Exec(ctx, ref, req, c.App.Writer, c.App.ErrWriter)
-		if ctx.Err() != nil {
-			return interrupted(ctx, err)
-		}
-		if err != nil {
-			return err
-		}
-		return exitFor(guestStatus(st, timeout))
+	var st api.ExitStatus
+	var err error
+	if stdin := forwardedStdin(c); stdin != nil {
+		st, err = cl.ExecInteractive(ctx, ref, req, stdin, c.App.Writer, c.App.ErrWriter)
+	} else {
+		st, err = cl.Exec(ctx, ref, req, c.App.Writer, c.App.ErrWriter)
 	}
-	st, err := cl.ExecWithStdin(ctx, ref, req, stdin, c.App.Writer, c.App.ErrWriter)
-	killed := ctx.Err() != nil && errors.Is(err, ctx.Err()) // started, then interrupted
-	var ke *client.KillError
-	if killed && errors.As(err, &ke) {
-		fmt.Fprintf(c.App.ErrWriter, "agentbox: %v\n", ke) // the interruption's message hides it
-	}
-	switch {
-	case killed:
+	if ctx.Err() != nil {
 		return interrupted(ctx, err)
-	case errors.Is(err, client.ErrProcessLost):
-		return fmt.Errorf("%w: see `agentbox ps %s`", err, ref)
-	case err != nil:
+	}
+	if err != nil {
 		return err
 	}
 	return exitFor(guestStatus(st, timeout))

@@ -23,7 +23,10 @@ func execCommand() *cli.Command {
 		ArgsUsage: "SANDBOX -- COMMAND [ARG...]  |  --agent-socket PATH -- COMMAND [ARG...]",
 		Description: "Runs COMMAND in the sandbox SANDBOX (its ID or name) through the daemon, streams its stdout\n" +
 			"and stderr live and separately, and exits with the command's exit code. Flags go before SANDBOX.\n" +
-			"Stdin is forwarded when it is not a terminal (or with -i); Ctrl-C kills the command.\n\n" +
+			"Stdin is forwarded when it is not a terminal (or with -i), streamed as the command reads it;\n" +
+			"Ctrl-C kills the command. With -t the command runs on a terminal the size of ours (following\n" +
+			"resizes); -it makes ours raw, so every key (Ctrl-C too) goes to the command, as in a local shell,\n" +
+			"and restores it afterwards: `agentbox exec -it SANDBOX -- bash`.\n\n" +
 			"With -d the command runs detached: its process ID is printed and `agentbox ps`, `output`,\n" +
 			"`stdin` and `kill` reach it later (with -i its stdin stays open for `agentbox stdin`).\n\n" +
 			"With --agent-socket PATH (and no SANDBOX) it talks directly to the guest agent of a sandbox that\n" +
@@ -38,7 +41,9 @@ func execCommand() *cli.Command {
 			&cli.DurationFlag{Name: "connect-timeout", Value: 10 * time.Second, Usage: "with --agent-socket: give up connecting to the agent after `DURATION`"},
 		}, commandFlags()...),
 		OnUsageError: usageError,
-		Action:       execAction,
+		// -it is -i -t.
+		UseShortOptionHandling: true,
+		Action:                 execAction,
 	}
 }
 
@@ -69,6 +74,13 @@ func execAction(c *cli.Context) error {
 		req := apiExecRequest(preq)
 		if c.Bool("detach") {
 			req.StdinOpen = c.Bool("interactive")
+			if c.Bool("tty") {
+				size := defaultTtySize
+				if t, err := terminal(c); err == nil {
+					size = t.Size()
+				}
+				req.Tty = &size
+			}
 			p, err := cl.StartProcess(ctx, ref, req)
 			if err != nil {
 				return err
@@ -96,6 +108,9 @@ func agentSocketExec(c *cli.Context) error {
 	}
 	if c.Bool("detach") {
 		return errors.New("--detach needs the daemon: use `agentbox exec -d SANDBOX -- COMMAND`, not --agent-socket")
+	}
+	if c.Bool("tty") {
+		return errors.New("-t needs the daemon: use `agentbox exec -it SANDBOX -- COMMAND`, not --agent-socket")
 	}
 	sock := c.String("agent-socket")
 	ctx, gotSignal, stop := interrupts(c.Context)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/agentbox/agentbox/vmctl/api"
 	"github.com/agentbox/agentbox/vmctl/apiserver"
+	"github.com/agentbox/agentbox/vmctl/apiserver/apitest"
 	"github.com/agentbox/agentbox/vmctl/audit"
 )
 
@@ -43,6 +44,9 @@ type fakeBackend struct {
 	infoErr   error
 	// sleeping receives a value whenever a "sleep" command starts.
 	sleeping chan struct{}
+	// interactive are the requests of interactive execs (with streamed
+	// stdin or a terminal), also in execs.
+	interactive []api.ExecRequest
 }
 
 type fakeFile struct {
@@ -233,6 +237,26 @@ func (b *fakeBackend) Exec(ctx context.Context, ref string, req api.ExecRequest,
 		stdin = bytes.NewReader(req.Stdin)
 	}
 	return b.run(ctx, req.Cmd, stdin, stdout, stderr, nil), nil
+}
+
+func (b *fakeBackend) ExecInteractive(ctx context.Context, ref string, req api.ExecRequest, stdin io.Reader, started func(apiserver.ExecControl), stdout, stderr io.Writer) (api.ExitStatus, error) {
+	b.mu.Lock()
+	_, err := b.running(ref)
+	b.execs = append(b.execs, req)
+	b.interactive = append(b.interactive, req)
+	b.mu.Unlock()
+	if err != nil {
+		return api.ExitStatus{}, err
+	}
+	started(&apitest.Control{ID: "e1", PID: 100, Tty: req.Tty != nil})
+	if req.Stdin != nil {
+		stdin = io.MultiReader(bytes.NewReader(req.Stdin), stdin)
+	}
+	st := b.run(ctx, req.Cmd, stdin, stdout, stderr, nil)
+	if ctx.Err() != nil {
+		return api.ExitStatus{}, ctx.Err()
+	}
+	return st, nil
 }
 
 // procWriter appends one stream's output to a process.

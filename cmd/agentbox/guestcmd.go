@@ -32,6 +32,7 @@ func commandFlags() []cli.Flag {
 		&cli.StringFlag{Name: "user", Aliases: []string{"u"}, Usage: "run as `UID[:GID]` in the guest (default: the image's default user, root in the test image)"},
 		&cli.BoolFlag{Name: "shell", Usage: "run the arguments joined by spaces with /bin/sh -c (pass the script as one argument to keep its quoting)"},
 		&cli.BoolFlag{Name: "interactive", Aliases: []string{"i"}, Usage: "forward stdin even when it is a terminal"},
+		&cli.BoolFlag{Name: "tty", Aliases: []string{"t"}, Usage: "run the command on a terminal the size of ours (needs one on stdin); with -i ours goes raw and every key goes to it"},
 	}
 }
 
@@ -224,7 +225,7 @@ func isDevNull(f *os.File) bool {
 }
 
 // apiExecRequest is req as the daemon's API takes it. Stdin is not part of
-// it: callers stream stdin through a detached process.
+// it: callers stream it over the interactive exec.
 func apiExecRequest(req agentproto.ExecRequest) api.ExecRequest {
 	return api.ExecRequest{
 		Cmd:       req.Argv,

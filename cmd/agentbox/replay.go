@@ -251,7 +251,10 @@ func newReplayRow(e audit.Entry, t0 time.Time, maxLines int) replayRow {
 	if e.DurationMs > 0 || r.result != "" {
 		r.dur = formatDuration(time.Duration(e.DurationMs) * time.Millisecond)
 	}
-	if maxLines > 0 {
+	switch {
+	case maxLines > 0 && e.Tty != nil:
+		r.sub = append(r.sub, ttySubLines(e, maxLines)...) // replaytty.go
+	case maxLines > 0:
 		r.sub = append(r.sub, outputLines(e.Stdout, subStdout, maxLines)...)
 		r.sub = append(r.sub, outputLines(e.Stderr, subStderr, maxLines)...)
 	}

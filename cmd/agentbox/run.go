@@ -23,7 +23,8 @@ func runCommand() *cli.Command {
 			"stdout and stderr live and separately, and exits with the command's exit code. The VM and its\n" +
 			"overlay disk are destroyed afterwards (unless --keep).\n\n" +
 			"COMMAND is run as an argv, without a shell; use --shell or `sh -c '...'` for shell syntax.\n" +
-			"Stdin is forwarded when it is not a terminal (or with -i).\n\n" +
+			"Stdin is forwarded when it is not a terminal (or with -i); -t runs the command on a terminal,\n" +
+			"-it with ours in raw mode (`agentbox run -it --image DIR -- python3`), as `agentbox exec` does.\n\n" +
 			"When a daemon answers on --socket (or --host), the sandbox is created, used and removed through\n" +
 			"it (labelled agentbox.run=1, with a TTL as a backstop should this command be killed); with no\n" +
 			"daemon there (no socket, or nothing accepting on it) or with --local, agentbox runs the daemon's\n" +
@@ -47,7 +48,9 @@ func runCommand() *cli.Command {
 			&cli.BoolFlag{Name: "locked", Usage: "refuse a PROFILE whose image differs from the lock file (written by agentbox profile lock)"},
 		}, append(append(commandFlags(), resourceFlags()...), profileFlags()...)...),
 		OnUsageError: usageError,
-		Action:       runAction,
+		// -it is -i -t.
+		UseShortOptionHandling: true,
+		Action:                 runAction,
 	}
 }
 

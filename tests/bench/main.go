@@ -19,7 +19,9 @@
 //     per snapshot (snapshots.go);
 //  10. with --neighbours (and only that): exec latency of an idle sandbox
 //     while a neighbour runs a fork bomb, a memory hog, disk saturation
-//     (neighbours.go).
+//     (neighbours.go);
+//  11. with --pty N (and only that): keystroke echo round trip through
+//     a guest terminal over the interactive exec (pty.go).
 //
 // Usage: go run ./tests/bench --image DIR --agentbox bin/agentbox
 package main
@@ -64,6 +66,7 @@ func main() {
 	idle := flag.Int("idle", 20, "idle sandboxes for the daemon memory figure")
 	snapshots := flag.Bool("snapshots", false, "run only the snapshot benchmarks (8-9): cold vs warm creates (--creates runs), save/restore at 256 MiB and 1 GiB (--snapshot-runs)")
 	snapshotRuns := flag.Int("snapshot-runs", 3, "save/restore runs per memory size")
+	ptyKeys := flag.Int("pty", 0, "run only the PTY benchmark (11): keystroke echo round trip of `N` keys through `exec -it`'s WebSocket and a guest terminal")
 	neighbours := flag.Bool("neighbours", false, "run only the noisy-neighbour benchmark (10): exec latency of an idle sandbox (--execs runs) next to a fork bomb, a memory hog and disk saturation")
 	flag.Parse()
 	if *imgDir == "" {
@@ -83,6 +86,10 @@ func main() {
 	}
 	if *neighbours {
 		benchNeighbours(ctx, img, *bin, *uri, *execs)
+		return
+	}
+	if *ptyKeys > 0 {
+		benchPty(ctx, img, *bin, *uri, *ptyKeys)
 		return
 	}
 	if !*daemonOnly {

@@ -147,11 +147,11 @@ func TestDaemonCLILifecycle(t *testing.T) {
 		entries = append(entries, e)
 	}
 	acts := actions(entries)
-	// (exec with stdin runs as a detached process fed through its stdin;
-	// its stdin and exit entries may end in either order.)
-	if want := []string{"create", "exec", "exec", "exec", "process.start", "file.upload", "exec", "file.download"}; !hasSubsequence(acts, want) || acts[0] != "create" ||
-		!slices.Contains(acts, "process.stdin") || !slices.Contains(acts, "process.exit") {
-		t.Fatalf("audit actions %v: want %v in this order, create first", acts, want)
+	// (exec with stdin streams it over the interactive exec: one exec
+	// entry with the bytes it got, no detached process.)
+	if want := []string{"create", "exec", "exec", "exec", "exec", "file.upload", "exec", "file.download"}; !hasSubsequence(acts, want) || acts[0] != "create" ||
+		slices.Contains(acts, "process.start") || !slices.ContainsFunc(entries, func(e wireAudit) bool { return e.Action == "exec" && e.BytesIn == int64(len("piped\n")) }) {
+		t.Fatalf("audit actions %v: want %v in this order, create first, and an exec with bytes_in %d", acts, want, len("piped\n"))
 	}
 	r = d.cli(nil, "audit", "work1")
 	plain := strings.Split(strings.TrimSuffix(string(r.stdout), "\n"), "\n")

@@ -26,6 +26,7 @@ type Process struct {
 	o      *op
 	ctx    context.Context
 	pid    int
+	tty    bool // started with req.Tty: Resize works
 	stdout io.Writer
 	stderr io.Writer
 
@@ -62,7 +63,10 @@ func (c *Client) Exec(ctx context.Context, req agentproto.ExecRequest, stdin io.
 // Start starts req in the guest and returns once the command runs or
 // failed to start (Wait then reports how). Arguments are as for Exec;
 // ctx bounds the command's whole life: when it ends the process group is
-// killed. stdin is copied by a goroutine that may still be blocked in
+// killed. With req.Tty set the command runs on a terminal of that size
+// (see agentproto.ExecRequest.Tty): all its output goes to stdout, stdin
+// is the terminal's input (stdin's EOF does not end it) and Resize
+// changes the size. stdin is copied by a goroutine that may still be blocked in
 // stdin.Read after Wait returned. Errors: ErrDisconnected, ctx.Err(),
 // *agentproto.Error with CodeInvalid for a malformed request.
 func (c *Client) Start(ctx context.Context, req agentproto.ExecRequest, stdin io.Reader, stdout, stderr io.Writer) (*Process, error) {
@@ -81,7 +85,7 @@ func (c *Client) Start(ctx context.Context, req agentproto.ExecRequest, stdin io
 	if stderr == nil {
 		stderr = io.Discard
 	}
-	p := &Process{c: c, o: o, ctx: ctx, stdout: stdout, stderr: stderr, done: make(chan struct{})}
+	p := &Process{c: c, o: o, ctx: ctx, tty: req.Tty != nil, stdout: stdout, stderr: stderr, done: make(chan struct{})}
 
 	// The first frame is FrameStarted, or FrameExit if it did not start.
 	// Until then ctx's end aborts the exchange; closing our side of the
@@ -151,6 +155,38 @@ func (p *Process) Signal(ctx context.Context, sig syscall.Signal) error {
 	}
 	return err
 }
+
+// Resize sets the window size of the command's terminal (FrameResize on
+// its exec stream; the guest's foreground process group gets SIGWINCH).
+// Errors: *agentproto.Error with CodeInvalid when the command was started
+// without a terminal (req.Tty nil) or size is not valid, ErrProcessDone
+// when it has exited, the stream's error.
+func (p *Process) Resize(size agentproto.TtySize) error {
+	if !p.tty {
+		return &agentproto.Error{Code: agentproto.CodeInvalid, Message: "resize: the command was started without a terminal (tty); only a command with a terminal has a window size"}
+	}
+	if err := size.Validate(); err != nil {
+		return err
+	}
+	select {
+	case <-p.done:
+		return ErrProcessDone
+	default:
+	}
+	if err := p.o.fw.WriteJSON(agentproto.FrameResize, size); err != nil {
+		select {
+		case <-p.done:
+			return ErrProcessDone
+		default:
+		}
+		return p.o.err(err)
+	}
+	return nil
+}
+
+// Tty reports whether the command runs on a terminal (started with
+// req.Tty).
+func (p *Process) Tty() bool { return p.tty }
 
 // Wait waits for the command to finish and returns its status; see Exec for
 // the results. It may be called several times and concurrently.

@@ -52,6 +52,11 @@ const (
 	// FrameDataEnd (either direction, empty payload) ends a sequence of
 	// FrameData frames.
 	FrameDataEnd FrameType = 12
+	// FrameResize (host→guest) sets the window size of an exec's terminal
+	// (ExecRequest.Tty); payload is a JSON [TtySize]. The guest ignores it
+	// (and logs) for an exec without a terminal: hosts refuse that before
+	// sending (agent.Process.Resize).
+	FrameResize FrameType = 13
 	// FrameProcOutput (guest→host) carries a chunk of a detached
 	// process's output (OpProcOutput): one byte stream (1 stdout,
 	// 2 stderr), the chunk's offset in the combined output as a big-endian
@@ -74,6 +79,7 @@ var frameTypeNames = [...]string{
 	FrameExit:       "exit",
 	FrameData:       "data",
 	FrameDataEnd:    "data-end",
+	FrameResize:     "resize",
 	FrameProcOutput: "proc-output",
 }
 

@@ -17,7 +17,8 @@ const (
 	// OpExec runs a command ([ExecRequest]). Guest→host: FrameStarted once
 	// the process runs (omitted if it could not start), then FrameStdout
 	// and FrameStderr in any order, then exactly one FrameExit. Host→guest,
-	// until FrameExit: FrameStdin, FrameStdinClose, FrameSignal. If the
+	// until FrameExit: FrameStdin, FrameStdinClose, FrameSignal, and
+	// FrameResize when the exec has a terminal (ExecRequest.Tty). If the
 	// host's side of the stream ends before FrameExit was sent, the guest
 	// kills the process group (the host abandoned the command).
 	OpExec Op = "exec"
@@ -169,6 +170,34 @@ type ExecRequest struct {
 	// Stdin says whether the host sends stdin frames. When false the
 	// command's stdin is /dev/null.
 	Stdin bool `json:"stdin,omitempty"`
+	// Tty, if set, runs the command on a pseudo-terminal of that initial
+	// size: the terminal is its stdin, stdout and stderr and its
+	// controlling terminal (a new session), everything it writes comes as
+	// FrameStdout (there is no FrameStderr), FrameStdin goes to the
+	// terminal's input (so a 0x03 byte is a Ctrl-C the terminal's line
+	// discipline turns into SIGINT for the foreground process group),
+	// FrameStdinClose is ignored (the terminal stays open until the command
+	// ends), and FrameResize changes the size (SIGWINCH). TERM is
+	// xterm-256color unless Env sets it. Nil: no terminal, pipes.
+	Tty *TtySize `json:"tty,omitempty"`
+}
+
+// TtySize is a terminal's window size in character cells, the payload of
+// FrameResize and ExecRequest.Tty.
+type TtySize struct {
+	// Rows is the number of lines, 1–65535.
+	Rows uint16 `json:"rows"`
+	// Cols is the number of columns, 1–65535.
+	Cols uint16 `json:"cols"`
+}
+
+// Validate checks that both dimensions are at least 1. Errors are *Error
+// with CodeInvalid.
+func (s TtySize) Validate() error {
+	if s.Rows == 0 || s.Cols == 0 {
+		return invalidf("terminal size %dx%d: rows and cols must be at least 1", s.Rows, s.Cols)
+	}
+	return nil
 }
 
 // Validate checks the request's shape (not whether the command exists).
@@ -192,6 +221,11 @@ func (r *ExecRequest) Validate() error {
 	}
 	if r.TimeoutMs < 0 {
 		return invalidf("exec: negative timeout %d ms", r.TimeoutMs)
+	}
+	if r.Tty != nil {
+		if err := r.Tty.Validate(); err != nil {
+			return err
+		}
 	}
 	return nil
 }

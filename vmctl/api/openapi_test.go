@@ -75,6 +75,10 @@ var schemaTypes = map[string]reflect.Type{
 	"RestoreRequest":       reflect.TypeFor[api.RestoreRequest](),
 	"AuditEntry":           reflect.TypeFor[audit.Entry](),
 	"OutputDigest":         reflect.TypeFor[audit.OutputDigest](),
+	"TtySession":           reflect.TypeFor[audit.TtySession](),
+	"TtyChunk":             reflect.TypeFor[audit.TtyChunk](),
+	"TtySize":              reflect.TypeFor[api.TtySize](),
+	"ExecWSMessage":        reflect.TypeFor[api.ExecWSMessage](),
 }
 
 // enumSchemas are schemas of plain values, not of structs.

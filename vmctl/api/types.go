@@ -174,6 +174,11 @@ type ExecRequest struct {
 	// StdinOpen (detached processes only) keeps the command's stdin open
 	// after Stdin, for POST .../processes/{pid}/stdin.
 	StdinOpen bool `json:"stdin_open,omitempty"`
+	// Tty, if set, runs the command on a pseudo-terminal of that size in
+	// the guest: the terminal is its stdin, stdout and stderr (all output
+	// comes as stdout), TERM is xterm-256color unless Env sets it, and the
+	// interactive exec (GET .../exec/ws) can resize it.
+	Tty *TtySize `json:"tty,omitempty"`
 }
 
 // Exec event types: the "type" of an ExecEvent.

@@ -267,6 +267,11 @@ func (req *ExecRequest) Validate(attached bool) error {
 	if attached && req.StdinOpen {
 		return Invalidf("stdin_open is for detached processes: start the command with POST /v1/sandboxes/{id}/processes and write to its stdin endpoint")
 	}
+	if req.Tty != nil {
+		if err := req.Tty.Validate(); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 

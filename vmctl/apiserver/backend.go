@@ -44,6 +44,13 @@ type Backend interface {
 	// end. Errors: 409 sandbox_not_running, 429 exec_limit_reached,
 	// 503 guest_died.
 	Exec(ctx context.Context, ref string, req api.ExecRequest, started func(execID string, pid int), stdout, stderr io.Writer) (api.ExitStatus, error)
+	// ExecInteractive runs a command attached with a live stdin (the
+	// interactive exec, GET .../exec/ws): as Exec (the same admission,
+	// accounting, audit and history), but stdin streams from stdin (after
+	// req.Stdin) until its EOF and is read only as fast as the command
+	// takes it, req.Tty gives the command a terminal, and started hands
+	// over the running command's controls. Errors as Exec.
+	ExecInteractive(ctx context.Context, ref string, req api.ExecRequest, stdin io.Reader, started func(ExecControl), stdout, stderr io.Writer) (api.ExitStatus, error)
 
 	// StartProcess starts a detached command and returns at once.
 	StartProcess(ctx context.Context, ref string, req api.ExecRequest) (api.Process, error)
@@ -91,4 +98,21 @@ type Backend interface {
 	Audit(ctx context.Context, ref string, emit func(audit.Entry) error) error
 	// Events sends sandbox events as they happen until ctx is done.
 	Events(ctx context.Context, emit func(api.Event) error) error
+}
+
+// ExecControl is a running interactive command (Backend.ExecInteractive).
+type ExecControl interface {
+	// ExecID is the exec's ID in the sandbox's history and audit log.
+	ExecID() string
+	// Pid is the guest process id (also its process group).
+	Pid() int
+	// Resize sets the size of the command's terminal (SIGWINCH in the
+	// guest). Errors: 400 invalid_argument when the command runs without
+	// a terminal or size is out of range. A command that just ended is no
+	// error (its exit follows).
+	Resize(size api.TtySize) error
+	// Signal sends signal (a name like "INT" or a number 1-64) to the
+	// command's process group. Errors: 400 invalid_argument for an
+	// unknown signal. A command that just ended is no error.
+	Signal(ctx context.Context, signal string) error
 }

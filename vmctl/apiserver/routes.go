@@ -62,6 +62,7 @@ var routes = []route{
 	{"GET", "/v1/sandboxes/{id}/execs", []string{"limit"}, reply(http.StatusOK, execHistory)},
 
 	{"POST", "/v1/sandboxes/{id}/exec", nil, stream(exec)},
+	{"GET", "/v1/sandboxes/{id}/exec/ws", nil, stream(execWS)},
 	{"POST", "/v1/sandboxes/{id}/processes", nil, created(processLocation, withBody(validateDetached, startProcess))},
 	{"GET", "/v1/sandboxes/{id}/processes", nil, reply(http.StatusOK, listProcesses)},
 	{"GET", "/v1/sandboxes/{id}/processes/{pid}", nil, reply(http.StatusOK, getProcess)},

@@ -83,6 +83,14 @@ type Server struct {
 	mu      sync.Mutex
 	servers []*http.Server
 	closed  bool
+	// upgraded counts the sessions on hijacked (WebSocket) connections,
+	// which http.Server.Shutdown neither waits for nor closes; Shutdown
+	// waits for upgradedIdle and, when its ctx ends, cancels them with
+	// stopUpgraded.
+	upgraded     int
+	upgradedIdle chan struct{}
+	upgradedCtx  context.Context
+	stopUpgraded context.CancelFunc
 }
 
 // NewServer checks cfg and returns a Server. Errors: no Backend, a Token
@@ -129,6 +137,7 @@ func NewServer(cfg Config) (*Server, error) {
 		s.m = m
 	}
 	s.drain, s.stopDrain = context.WithCancel(context.Background())
+	s.upgradedCtx, s.stopUpgraded = context.WithCancel(context.Background())
 	for _, rt := range routes {
 		s.mux.Handle(rt.method+" "+rt.path, s.routeHandler(rt))
 	}
@@ -213,7 +222,45 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		})
 	}
 	wg.Wait()
+	s.mu.Lock()
+	var idle chan struct{}
+	if s.upgraded > 0 {
+		idle = make(chan struct{})
+		s.upgradedIdle = idle
+	}
+	s.mu.Unlock()
+	if idle != nil {
+		select {
+		case <-idle:
+		case <-ctx.Done():
+			s.stopUpgraded()
+			errs = append(errs, ctx.Err())
+		}
+	}
 	return errors.Join(errs...)
+}
+
+// hijacked registers a session on a connection taken over from the HTTP
+// server (a WebSocket) for Shutdown, which waits for it like for any
+// request and cancels the returned context when its own ctx ends. end
+// unregisters it.
+func (s *Server) hijacked(parent context.Context) (ctx context.Context, end func()) {
+	s.mu.Lock()
+	s.upgraded++
+	s.mu.Unlock()
+	ctx, cancel := context.WithCancel(parent)
+	stop := context.AfterFunc(s.upgradedCtx, cancel)
+	return ctx, func() {
+		stop()
+		cancel()
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.upgraded--
+		if s.upgraded == 0 && s.upgradedIdle != nil {
+			close(s.upgradedIdle)
+			s.upgradedIdle = nil
+		}
+	}
 }
 
 // serveHTTP is the API's handler: it refuses unclean URL paths, answers
@@ -373,7 +420,7 @@ type respWriter struct {
 }
 
 func (w *respWriter) WriteHeader(code int) {
-	if !w.wrote && code >= 200 {
+	if !w.wrote && (code >= 200 || code == http.StatusSwitchingProtocols) {
 		w.status = code
 		w.wrote = true
 	}

@@ -32,6 +32,12 @@ type Entry struct {
 	// Stdout and Stderr are digests of the command's output.
 	Stdout *OutputDigest `json:"stdout,omitempty"`
 	Stderr *OutputDigest `json:"stderr,omitempty"`
+	// Stdin is the digest of what an attached exec got on its stdin (the
+	// keys typed into a terminal, too); nil when it had none.
+	Stdin *OutputDigest `json:"stdin,omitempty"`
+	// Tty records a command that ran on a terminal: its input and output
+	// with their timing, bounded (TtySession).
+	Tty *TtySession `json:"tty,omitempty"`
 	// Error is the API error code when the action failed, e.g.
 	// "not_found"; ErrorMessage its message.
 	Error        string `json:"error,omitempty"`

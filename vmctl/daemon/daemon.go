@@ -75,6 +75,11 @@ type Config struct {
 	// package's defaults, 64 MiB × 10 files).
 	AuditMaxBytes int64
 	AuditMaxFiles int
+	// AuditFullTty keeps all the keys typed into a terminal session in its
+	// audit entry (up to audit.TtyMaxBytes) instead of the first KiB
+	// (`agentbox serve --audit-full-tty`); the stdin digest covers them
+	// either way.
+	AuditFullTty bool
 	// Registerer receives the daemon's metrics; nil makes a private
 	// registry (see Daemon.Gatherer).
 	Registerer prometheus.Registerer

@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/agentbox/agentbox/vmctl/agent"
 	"github.com/agentbox/agentbox/vmctl/agentproto"
 	"github.com/agentbox/agentbox/vmctl/api"
 	"github.com/agentbox/agentbox/vmctl/audit"
@@ -27,7 +28,11 @@ import (
 // sandbox.ErrExecLimit. An attached command also holds up Shutdown until
 // endExec.
 func (d *Daemon) beginExec(b *box, req api.ExecRequest, attached bool) (string, agentproto.ExecRequest, error) {
-	id, areq, err := b.sb.BeginExec(agentproto.ExecRequest{Argv: req.Cmd, Env: req.Env, Dir: req.Cwd, UID: req.UID, GID: req.GID, TimeoutMs: req.TimeoutMs})
+	areq := agentproto.ExecRequest{Argv: req.Cmd, Env: req.Env, Dir: req.Cwd, UID: req.UID, GID: req.GID, TimeoutMs: req.TimeoutMs}
+	if req.Tty != nil {
+		areq.Tty = &agentproto.TtySize{Rows: uint16(req.Tty.Rows), Cols: uint16(req.Tty.Cols)}
+	}
+	id, areq, err := b.sb.BeginExec(areq)
 	if err != nil {
 		return "", areq, err
 	}
@@ -68,6 +73,9 @@ func execArgs(req agentproto.ExecRequest, detached bool) map[string]any {
 	if detached {
 		args["detached"] = true
 	}
+	if req.Tty != nil {
+		args["tty"] = fmt.Sprintf("%dx%d", req.Tty.Rows, req.Tty.Cols)
+	}
 	return args
 }
 
@@ -92,10 +100,61 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 	return c.w.Write(p)
 }
 
+// countingReader counts and digests what is read from r.
+type countingReader struct {
+	r      io.Reader
+	n      atomic.Int64
+	digest audit.OutputDigester
+	tty    *audit.TtyRecorder // nil without a terminal
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	if n > 0 {
+		c.digest.Write(p[:n])
+		c.n.Add(int64(n))
+		if c.tty != nil {
+			c.tty.Input(p[:n])
+		}
+	}
+	return n, err
+}
+
+// ttyWriter records a terminal's output in its session.
+type ttyWriter struct {
+	w   io.Writer
+	rec *audit.TtyRecorder
+}
+
+func (t ttyWriter) Write(p []byte) (int, error) {
+	t.rec.Output(p)
+	return t.w.Write(p)
+}
+
+// attachment is how an attached command is connected to its caller: the
+// request's Stdin bytes come first, then stdin (nil: none; /dev/null
+// when there are no bytes either); started is called once the command
+// runs, with its exec ID and the agent's process.
+type attachment struct {
+	stdin          io.Reader
+	stdout, stderr io.Writer
+	started        func(execID string, p *agent.Process, rec *audit.TtyRecorder)
+}
+
 // Exec implements apiserver.Backend: an attached command whose output streams
 // to stdout and stderr. The audit entry and the exec history are written
 // when it ends.
 func (d *Daemon) Exec(ctx context.Context, ref string, req api.ExecRequest, started func(execID string, pid int), stdout, stderr io.Writer) (api.ExitStatus, error) {
+	return d.execAttached(ctx, ref, req, attachment{stdout: stdout, stderr: stderr, started: func(id string, p *agent.Process, _ *audit.TtyRecorder) {
+		started(id, p.Pid())
+	}})
+}
+
+// execAttached runs an attached command (POST .../exec, the interactive
+// exec): admission and exec accounting, the guest command, its audit
+// entry (with stdin's digest and, on a terminal, the recorded session)
+// and history, and metrics.
+func (d *Daemon) execAttached(ctx context.Context, ref string, req api.ExecRequest, at attachment) (api.ExitStatus, error) {
 	b, err := d.running(ref)
 	if err != nil {
 		return api.ExitStatus{}, err
@@ -106,20 +165,38 @@ func (d *Daemon) Exec(ctx context.Context, ref string, req api.ExecRequest, star
 	}
 	defer d.endExec(b, true)
 	start := time.Now()
-	var stdin io.Reader
-	if req.Stdin != nil {
-		stdin = bytes.NewReader(req.Stdin)
+	var rec *audit.TtyRecorder
+	if areq.Tty != nil {
+		rec = audit.NewTtyRecorder(int(areq.Tty.Rows), int(areq.Tty.Cols), d.cfg.AuditFullTty)
+	}
+	var stdin *countingReader
+	switch {
+	case req.Stdin != nil && at.stdin != nil:
+		stdin = &countingReader{r: io.MultiReader(bytes.NewReader(req.Stdin), at.stdin), tty: rec}
+	case req.Stdin != nil:
+		stdin = &countingReader{r: bytes.NewReader(req.Stdin), tty: rec}
+	case at.stdin != nil:
+		stdin = &countingReader{r: at.stdin, tty: rec}
+	}
+	stdout := at.stdout
+	if rec != nil {
+		stdout = ttyWriter{w: stdout, rec: rec}
 	}
 	out := &countingWriter{w: stdout}
-	errw := &countingWriter{w: stderr}
+	errw := &countingWriter{w: at.stderr}
 	var st agentproto.ExitStatus
-	p, err := b.sb.Start(ctx, areq, stdin, out, errw)
+	var p *agent.Process
+	if stdin != nil {
+		p, err = b.sb.Start(ctx, areq, stdin, out, errw)
+	} else {
+		p, err = b.sb.Start(ctx, areq, nil, out, errw)
+	}
 	if errors.Is(err, sandbox.ErrNotRunning) {
 		return api.ExitStatus{}, err
 	}
 	if err == nil {
 		if p.Pid() > 0 {
-			started(id, p.Pid())
+			at.started(id, p, rec)
 		}
 		st, err = p.Wait()
 	}
@@ -138,9 +215,14 @@ func (d *Daemon) Exec(ctx context.Context, ref string, req api.ExecRequest, star
 
 	e := audit.Entry{
 		Time: start.UTC(), Sandbox: b.sb.ID, Caller: api.CallerFrom(ctx).ID, Action: audit.ActionExec,
-		Args: execArgs(areq, false), ExecID: id, DurationMs: ms(dur),
-		BytesIn: int64(len(req.Stdin)), BytesOut: out.n.Load() + errw.n.Load(),
+		Args: execArgs(areq, false), ExecID: id, DurationMs: ms(dur), BytesOut: out.n.Load() + errw.n.Load(),
 		Stdout: out.digest.Digest(), Stderr: errw.digest.Digest(),
+	}
+	if stdin != nil {
+		e.BytesIn, e.Stdin = stdin.n.Load(), stdin.digest.Digest()
+	}
+	if rec != nil {
+		e.Tty = rec.Session()
 	}
 	h := store.Exec{ID: id, Sandbox: b.sb.ID, Cmd: areq.Argv, Cwd: areq.Dir, StartedAt: start.UTC(), EndedAt: time.Now().UTC(),
 		BytesIn: e.BytesIn, BytesOut: e.BytesOut, Caller: e.Caller}

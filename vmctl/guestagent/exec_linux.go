@@ -26,13 +26,18 @@ const (
 	drainMax = 5 * time.Second
 )
 
-// process is a running command with the parent's ends of its pipes.
+// process is a running command with the parent's ends of its pipes, or
+// of its terminal.
 type process struct {
 	child     *child
-	stdin     *os.File // write end, nil when stdin is not attached
+	stdin     *os.File // write end, nil when stdin is not attached (or on a terminal)
 	stdinOnce sync.Once
 	stdout    *os.File // read ends, closed by their pumps
-	stderr    *os.File
+	stderr    *os.File // nil on a terminal: everything comes through stdout
+	// tty is the terminal's master when the command runs on one
+	// (ExecRequest.Tty): stdout is the same file, stdin frames are written
+	// to it and resize frames set its size.
+	tty *os.File
 
 	exited    atomic.Bool // main process reaped: drain mode
 	stopDrain atomic.Bool // drainMax reached
@@ -130,9 +135,9 @@ func (s *server) exec(st *yamux.Stream, fr *agentproto.Reader, fw *agentproto.Wr
 	}
 
 	var pumps sync.WaitGroup
-	pumps.Add(2)
-	go func() { defer pumps.Done(); p.pump(p.stdout, agentproto.FrameStdout, fw) }()
-	go func() { defer pumps.Done(); p.pump(p.stderr, agentproto.FrameStderr, fw) }()
+	for _, o := range p.outputs() {
+		pumps.Go(func() { p.pump(o.f, o.t, fw) })
+	}
 
 	var exitSent atomic.Bool
 	hostDone := make(chan struct{})
@@ -147,12 +152,14 @@ func (s *server) exec(st *yamux.Stream, fr *agentproto.Reader, fw *agentproto.Wr
 	}
 	p.exited.Store(true)
 	deadline := time.Now().Add(drainIdle)
-	p.stdout.SetReadDeadline(deadline)
-	p.stderr.SetReadDeadline(deadline)
+	for _, o := range p.outputs() {
+		o.f.SetReadDeadline(deadline)
+	}
 	hard := time.AfterFunc(drainMax, func() {
 		p.stopDrain.Store(true)
-		p.stdout.SetReadDeadline(time.Unix(1, 0))
-		p.stderr.SetReadDeadline(time.Unix(1, 0))
+		for _, o := range p.outputs() {
+			o.f.SetReadDeadline(time.Unix(1, 0))
+		}
 	})
 	pumps.Wait()
 	hard.Stop()
@@ -182,6 +189,13 @@ func (s *server) readHost(p *process, fr *agentproto.Reader, exitSent *atomic.Bo
 		}
 		switch t {
 		case agentproto.FrameStdin:
+			if p.tty != nil {
+				// The terminal's input: its line discipline echoes, edits
+				// lines and turns ^C into SIGINT. A write error means the
+				// master was closed (the command ended).
+				_, _ = p.tty.Write(b)
+				continue
+			}
 			if p.stdin != nil {
 				if _, err := p.stdin.Write(b); err != nil {
 					p.closeStdin() // reader gone (EPIPE): drop the rest
@@ -196,10 +210,38 @@ func (s *server) readHost(p *process, fr *agentproto.Reader, exitSent *atomic.Bo
 				continue
 			}
 			_ = getReaper().signalGroup(p.child, syscall.Signal(m.Signal))
+		case agentproto.FrameResize:
+			var sz agentproto.TtySize
+			if err := json.Unmarshal(b, &sz); err != nil || sz.Validate() != nil {
+				s.log.Warn("bad resize frame", "payload", string(b))
+				continue
+			}
+			if p.tty == nil {
+				s.log.Warn("resize frame for a command without a terminal", "pid", p.child.pid)
+				continue
+			}
+			if err := setWinsize(p.tty, sz); err != nil && !errors.Is(err, os.ErrClosed) {
+				s.log.Warn("resize", "pid", p.child.pid, "err", err)
+			}
 		default:
 			s.log.Warn("unexpected frame on exec stream", "type", t.String())
 		}
 	}
+}
+
+// output is one output of a process and the frame type it goes out as.
+type output struct {
+	f *os.File
+	t agentproto.FrameType
+}
+
+// outputs are the files the pumps read: stdout and stderr, or the
+// terminal's master alone.
+func (p *process) outputs() []output {
+	if p.stderr == nil {
+		return []output{{p.stdout, agentproto.FrameStdout}}
+	}
+	return []output{{p.stdout, agentproto.FrameStdout}, {p.stderr, agentproto.FrameStderr}}
 }
 
 // pump forwards f (stdout or stderr) as frames of type t in chunks of at
@@ -294,6 +336,9 @@ func startProcess(req *agentproto.ExecRequest, opts Options) (*process, error) {
 		uid = *req.UID
 	}
 	env := mergeEnv(defaultEnv(uid, opts), req.Env)
+	if req.Tty != nil && lookupEnv(env, "TERM") == "" {
+		env = append(env, "TERM="+defaultTerm)
+	}
 	dir := "/"
 	if req.Dir != "" {
 		dir = path.Clean(req.Dir)
@@ -304,6 +349,10 @@ func startProcess(req *agentproto.ExecRequest, opts Options) (*process, error) {
 	argv0, err := lookPath(req.Argv[0], lookupEnv(env, "PATH"), dir)
 	if err != nil {
 		return nil, err
+	}
+
+	if req.Tty != nil {
+		return startOnTerminal(req, argv0, dir, env)
 	}
 
 	var toClose []*os.File // the child's ends, closed once it started
@@ -344,17 +393,7 @@ func startProcess(req *agentproto.ExecRequest, opts Options) (*process, error) {
 	p.stdout, p.stderr = outR, errR
 
 	sys := &syscall.SysProcAttr{Setpgid: true}
-	useCommandCgroup(sys) // limits_linux.go
-	if req.UID != nil || req.GID != nil {
-		cred := &syscall.Credential{Uid: uint32(os.Getuid()), Gid: uint32(os.Getgid())}
-		if req.UID != nil {
-			cred.Uid, cred.Gid = *req.UID, *req.UID
-		}
-		if req.GID != nil {
-			cred.Gid = *req.GID
-		}
-		sys.Credential = cred // Groups nil: supplementary groups are cleared
-	}
+	setCommandAttrs(sys, req)
 	attr := &syscall.ProcAttr{
 		Dir:   dir,
 		Env:   env,
@@ -370,6 +409,45 @@ func startProcess(req *agentproto.ExecRequest, opts Options) (*process, error) {
 	}
 	p.child = c
 	return p, nil
+}
+
+// setCommandAttrs puts the command cgroup and the request's credentials
+// into sys.
+func setCommandAttrs(sys *syscall.SysProcAttr, req *agentproto.ExecRequest) {
+	useCommandCgroup(sys) // limits_linux.go
+	if req.UID != nil || req.GID != nil {
+		cred := &syscall.Credential{Uid: uint32(os.Getuid()), Gid: uint32(os.Getgid())}
+		if req.UID != nil {
+			cred.Uid, cred.Gid = *req.UID, *req.UID
+		}
+		if req.GID != nil {
+			cred.Gid = *req.GID
+		}
+		sys.Credential = cred // Groups nil: supplementary groups are cleared
+	}
+}
+
+// startOnTerminal starts the command of startProcess on a new
+// pseudo-terminal of size req.Tty: the slave is its stdin, stdout, stderr
+// and controlling terminal (setsid makes it a session and process group
+// leader, so the group is signalled as for any command), the master stays
+// with the agent.
+func startOnTerminal(req *agentproto.ExecRequest, argv0, dir string, env []string) (*process, error) {
+	master, slave, err := openPty(*req.Tty)
+	if err != nil {
+		return nil, err
+	}
+	defer slave.Close() // the child's end: the master reads EIO once every holder closed it
+	sys := &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+	setCommandAttrs(sys, req)
+	fd := slave.Fd()
+	attr := &syscall.ProcAttr{Dir: dir, Env: env, Files: []uintptr{fd, fd, fd}, Sys: sys}
+	c, err := getReaper().start(argv0, req.Argv, attr)
+	if err != nil {
+		master.Close()
+		return nil, startErrorOf(req.Argv[0], err)
+	}
+	return &process{child: c, stdout: master, tty: master}, nil
 }
 
 // startErrorOf classifies a ForkExec error like a shell would.

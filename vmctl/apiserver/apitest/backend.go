@@ -80,6 +80,9 @@ type Backend struct {
 	ConsoleFn       func(ctx context.Context, ref string, tail int64, w io.Writer) error
 	AuditFn         func(ctx context.Context, ref string, emit func(audit.Entry) error) error
 	EventsFn        func(ctx context.Context, emit func(api.Event) error) error
+
+	// ExecInteractiveFn serves ExecInteractive (execws.go).
+	ExecInteractiveFn func(ctx context.Context, ref string, req api.ExecRequest, stdin io.Reader, started func(apiserver.ExecControl), stdout, stderr io.Writer) (api.ExitStatus, error)
 	// Snapshot holds the snapshot methods' functions (snapshots.go).
 	Snapshot SnapshotFns
 	// Warm holds the warm template methods' functions (warm.go).
