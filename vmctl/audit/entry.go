@@ -76,4 +76,7 @@ const (
 	ActionSnapshotSave   = "snapshot.save"   // a snapshot of the sandbox was saved
 	ActionSnapshotDelete = "snapshot.remove" // a snapshot of the sandbox was removed
 	ActionRestore        = "restore"         // the sandbox was restored from a snapshot
+	ActionPause          = "pause"           // the sandbox was paused (in memory or to disk)
+	ActionResume         = "resume"          // the paused sandbox was resumed
+	ActionStart          = "start"           // the stopped sandbox was booted again
 )

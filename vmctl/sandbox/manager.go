@@ -284,8 +284,10 @@ func (m *Manager) watch(sb *Sandbox) error {
 		stopWatch()
 		return fmt.Errorf("watch domain: %w", err)
 	}
+	sb.mu.Lock()
 	sb.stopWatch = stopWatch
-	go sb.watch(stops)
+	sb.mu.Unlock()
+	go sb.watch(stops, sb.curLife())
 	return nil
 }
 
@@ -398,7 +400,8 @@ type Resources struct {
 	// VCPUs and MemoryMiB are the new sandbox's resources (MiB).
 	VCPUs, MemoryMiB int
 	// UsedVCPUs and UsedMemoryMiB sum the sandboxes that are creating,
-	// running or stopping (MiB).
+	// running, paused in memory or stopping, or being resumed or started
+	// (MiB); a sandbox paused to disk holds nothing.
 	UsedVCPUs, UsedMemoryMiB int
 }
 
@@ -413,7 +416,7 @@ func (m *Manager) Resources() Resources {
 func (m *Manager) resourcesLocked() Resources {
 	var r Resources
 	for _, sb := range m.byID {
-		if !sb.State().Final() {
+		if sb.holdsResources() {
 			r.UsedVCPUs += sb.VCPUs
 			r.UsedMemoryMiB += sb.Memory
 		}
@@ -423,11 +426,15 @@ func (m *Manager) resourcesLocked() Resources {
 
 // Stop powers the sandbox's domain off at once (libvirt destroy: a power
 // cut; the guest's disk is the throw-away overlay) and keeps the record,
-// overlay and console log until Remove. Stopping a stopped or failed
-// sandbox is a no-op; a sandbox still being created fails with
+// overlay and console log until Remove or Start. A paused sandbox stops
+// too (paused to disk, its saved state is dropped). Stopping a stopped or
+// failed sandbox is a no-op; a sandbox still being created fails with
 // ErrConflict.
 func (m *Manager) Stop(ctx context.Context, sb *Sandbox, reason string) error {
 	ctx = context.WithoutCancel(ctx)
+	sb.opMu.Lock()
+	defer sb.opMu.Unlock()
+	paused := sb.Record().Paused
 	switch st := sb.State(); {
 	case st.Final():
 		return nil
@@ -447,8 +454,9 @@ func (m *Manager) Stop(ctx context.Context, sb *Sandbox, reason string) error {
 		sb.setState(StateFailed, "stop: "+err.Error())
 		return fmt.Errorf("destroy domain %s: %w", sb.Domain, err)
 	}
-	sb.stopWatch()
+	sb.unwatch()
 	m.teardownNetwork(ctx, sb)
+	m.dropSavedState(ctx, sb, paused)
 	sb.setState(StateStopped, reason)
 	m.log.Debug("sandbox stopped", "sandbox", sb.ID, "domain", sb.Domain, "reason", reason)
 	return nil
@@ -460,11 +468,14 @@ func (m *Manager) Stop(ctx context.Context, sb *Sandbox, reason string) error {
 // joins the errors of its steps.
 func (m *Manager) Remove(ctx context.Context, sb *Sandbox, force bool) error {
 	ctx = context.WithoutCancel(ctx)
+	sb.opMu.Lock()
+	defer sb.opMu.Unlock()
+	paused := sb.Record().Paused
 	if !force && !sb.State().Final() {
 		return fmt.Errorf("%w: sandbox %s is %s: stop it first or remove it with force (agentbox rm -f; DELETE /v1/sandboxes/{id}?force=true)", ErrRunning, sb.ID, sb.State())
 	}
 	var errs []error
-	if sb.State() == StateRunning {
+	if st := sb.State(); st == StateRunning || st == StatePaused {
 		// Own the stop, so the watch does not report the destroy as a
 		// failure.
 		sb.setState(StateStopping, "removing")
@@ -474,10 +485,9 @@ func (m *Manager) Remove(ctx context.Context, sb *Sandbox, force bool) error {
 		errs = append(errs, fmt.Errorf("destroy domain %s: %w", sb.Domain, err))
 	}
 	m.cfg.Limits.Release(sb)
-	if sb.stopWatch != nil {
-		sb.stopWatch()
-	}
+	sb.unwatch()
 	m.teardownNetwork(ctx, sb)
+	m.dropSavedState(ctx, sb, paused) // its overlay may be kept for snapshots
 	sb.mu.Lock()
 	if !sb.rec.State.Final() {
 		sb.rec.State, sb.rec.Reason, sb.rec.StoppedAt = StateStopped, "removed", time.Now().UTC()

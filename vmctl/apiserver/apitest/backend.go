@@ -84,6 +84,9 @@ type Backend struct {
 	Snapshot SnapshotFns
 	// Warm holds the warm template methods' functions (warm.go).
 	Warm WarmFns
+	// Lifecycle holds the pause, resume and start methods' functions
+	// (lifecycle.go).
+	Lifecycle LifecycleFns
 
 	mu    sync.Mutex
 	calls []string
