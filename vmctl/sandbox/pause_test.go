@@ -70,8 +70,7 @@ func waitCount(t *testing.T, sb *sandbox.Sandbox, above int, pid string) int {
 
 // qemuRSS sums the resident memory (bytes) of the QEMU processes of
 // domain: the processes whose command line names it (-name guest=DOMAIN).
-func qemuRSS(t *testing.T, domain string) (rss int64, procs int) {
-	t.Helper()
+func qemuRSS(domain string) (rss int64, procs int) {
 	entries, _ := os.ReadDir("/proc")
 	for _, e := range entries {
 		if _, err := strconv.Atoi(e.Name()); err != nil {
@@ -151,7 +150,7 @@ func TestPauseResume(t *testing.T) {
 
 	t.Run("ToDisk", func(t *testing.T) {
 		used := guestUsed(t, sb)
-		rssBefore, procs := qemuRSS(t, sb.Domain)
+		rssBefore, procs := qemuRSS(sb.Domain)
 		if procs != 1 {
 			t.Fatalf("%d QEMU processes of %s, want 1", procs, sb.Domain)
 		}
@@ -167,7 +166,7 @@ func TestPauseResume(t *testing.T) {
 		if hasDomain(t, sb.Domain) {
 			t.Fatalf("domain %s still exists while paused to disk", sb.Domain)
 		}
-		rssDuring, procs := qemuRSS(t, sb.Domain)
+		rssDuring, procs := qemuRSS(sb.Domain)
 		t.Logf("guest used %d MiB; QEMU RSS %d MiB before, %d MiB in %d processes while paused to disk; saved state %d MiB (disk +%d MiB) in %d ms",
 			used>>20, rssBefore>>20, rssDuring>>20, procs, p.VMStateBytes>>20, p.DiskBytes>>20, p.SaveMs)
 		if drop := rssBefore - rssDuring; drop < used*8/10 {
