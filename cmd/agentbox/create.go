@@ -21,7 +21,8 @@ func createCommand() *cli.Command {
 			"(--locked refuses one that differs from the lock file) and its store path is sent, so it must\n" +
 			"exist on the daemon's host too (the same host, or one with the same store path). Only\n" +
 			"the sandbox ID is printed on stdout, so scripts can do `id=$(agentbox create --image DIR)`.\n" +
-			"The sandbox runs until `agentbox stop`/`rm`, its --ttl or its --idle-timeout.\n\n" +
+			"The sandbox runs until `agentbox stop`/`rm`, its --ttl or its --idle-timeout (whose\n" +
+			"--idle-action may stop or pause it instead of removing it).\n\n" +
 			"Exit status: 0 once it runs; 125 if it could not be created (bad image, name taken, the host's\n" +
 			"capacity reached, boot failure: the message says which).",
 		Flags: append([]cli.Flag{
@@ -39,7 +40,7 @@ func createCommand() *cli.Command {
 			&cli.BoolFlag{Name: "locked", Usage: "refuse a PROFILE whose image differs from the lock file (written by agentbox profile lock)"},
 			&cli.BoolFlag{Name: "warm", Usage: "start from the image's saved \"ready\" state instead of booting (the first --warm create of an image and shape boots once to save it)"},
 			networkFlag, allowFlag,
-		}, append(resourceFlags(), profileFlags()...)...),
+		}, append(append(resourceFlags(), profileFlags()...), idleFlags()...)...),
 		OnUsageError: usageError,
 		Action: clientAction(func(ctx context.Context, c *cli.Context, cl *client.Client) error {
 			name, rest, err := imageArgs(c, false, "agentbox create [FLAGS] PROFILE")

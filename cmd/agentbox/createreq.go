@@ -63,5 +63,8 @@ func createRequest(c *cli.Context, imageDir string) (api.CreateSandboxRequest, e
 	if req.Limits.MaxExecs = c.Int("max-execs"); req.Limits.MaxExecs < 0 {
 		return req, fmt.Errorf("--max-execs %d: must be positive", req.Limits.MaxExecs)
 	}
+	if err := setIdleLimits(c, &req); err != nil { // pause.go
+		return req, err
+	}
 	return req, nil
 }

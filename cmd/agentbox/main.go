@@ -37,7 +37,7 @@ func newApp() *cli.App {
 		Description: "Every sandbox is a KVM/QEMU virtual machine started through libvirt from an immutable image,\n" +
 			"with its own qcow2 overlay that is deleted when the sandbox ends.\n\n" +
 			"`agentbox serve` keeps long-lived sandboxes behind a REST API on a unix socket (--socket); create,\n" +
-			"exec, cp, ls, inspect, logs, audit, stop, rm, ps, output, stdin, kill and events are its clients\n" +
+			"exec, cp, ls, inspect, logs, audit, stop, pause, resume, start, rm, ps, output, stdin, kill and events are its clients\n" +
 			"(--host URL and --token-file reach a daemon over TCP). `agentbox run` uses the daemon when one\n" +
 			"answers, else runs the sandbox in-process.\n\n" +
 			"Images come from --image DIR, or from a profile of a Nix flake (--flake, $AGENTBOX_FLAKE, default \".\"):\n" +
@@ -71,6 +71,9 @@ func newApp() *cli.App {
 			auditCommand(),
 			stopCommand(),
 			timeoutCommand(),
+			pauseCommand(),
+			resumeCommand(),
+			startCommand(),
 			rmCommand(),
 			snapshotCommand(),
 			restoreCommand(),

@@ -44,6 +44,8 @@ var schemaTypes = map[string]reflect.Type{
 	"Sandbox":              reflect.TypeFor[api.Sandbox](),
 	"ImageRef":             reflect.TypeFor[api.ImageRef](),
 	"Limits":               reflect.TypeFor[api.Limits](),
+	"PauseRequest":         reflect.TypeFor[api.PauseRequest](),
+	"PauseInfo":            reflect.TypeFor[api.PauseInfo](),
 	"NetworkPolicy":        reflect.TypeFor[api.NetworkPolicy](),
 	"NetworkInfo":          reflect.TypeFor[api.NetworkInfo](),
 	"Resources":            reflect.TypeFor[api.Resources](),

@@ -5,10 +5,13 @@ import (
 )
 
 // Sandbox states, as the sandbox manager's state machine names them:
-// creating → running → stopping → stopped; any state may end in failed.
+// creating → running → stopping → stopped; running ⇄ paused (pause,
+// resume); stopped or failed → creating again (start); any state may end
+// in failed.
 const (
 	StateCreating = "creating"
 	StateRunning  = "running"
+	StatePaused   = "paused"
 	StateStopping = "stopping"
 	StateStopped  = "stopped"
 	StateFailed   = "failed"
@@ -71,6 +74,9 @@ type Sandbox struct {
 	Usage *Usage `json:"usage,omitempty"`
 	// Ports are the sandbox's port forwards (ports.go), by guest port.
 	Ports []PortForward `json:"ports,omitempty"`
+	// Paused says how a paused sandbox is paused and what its saved state
+	// costs (lifecycle.go); nil unless paused.
+	Paused *PauseInfo `json:"paused,omitempty"`
 }
 
 // ImageRef names an image.
@@ -101,6 +107,13 @@ type Limits struct {
 	// MaxExecs is the most commands the sandbox may run over its life;
 	// the next one is refused with 429 exec_limit_reached.
 	MaxExecs int `json:"max_execs,omitempty"`
+	// IdleAction is what the idle timeout does: one of the IdleAction*
+	// constants; "" (and the default) is IdleActionRemove.
+	IdleAction string `json:"idle_action,omitempty"`
+	// PausedTTLSeconds: a sandbox paused to disk is removed this many
+	// seconds after its pause (its own retention, usually longer than the
+	// idle timeout).
+	PausedTTLSeconds int64 `json:"paused_ttl_seconds,omitempty"`
 }
 
 // CreateSandboxRequest is the body of POST /v1/sandboxes.

@@ -178,9 +178,12 @@ func (req *CreateSandboxRequest) Validate() error {
 		"vcpus": int64(req.VCPUs), "memory_mib": int64(req.MemoryMiB), "boot_timeout_ms": req.BootTimeoutMs,
 		"limits.ttl_seconds": req.Limits.TTLSeconds, "limits.idle_timeout_seconds": req.Limits.IdleTimeoutSeconds,
 		"limits.exec_timeout_ms": req.Limits.ExecTimeoutMs, "limits.max_execs": int64(req.Limits.MaxExecs),
-		"net_bps": req.NetBps,
+		"net_bps": req.NetBps, "limits.paused_ttl_seconds": req.Limits.PausedTTLSeconds,
 	}); err != nil {
 		return err
+	}
+	if !ValidIdleAction(req.Limits.IdleAction) {
+		return Invalidf("limits.idle_action %s is not one of remove, stop, pause, pause-to-disk", QuoteShort(req.Limits.IdleAction))
 	}
 	switch req.Accel {
 	case "", "auto", "kvm", "tcg":
@@ -304,7 +307,7 @@ func (req *MkdirRequest) Validate() error {
 // constants; for list filters).
 func ValidState(s string) bool {
 	switch s {
-	case StateCreating, StateRunning, StateStopping, StateStopped, StateFailed:
+	case StateCreating, StateRunning, StatePaused, StateStopping, StateStopped, StateFailed:
 		return true
 	}
 	return false

@@ -20,6 +20,9 @@
 //	GET    /v1/sandboxes/{id}                         Sandbox
 //	DELETE /v1/sandboxes/{id}?force=true              204
 //	POST   /v1/sandboxes/{id}/stop                    Sandbox
+//	POST   /v1/sandboxes/{id}/pause                   PauseRequest → Sandbox (lifecycle.go)
+//	POST   /v1/sandboxes/{id}/resume                  Sandbox
+//	POST   /v1/sandboxes/{id}/start                   Sandbox
 //	GET    /v1/sandboxes/{id}/console?tail=BYTES      text/plain
 //	GET    /v1/sandboxes/{id}/audit                   ndjson audit.Entry
 //	POST   /v1/sandboxes/{id}/exec                    ExecRequest → ndjson ExecEvent
@@ -35,6 +38,9 @@
 //	GET    /v1/sandboxes/{id}/files/stat?path=        FileInfo
 //	GET    /v1/sandboxes/{id}/files/list?path=        FileList
 //	POST   /v1/sandboxes/{id}/files/mkdir             MkdirRequest → 201
+//
+// The exec, process (start, stdin, kill) and file routes take ?resume=true:
+// a paused sandbox is resumed first.
 //
 // An unknown route is 404 not_found; a known path with another method is
 // 405 method_not_allowed with an Allow header (HEAD is refused too).

@@ -85,4 +85,7 @@ const (
 	ActionPortOpen       = "port.open"       // a port forward's host listener was opened (or re-opened by a restarted daemon)
 	ActionPortClose      = "port.close"      // a port forward was closed; args count its connections and bytes
 	ActionTimeout        = "timeout"         // the sandbox's TTL was set from now
+	ActionPause          = "pause"           // the sandbox was paused (in memory or to disk)
+	ActionResume         = "resume"          // the paused sandbox was resumed
+	ActionStart          = "start"           // the stopped sandbox was booted again
 )

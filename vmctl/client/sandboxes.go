@@ -147,3 +147,30 @@ func streamReadError(ctx context.Context, path string, err error) error {
 	}
 	return fmt.Errorf("reading the answer stream of %s: %w (the daemon cut it or sent a malformed line; see its log)", path, err)
 }
+
+// PauseSandbox pauses the running sandbox (POST /v1/sandboxes/{id}/pause):
+// in memory, or with toDisk saved to disk with its QEMU ended. Errors: 404,
+// 409 conflict (not running), 507 insufficient_storage.
+func (c *Client) PauseSandbox(ctx context.Context, ref string, toDisk bool) (api.Sandbox, error) {
+	var sb api.Sandbox
+	err := c.call(ctx, http.MethodPost, c.endpoint(nil, "v1", "sandboxes", ref, "pause"), api.PauseRequest{ToDisk: toDisk}, &sb)
+	return sb, err
+}
+
+// ResumeSandbox lets the paused sandbox run again in place (POST
+// /v1/sandboxes/{id}/resume). Errors: 404, 409 conflict (not paused), 422
+// snapshot_unusable (its saved state does not load; it is failed), 429.
+func (c *Client) ResumeSandbox(ctx context.Context, ref string) (api.Sandbox, error) {
+	var sb api.Sandbox
+	err := c.call(ctx, http.MethodPost, c.endpoint(nil, "v1", "sandboxes", ref, "resume"), nil, &sb)
+	return sb, err
+}
+
+// StartSandbox boots the stopped sandbox again on its kept disk (POST
+// /v1/sandboxes/{id}/start). Errors: 404, 409 conflict (running or
+// paused), 422, 429.
+func (c *Client) StartSandbox(ctx context.Context, ref string) (api.Sandbox, error) {
+	var sb api.Sandbox
+	err := c.call(ctx, http.MethodPost, c.endpoint(nil, "v1", "sandboxes", ref, "start"), nil, &sb)
+	return sb, err
+}

@@ -6,10 +6,13 @@ import (
 
 	"github.com/agentbox/agentbox/vmctl/api"
 	"github.com/agentbox/agentbox/vmctl/audit"
+	"github.com/agentbox/agentbox/vmctl/sandbox"
 )
 
-// reaper stops and removes sandboxes whose TTL or idle timeout is reached,
-// checking every Config.ReapInterval until ctx ends.
+// reaper stops and removes sandboxes whose TTL or paused TTL is reached,
+// and takes the idle action (lifecycle.go: remove, stop, pause,
+// pause-to-disk) of those whose idle timeout is, checking every
+// Config.ReapInterval until ctx ends.
 func (d *Daemon) reaper(ctx context.Context) {
 	defer close(d.reaperDone)
 	t := time.NewTicker(d.cfg.ReapInterval)
@@ -20,7 +23,11 @@ func (d *Daemon) reaper(ctx context.Context) {
 			return
 		case now := <-t.C:
 			for _, b := range d.allBoxes() {
-				if why := b.sb.Expired(now); why != "" {
+				switch why := b.sb.Expired(now); why {
+				case "":
+				case sandbox.ExpiredIdle:
+					d.idle(b)
+				default:
 					d.reap(b, why)
 				}
 			}

@@ -212,6 +212,7 @@ func (d *Daemon) view(sb *sandbox.Sandbox) api.Sandbox {
 	v.Network = networkView(r)
 	v.Ports = d.portViews(sb.ID)         // ports.go
 	viewResources(r, &v, d.usage.latest) // resources.go
+	v.Paused = pauseView(r, v.Limits)    // lifecycle.go
 	return v
 }
 
@@ -232,13 +233,21 @@ func (d *Daemon) running(ref string) (*box, error) {
 		return nil, err
 	}
 	b := d.box(sb.ID)
+	if b != nil && sb.State() == sandbox.StatePaused {
+		return nil, sandbox.ErrNotRunning.WithMessage(pausedMessage(sb)) // lifecycle.go
+	}
 	if b == nil || sb.State() != sandbox.StateRunning {
 		r := sb.Record()
 		msg := fmt.Sprintf("sandbox %s is %s", sb.ID, r.State)
 		if r.Reason != "" {
 			msg += " (" + r.Reason + ")"
 		}
-		return nil, sandbox.ErrNotRunning.WithMessage(msg + ": create a new sandbox")
+		if r.State.Final() {
+			msg += ": start it again (agentbox start " + sb.ID + ") or create a new sandbox"
+		} else {
+			msg += ": wait until it runs, or create a new sandbox"
+		}
+		return nil, sandbox.ErrNotRunning.WithMessage(msg)
 	}
 	return b, nil
 }

@@ -196,20 +196,26 @@ func (m *Manager) rules(id string, att Attachment, policy netpolicy.Policy) sand
 }
 
 // Adopt takes over the network of a sandbox whose domain survived a daemon
-// restart: it claims the subnet, rewrites the firewall rules (they live in
-// the kernel, but the policy's rules may have changed shape between
-// versions) and starts the egress service again. The tap must exist (the
-// running domain holds it).
+// restart, or of a sandbox paused to disk (no domain): it claims the
+// subnet, rewrites the firewall rules (they live in the kernel, but the
+// policy's rules may have changed shape between versions), makes the tap
+// again with the same name and address when it is gone (a host reboot
+// removes taps and rules; a sandbox paused to disk resumes on it) and
+// starts the egress service again.
 func (m *Manager) Adopt(ctx context.Context, id string, att Attachment, policy netpolicy.Policy) (err error) {
-	if !tapExists(att.Tap) {
-		return fmt.Errorf("tap %s of sandbox %s is gone: the sandbox has no network", att.Tap, id)
-	}
 	m.pool.claim(id, att.Subnet())
 	undo := revert.New()
 	defer undo.OnError(ctx, &err)
 	undo.Add("subnet", func(context.Context) error { m.pool.release(id); return nil })
 	if err := m.fw.install(m.rules(id, att, policy)); err != nil {
 		return err
+	}
+	if !tapExists(att.Tap) {
+		if err := createTap(att.Tap, tapAlias(m.cfg.Table), m.fw.group, att.Host, att.Bits); err != nil {
+			return fmt.Errorf("make tap %s of sandbox %s again: %w", att.Tap, id, err)
+		}
+		undo.Add("tap", func(context.Context) error { return deleteTap(att.Tap) })
+		m.log.Info("sandbox tap made again", "sandbox", id, "tap", att.Tap, "host", att.Host)
 	}
 	if len(policy.CIDRRules()) > 0 || policy.Mode == netpolicy.ModeOpen {
 		if err := m.enableForwarding(); err != nil {

@@ -107,16 +107,16 @@ func (m *Manager) NewBuild(s Shape) (*Build, error) {
 		return nil, err
 	}
 	sb := &Sandbox{
-		ID:      id,
-		Domain:  DomainPrefix + id,
-		Dir:     filepath.Join(SandboxesDir(m.cfg.StateDir), id),
-		Image:   s.Image,
-		Accel:   s.Accel,
-		VCPUs:   s.VCPUs,
-		Memory:  s.MemoryMiB,
-		obs:     observer{m},
-		log:     m.log,
-		stopped: make(chan struct{}),
+		ID:     id,
+		Domain: DomainPrefix + id,
+		Dir:    filepath.Join(SandboxesDir(m.cfg.StateDir), id),
+		Image:  s.Image,
+		Accel:  s.Accel,
+		VCPUs:  s.VCPUs,
+		Memory: s.MemoryMiB,
+		obs:    observer{m},
+		log:    m.log,
+		life:   newLife(),
 	}
 	sb.Overlay = filepath.Join(sb.Dir, "overlay.qcow2")
 	sb.ConsoleLog = filepath.Join(sb.Dir, "console.log")
@@ -214,7 +214,7 @@ func StepDomain(start func(context.Context, domain.Spec) error) Step {
 		if err := m.watch(sb); err != nil {
 			return err
 		}
-		b.Undo.Add("domain watch", func(context.Context) error { sb.stopWatch(); return nil })
+		b.Undo.Add("domain watch", func(context.Context) error { sb.unwatch(); return nil })
 		b.Started = time.Now()
 		lim, err := m.cfg.Limits.Start(ctx, sb, &b.Spec, start)
 		if err != nil {
@@ -278,6 +278,7 @@ func (sb *Sandbox) connectAgent(ctx context.Context, timeout time.Duration) (*ag
 		err error
 	}
 	done := make(chan result, 1)
+	stopped := sb.Stopped()
 	go func() {
 		var d net.Dialer
 		conn, err := d.DialContext(ctx, "unix", sb.AgentSocket)
@@ -304,12 +305,12 @@ func (sb *Sandbox) connectAgent(ctx context.Context, timeout time.Duration) (*ag
 		// A connection that breaks during boot usually means QEMU exited:
 		// give the lifecycle event a moment so the error says why.
 		select {
-		case <-sb.stopped:
+		case <-stopped:
 			return nil, sb.StopErr()
 		case <-time.After(stopEventGrace):
 			return nil, fmt.Errorf("guest agent handshake: %w", r.err)
 		}
-	case <-sb.stopped:
+	case <-stopped:
 		cancel()
 		if r := <-done; r.c != nil {
 			r.c.Close()

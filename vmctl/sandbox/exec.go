@@ -34,7 +34,21 @@ type ExecLimits struct {
 	// MaxExecs is the most commands the sandbox may run over its life;
 	// BeginExec refuses the next one with ErrExecLimit.
 	MaxExecs int `json:"max_execs,omitempty"`
+	// IdleAction is what the idle timeout does to the sandbox (the
+	// daemon's reaper reads it: remove, stop, pause, pause-to-disk; ""
+	// is remove).
+	IdleAction string `json:"idle_action,omitempty"`
+	// PausedTTLSeconds: a sandbox paused to disk expires this many
+	// seconds after it was paused (Expired says ExpiredPausedTTL).
+	PausedTTLSeconds int64 `json:"paused_ttl_seconds,omitempty"`
 }
+
+// Why Expired says a sandbox expired.
+const (
+	ExpiredTTL       = "ttl reached"
+	ExpiredIdle      = "idle timeout reached"
+	ExpiredPausedTTL = "paused ttl reached"
+)
 
 // ExecAccount is a sandbox's exec accounting. It is kept as JSON in the
 // record's Extra (Encode), so it survives a restart of the process that
@@ -199,23 +213,29 @@ func (sb *Sandbox) EndExec() {
 	acct.mu.Unlock()
 }
 
-// Expired says why the sandbox must be reaped at now ("ttl reached",
-// "idle timeout reached"), or "". A sandbox with a command or file
-// operation in flight is never idle, nor is one whose domain is gone.
+// Expired says why the sandbox must be reaped at now (ExpiredTTL,
+// ExpiredIdle, ExpiredPausedTTL), or "". The TTL runs in every state,
+// paused too. Only a running sandbox can be idle, and not while a command
+// or file operation is in flight. A sandbox paused to disk expires
+// PausedTTLSeconds after its pause.
 func (sb *Sandbox) Expired(now time.Time) string {
 	sb.mu.Lock()
-	created, state := sb.rec.CreatedAt, sb.rec.State
+	created, state, paused := sb.rec.CreatedAt, sb.rec.State, sb.rec.Paused
 	sb.mu.Unlock()
 	acct := sb.account()
 	acct.mu.Lock()
 	lim, last, busy := acct.a.Limits, acct.a.LastActivity, acct.busy
 	acct.mu.Unlock()
 	if lim.TTLSeconds > 0 && now.Sub(created) >= time.Duration(lim.TTLSeconds)*time.Second {
-		return "ttl reached"
+		return ExpiredTTL
 	}
-	if lim.IdleTimeoutSeconds > 0 && busy == 0 && !state.Final() && !last.IsZero() &&
+	if state == StatePaused && paused != nil && paused.ToDisk && lim.PausedTTLSeconds > 0 &&
+		now.Sub(paused.At) >= time.Duration(lim.PausedTTLSeconds)*time.Second {
+		return ExpiredPausedTTL
+	}
+	if lim.IdleTimeoutSeconds > 0 && busy == 0 && state == StateRunning && !last.IsZero() &&
 		now.Sub(last) >= time.Duration(lim.IdleTimeoutSeconds)*time.Second {
-		return "idle timeout reached"
+		return ExpiredIdle
 	}
 	return ""
 }

@@ -32,7 +32,7 @@ func TestExecAccountFormat(t *testing.T) {
 }
 
 func accountSandbox(a ExecAccount, state State, created, started time.Time) *Sandbox {
-	return &Sandbox{ID: "0123456789ab", stopped: make(chan struct{}),
+	return &Sandbox{ID: "0123456789ab", life: newLife(),
 		rec: Record{ID: "0123456789ab", State: state, CreatedAt: created, StartedAt: started, Extra: a.Encode()}}
 }
 

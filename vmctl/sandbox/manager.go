@@ -287,8 +287,10 @@ func (m *Manager) watch(sb *Sandbox) error {
 		stopWatch()
 		return fmt.Errorf("watch domain: %w", err)
 	}
+	sb.mu.Lock()
 	sb.stopWatch = stopWatch
-	go sb.watch(stops)
+	sb.mu.Unlock()
+	go sb.watch(stops, sb.curLife())
 	return nil
 }
 
@@ -401,7 +403,8 @@ type Resources struct {
 	// VCPUs and MemoryMiB are the new sandbox's resources (MiB).
 	VCPUs, MemoryMiB int
 	// UsedVCPUs and UsedMemoryMiB sum the sandboxes that are creating,
-	// running or stopping (MiB).
+	// running, paused in memory or stopping, or being resumed or started
+	// (MiB); a sandbox paused to disk holds nothing.
 	UsedVCPUs, UsedMemoryMiB int
 }
 
@@ -416,7 +419,7 @@ func (m *Manager) Resources() Resources {
 func (m *Manager) resourcesLocked() Resources {
 	var r Resources
 	for _, sb := range m.byID {
-		if !sb.State().Final() {
+		if sb.holdsResources() {
 			r.UsedVCPUs += sb.VCPUs
 			r.UsedMemoryMiB += sb.Memory
 		}
@@ -426,11 +429,15 @@ func (m *Manager) resourcesLocked() Resources {
 
 // Stop powers the sandbox's domain off at once (libvirt destroy: a power
 // cut; the guest's disk is the throw-away overlay) and keeps the record,
-// overlay and console log until Remove. Stopping a stopped or failed
-// sandbox is a no-op; a sandbox still being created fails with
+// overlay and console log until Remove or Start. A paused sandbox stops
+// too (paused to disk, its saved state is dropped). Stopping a stopped or
+// failed sandbox is a no-op; a sandbox still being created fails with
 // ErrConflict.
 func (m *Manager) Stop(ctx context.Context, sb *Sandbox, reason string) error {
 	ctx = context.WithoutCancel(ctx)
+	sb.opMu.Lock()
+	defer sb.opMu.Unlock()
+	paused := sb.Record().Paused
 	switch st := sb.State(); {
 	case st.Final():
 		return nil
@@ -450,8 +457,9 @@ func (m *Manager) Stop(ctx context.Context, sb *Sandbox, reason string) error {
 		sb.setState(StateFailed, "stop: "+err.Error())
 		return fmt.Errorf("destroy domain %s: %w", sb.Domain, err)
 	}
-	sb.stopWatch()
+	sb.unwatch()
 	m.teardownNetwork(ctx, sb)
+	m.dropSavedState(ctx, sb, paused)
 	sb.setState(StateStopped, reason)
 	m.log.Debug("sandbox stopped", "sandbox", sb.ID, "domain", sb.Domain, "reason", reason)
 	return nil
@@ -463,11 +471,14 @@ func (m *Manager) Stop(ctx context.Context, sb *Sandbox, reason string) error {
 // joins the errors of its steps.
 func (m *Manager) Remove(ctx context.Context, sb *Sandbox, force bool) error {
 	ctx = context.WithoutCancel(ctx)
+	sb.opMu.Lock()
+	defer sb.opMu.Unlock()
+	paused := sb.Record().Paused
 	if !force && !sb.State().Final() {
 		return fmt.Errorf("%w: sandbox %s is %s: stop it first or remove it with force (agentbox rm -f; DELETE /v1/sandboxes/{id}?force=true)", ErrRunning, sb.ID, sb.State())
 	}
 	var errs []error
-	if sb.State() == StateRunning {
+	if st := sb.State(); st == StateRunning || st == StatePaused {
 		// Own the stop, so the watch does not report the destroy as a
 		// failure.
 		sb.setState(StateStopping, "removing")
@@ -477,10 +488,9 @@ func (m *Manager) Remove(ctx context.Context, sb *Sandbox, force bool) error {
 		errs = append(errs, fmt.Errorf("destroy domain %s: %w", sb.Domain, err))
 	}
 	m.cfg.Limits.Release(sb)
-	if sb.stopWatch != nil {
-		sb.stopWatch()
-	}
+	sb.unwatch()
 	m.teardownNetwork(ctx, sb)
+	m.dropSavedState(ctx, sb, paused) // its overlay may be kept for snapshots
 	sb.mu.Lock()
 	if !sb.rec.State.Final() {
 		sb.rec.State, sb.rec.Reason, sb.rec.StoppedAt = StateStopped, "removed", time.Now().UTC()

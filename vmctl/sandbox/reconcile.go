@@ -15,8 +15,12 @@ import (
 // Report says what Reconcile found and did.
 type Report struct {
 	// Adopted lists the IDs of running sandboxes whose domain still ran
-	// and whose guest agent answered again.
+	// and whose guest agent answered again, and of sandboxes paused in
+	// memory whose domain still exists.
 	Adopted []string
+	// Paused lists the IDs of sandboxes paused to disk, kept paused (their
+	// network made again: a host reboot removes taps and rules).
+	Paused []string
 	// Failed maps the IDs of sandboxes marked failed to the reason.
 	Failed map[string]string
 	// Cleaned lists what no record knew and was removed: "domain NAME",
@@ -45,6 +49,12 @@ var sandboxFileRE = regexp.MustCompile(`^([0-9a-f]{12})(\.qga)?\.sock$`)
 //     vanished while the daemon was down");
 //   - a sandbox left creating by a crash is failed and its domain
 //     destroyed;
+//   - a sandbox paused to disk has no domain and stays paused (a domain
+//     left by a crash mid-pause or mid-resume is destroyed; the saved
+//     state is in its overlay); its network is made again (Adopt), so a
+//     host reboot keeps it resumable;
+//   - a sandbox paused in memory is adopted like a running one, without
+//     the agent's handshake (its vCPUs are stopped; Resume connects);
 //   - a domain carrying this manager's Owner that no record knows is
 //     destroyed, and so are sandbox directories and agent sockets that
 //     neither a record nor any domain uses.
@@ -96,6 +106,13 @@ func (m *Manager) Reconcile(ctx context.Context) (Report, error) {
 				m.cfg.Driver.DestroyDomain(ctx, r.Domain)
 			}
 			m.fail(sb, "the daemon stopped while the sandbox was being created", &rep)
+		case r.PausedToDisk():
+			if exists {
+				m.cfg.Driver.DestroyDomain(ctx, r.Domain)
+			}
+			sb.markStopped()
+			m.adoptNetwork(ctx, sb)
+			rep.Paused = append(rep.Paused, sb.ID)
 		case !exists || !d.Running:
 			if exists {
 				m.cfg.Driver.DestroyDomain(ctx, r.Domain)
@@ -122,7 +139,7 @@ func (m *Manager) Reconcile(ctx context.Context) (Report, error) {
 		}
 		for _, sb := range adopt {
 			if !running[sb.Domain] {
-				sb.stopWatch()
+				sb.unwatch()
 				m.fail(sb, "domain vanished while the daemon was down", &rep)
 				continue
 			}
@@ -130,10 +147,16 @@ func (m *Manager) Reconcile(ctx context.Context) (Report, error) {
 				m.Stop(ctx, sb, sb.Record().Reason)
 				continue
 			}
+			if sb.State() == StatePaused {
+				m.adoptNetwork(ctx, sb)
+				rep.Adopted = append(rep.Adopted, sb.ID)
+				m.log.Info("paused sandbox adopted", "sandbox", sb.ID, "domain", sb.Domain)
+				continue
+			}
 			c, err := sb.connectAgent(ctx, adoptTimeout)
 			if err != nil {
 				m.cfg.Driver.DestroyDomain(context.WithoutCancel(ctx), sb.Domain)
-				sb.stopWatch()
+				sb.unwatch()
 				m.fail(sb, "guest agent did not answer after the daemon restarted: "+err.Error(), &rep)
 				continue
 			}
@@ -212,7 +235,7 @@ func (m *Manager) fromRecord(r Record) *Sandbox {
 		BootTime: time.Duration(r.BootMs) * time.Millisecond,
 		obs:      observer{m},
 		log:      m.log,
-		stopped:  make(chan struct{}),
+		life:     newLife(),
 		rec:      r,
 	}
 	sb.stopWatch = func() {}
@@ -223,10 +246,7 @@ func (m *Manager) fromRecord(r Record) *Sandbox {
 // markStopped closes the stopped channel of a sandbox whose domain is
 // known to be gone.
 func (sb *Sandbox) markStopped() {
-	sb.stopOnce.Do(func() {
-		sb.stop = Stop{Reason: "stopped/before restart"}
-		close(sb.stopped)
-	})
+	sb.curLife().end(Stop{Reason: "stopped/before restart"})
 }
 
 // fail marks sb failed with reason (if it is not final yet) and records it

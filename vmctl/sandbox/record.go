@@ -8,12 +8,20 @@ import (
 
 // State is a sandbox's place in its lifecycle:
 //
-//	creating → running → stopping → stopped
-//	    ↘         ↘          ↘
-//	                failed (Reason says why)
+//	creating ──→ running ──→ stopping ──→ stopped
+//	   ↑         pause ↓ ↑ resume            │
+//	   │            paused ──(stop)──────────┤
+//	   └───────────── start ─────────────────┘ (from failed too)
 //
-// stopped and failed are final: the domain is gone; the record, console
-// log and audit trail stay until the sandbox is removed.
+//	every state but stopped may end in failed (Reason says why)
+//
+// A paused sandbox's vCPUs are stopped with its memory in QEMU (pause), or
+// its machine is saved into its overlay and QEMU is gone (pause to disk;
+// Record.Paused says where); resume continues it in place with the same
+// ID, name, tap and address. stopped and failed are final for the
+// domain: it is gone, and the record, overlay, console log and audit
+// trail stay until the sandbox is removed or started again (Manager.Start
+// cold-boots it on its overlay).
 type State string
 
 // The states of the lifecycle.
@@ -21,11 +29,14 @@ const (
 	StateCreating State = "creating"
 	StateRunning  State = "running"
 	StateStopping State = "stopping"
+	StatePaused   State = "paused"
 	StateStopped  State = "stopped"
 	StateFailed   State = "failed"
 )
 
-// Final reports whether no domain runs in this state any more.
+// Final reports whether no domain runs in this state any more and none
+// will without Manager.Start (a sandbox paused to disk has no domain
+// either, but is not final: Record.PausedToDisk).
 func (s State) Final() bool { return s == StateStopped || s == StateFailed }
 
 // Record is the durable description of a sandbox: what the manager writes
@@ -77,6 +88,10 @@ type Record struct {
 	// Network is the sandbox's network policy and attachment (network.go);
 	// nil in records older than network support (mode none).
 	Network *NetworkRecord `json:"network,omitempty"`
+	// Paused describes how a paused sandbox is paused and, paused to
+	// disk, where its saved machine is (pause.go); nil unless paused
+	// (kept after a failed resume from disk, for the reason's sake).
+	Paused *PauseRecord `json:"paused,omitempty"`
 	// Extra is the sandbox's exec accounting as JSON (ExecAccount: limits
 	// and counters; exec.go); the manager itself never reads it.
 	Extra []byte `json:"extra,omitempty"`

@@ -53,13 +53,15 @@ type Sandbox struct {
 
 	obs       observer // the Manager that made it
 	log       *slog.Logger
-	stopWatch context.CancelFunc
+	stopWatch context.CancelFunc // under mu; see unwatch
 
-	stopOnce sync.Once
-	stopped  chan struct{}
-	stop     Stop
+	// opMu serializes the changes that take a while (pause, resume,
+	// start, stop, remove) on one sandbox (pause.go).
+	opMu sync.Mutex
 
 	mu           sync.Mutex
+	reserved     bool        // admitted for a resume from disk or a start: its resources count (pause.go)
+	life         *domainLife // the current domain's; replaced when it starts again (pause.go)
 	rec          Record
 	agent        *agent.Client
 	restoreTimes RestoreTimes // see LastRestore
@@ -102,12 +104,51 @@ func (sb *Sandbox) Agent() *agent.Client {
 	return sb.agent
 }
 
-// Stopped is closed when the domain has stopped for any reason.
-func (sb *Sandbox) Stopped() <-chan struct{} { return sb.stopped }
+// unwatch ends the watch of the sandbox's domain (see Manager.watch).
+func (sb *Sandbox) unwatch() {
+	sb.mu.Lock()
+	f := sb.stopWatch
+	sb.mu.Unlock()
+	if f != nil {
+		f()
+	}
+}
+
+// domainLife is one run of a sandbox's domain: done is closed when that
+// domain stopped for any reason, stop says why. A sandbox whose domain
+// starts again (resume from disk, start) gets a new one, so a stop of the
+// old domain never ends the new.
+type domainLife struct {
+	once sync.Once
+	done chan struct{}
+	stop Stop
+}
+
+func newLife() *domainLife { return &domainLife{done: make(chan struct{})} }
+
+// end records st and closes done, once.
+func (l *domainLife) end(st Stop) {
+	l.once.Do(func() {
+		l.stop = st
+		close(l.done)
+	})
+}
+
+// curLife returns the life of the sandbox's current (or last) domain.
+func (sb *Sandbox) curLife() *domainLife {
+	sb.mu.Lock()
+	defer sb.mu.Unlock()
+	return sb.life
+}
+
+// Stopped is closed when the domain has stopped for any reason. A sandbox
+// whose domain starts again (Resume from disk, Start) has a new channel:
+// call Stopped again after those.
+func (sb *Sandbox) Stopped() <-chan struct{} { return sb.curLife().done }
 
 func (sb *Sandbox) stoppedNow() bool {
 	select {
-	case <-sb.stopped:
+	case <-sb.Stopped():
 		return true
 	default:
 		return false
@@ -118,13 +159,18 @@ func (sb *Sandbox) stoppedNow() bool {
 // idea: every change is checked in one place).
 var transitions = map[State][]State{
 	StateCreating: {StateRunning, StateFailed, StateStopped},
-	StateRunning:  {StateStopping, StateFailed, StateStopped},
+	StateRunning:  {StateStopping, StateFailed, StateStopped, StatePaused},
+	StatePaused:   {StateRunning, StateStopping, StateFailed, StateStopped},
 	StateStopping: {StateStopped, StateFailed},
+	StateStopped:  {StateCreating}, // Manager.Start
+	StateFailed:   {StateCreating}, // Manager.Start
 }
 
 // setState moves the sandbox to state to with reason and tells the
 // observer (which persists the record); running also starts the idle
-// clock (started). A change that transitions does not
+// clock (started). Leaving paused clears Record.Paused unless the sandbox
+// fails (the reason may need it); creating again (Start) clears the
+// stop time. A change that transitions does not
 // allow (e.g. from a final state) is refused with ErrConflict; setting the
 // current state again is a no-op.
 func (sb *Sandbox) setState(to State, reason string) error {
@@ -145,10 +191,17 @@ func (sb *Sandbox) setState(to State, reason string) error {
 	sb.rec.State, sb.rec.Reason = to, reason
 	now := time.Now().UTC()
 	switch {
+	case to == StateRunning && from == StatePaused:
+		// resumed: the same run goes on
 	case to == StateRunning:
 		sb.rec.StartedAt = now
 	case to.Final():
 		sb.rec.StoppedAt = now
+	case to == StateCreating:
+		sb.rec.StoppedAt = time.Time{}
+	}
+	if from == StatePaused && to != StateFailed {
+		sb.rec.Paused = nil
 	}
 	sb.mu.Unlock()
 	if to == StateRunning {
@@ -214,7 +267,7 @@ func (sb *Sandbox) StopErr() error {
 		return nil
 	}
 	console := ConsoleTail(sb.ConsoleLog, 20)
-	reason := sb.stop.Reason
+	reason := sb.curLife().stop.Reason
 	if strings.Contains(console, "Kernel panic") {
 		// With panic=-1 a panic reboots, which on_reboot=destroy turns into
 		// an ordinary stop: the console says what it was.
@@ -226,22 +279,24 @@ func (sb *Sandbox) StopErr() error {
 	return fmt.Errorf("%w (domain %s %s); last console lines:\n%s", ErrGuestDied, sb.Domain, reason, console)
 }
 
-// watch closes stopped when the driver reports the domain's end and, for
-// a sandbox that was running, records why: stopped when the guest shut
-// itself down, failed otherwise (crash, panic, destroyed behind our back,
-// vanished while libvirtd was away).
-func (sb *Sandbox) watch(stops <-chan Stop) {
+// watch ends life when the driver reports the domain's end and, for a
+// sandbox that was running or paused in memory, records why: stopped when
+// the guest shut itself down, failed otherwise (crash, panic, destroyed
+// behind our back, vanished while libvirtd was away). The domain of a
+// sandbox paused to disk was destroyed on purpose: its network stays.
+func (sb *Sandbox) watch(stops <-chan Stop, life *domainLife) {
 	st, ok := <-stops
 	if !ok {
 		return
 	}
-	sb.stopOnce.Do(func() {
-		sb.stop = st
-		close(sb.stopped)
-	})
+	life.end(st)
+	r := sb.Record()
+	if r.PausedToDisk() {
+		return // Pause owns it; the tap and rules stay for the resume
+	}
 	sb.obs.DomainGone(sb) // the domain is gone
-	if sb.State() != StateRunning {
-		return // Create, Stop or Remove own the change
+	if r.State != StateRunning && r.State != StatePaused {
+		return // Create, Stop, Remove, Resume or Start own the change
 	}
 	to, reason := StateFailed, "domain stopped unexpectedly ("+st.Reason+")"
 	switch {
@@ -301,7 +356,7 @@ func (sb *Sandbox) Explain(err error) error {
 		return err
 	}
 	select {
-	case <-sb.stopped:
+	case <-sb.Stopped():
 		return sb.StopErr()
 	case <-time.After(stopEventGrace):
 		return fmt.Errorf("guest agent connection lost: %w", err)

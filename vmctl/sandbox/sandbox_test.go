@@ -29,7 +29,7 @@ type fixture struct {
 	state string
 }
 
-func newFixture(t *testing.T, imgDir string) *fixture {
+func newFixture(t testing.TB, imgDir string) *fixture {
 	t.Helper()
 	ctx := context.Background()
 	conn, err := libvirt.Connect(ctx, libvirt.Config{URI: testenv.URI()})

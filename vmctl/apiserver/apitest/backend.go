@@ -91,6 +91,9 @@ type Backend struct {
 	Ports PortFns
 	// Fork holds the timeout and restore-of-several functions (fork.go).
 	Fork ForkFns
+	// Lifecycle holds the pause, resume and start methods' functions
+	// (lifecycle.go).
+	Lifecycle LifecycleFns
 
 	mu    sync.Mutex
 	calls []string

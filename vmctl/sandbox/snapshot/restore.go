@@ -228,15 +228,7 @@ func (s *Service) prepareSteps(snap sandbox.Snapshotter, src Source) []sandbox.S
 			return nil
 		}},
 		sandbox.StepDomain(snap.StartDomainPaused),
-		{Name: "load", Run: func(ctx context.Context, b *sandbox.Build) error {
-			b.Times.Start = time.Since(b.Started)
-			t := time.Now()
-			if err := snap.LoadSnapshot(ctx, b.Sandbox.Domain, src.Tag); err != nil {
-				return fmt.Errorf("%w: load snapshot %q into sandbox %s: %v: the snapshot's file may be damaged; remove the snapshot", sandbox.ErrSnapshotUnusable, src.Name, b.Sandbox.ID, err)
-			}
-			b.Times.Load = time.Since(t)
-			return nil
-		}},
+		sandbox.StepLoad(snap, src.Tag, fmt.Sprintf("snapshot %q (remove the snapshot if it stays unusable)", src.Name)),
 	}
 }
 
@@ -251,19 +243,16 @@ func (s *Service) finishSteps(snap sandbox.Snapshotter, opts RestoreOptions) []s
 	}
 	var agentStart time.Time
 	return []sandbox.Step{
-		{Name: "resume", Run: func(ctx context.Context, b *sandbox.Build) error {
-			t := time.Now()
-			if err := snap.ResumeDomain(ctx, b.Sandbox.Domain); err != nil {
-				return fmt.Errorf("resume restored domain: %w", err)
-			}
-			b.Times.Resume = time.Since(t)
+		sandbox.StepResumeDomain(snap),
+		// Times.Agent counts from here.
+		{Name: "agent timer", Run: func(ctx context.Context, b *sandbox.Build) error {
 			agentStart = time.Now()
 			return nil
 		}},
 		sandbox.StepAgent(timeout),
 		{Name: "identity", Run: func(ctx context.Context, b *sandbox.Build) error {
-			if err := b.Agent.SetTime(ctx, time.Now()); err != nil {
-				return fmt.Errorf("set the restored guest's clock: %w", err)
+			if err := sandbox.RefreshGuest(ctx, b.Agent); err != nil {
+				return fmt.Errorf("refresh the restored guest: %w", err)
 			}
 			machineID, err := newMachineID()
 			if err != nil {

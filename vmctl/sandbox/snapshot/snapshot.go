@@ -403,13 +403,7 @@ func (s *Service) reconcile(known map[string]bool, rep *sandbox.Report) {
 
 // Allocated returns the bytes the file takes on disk (st_blocks × 512),
 // 0 if it cannot be read.
-func Allocated(path string) int64 {
-	var st syscall.Stat_t
-	if err := syscall.Stat(path, &st); err != nil {
-		return 0
-	}
-	return st.Blocks * 512
-}
+func Allocated(path string) int64 { return overlay.Allocated(path) }
 
 // NoSpace reports whether err is, or the file system under path shows, a
 // full disk: QEMU's job error carries the strerror text, not an errno.

@@ -1,0 +1,93 @@
+package apiserver_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+
+	"github.com/agentbox/agentbox/vmctl/api"
+	"github.com/agentbox/agentbox/vmctl/apiserver/apitest"
+)
+
+// lifecycleSuccessCases cover the pause, resume and start routes and
+// ?resume=true (see successCases).
+func lifecycleSuccessCases() []apiCase {
+	return []apiCase{
+		{name: "pause", method: "POST", target: sb + "/pause", ct: "json", body: `{}`, status: 200, called: true},
+		{name: "pause to disk", method: "POST", target: sb + "/pause", ct: "json", body: `{"to_disk":true}`, status: 200, called: true},
+		{name: "resume", method: "POST", target: sb + "/resume", status: 200, called: true},
+		{name: "start", method: "POST", target: sb + "/start", status: 200, called: true},
+		{name: "exec resume", method: "POST", target: sb + "/exec?resume=true", ct: "json", body: `{"cmd":["true"]}`, status: 200, called: true},
+		{name: "stat resume", method: "GET", target: sb + "/files/stat?path=/etc&resume=true", status: 200, called: true},
+	}
+}
+
+// TestResumeQuery: ?resume=true resumes (if paused) before the call, and
+// only then; a bad value is refused before the backend; the backend's
+// refusal to resume ends the call.
+func TestResumeQuery(t *testing.T) {
+	cases := []struct {
+		name, method, target, body string
+		setup                      func(b *apitest.Backend)
+		status                     int
+		code                       string
+		calls                      []string
+	}{
+		{"exec with resume", "POST", sb + "/exec?resume=true", `{"cmd":["true"]}`, nil, 200, "",
+			[]string{"ResumeSandbox " + apitest.SandboxID, "Exec " + apitest.SandboxID}},
+		{"exec without", "POST", sb + "/exec", `{"cmd":["true"]}`, nil, 200, "",
+			[]string{"Exec " + apitest.SandboxID}},
+		{"exec resume=false", "POST", sb + "/exec?resume=false", `{"cmd":["true"]}`, nil, 200, "",
+			[]string{"Exec " + apitest.SandboxID}},
+		{"upload with resume", "PUT", "/v1/sandboxes/work1/files?path=/a&resume=1", "x", nil, 201, "",
+			[]string{"ResumeSandbox work1", "Upload work1"}},
+		{"process with resume", "POST", sb + "/processes?resume=true", `{"cmd":["sleep","1"]}`, nil, 201, "",
+			[]string{"ResumeSandbox " + apitest.SandboxID, "StartProcess " + apitest.SandboxID}},
+		{"bad bool", "POST", sb + "/exec?resume=yes", `{"cmd":["true"]}`, nil, 400, api.CodeBadRequest, nil},
+		{"not on list", "GET", "/v1/sandboxes?resume=true", "", nil, 400, api.CodeBadRequest, nil},
+		{"resume fails", "POST", sb + "/exec?resume=true", `{"cmd":["true"]}`, func(b *apitest.Backend) {
+			b.Lifecycle.ResumeFn = func(context.Context, string, bool) (api.Sandbox, error) {
+				return api.Sandbox{}, api.Errorf(422, api.CodeSnapshotUnusable, "saved state damaged")
+			}
+		}, 422, api.CodeSnapshotUnusable, []string{"ResumeSandbox " + apitest.SandboxID}},
+		{"pause needs a body", "POST", sb + "/pause", "", nil, 400, api.CodeBadRequest, nil},
+		{"pause unknown field", "POST", sb + "/pause", `{"disk":true}`, nil, 400, api.CodeBadRequest, nil},
+		{"resume of a running sandbox", "POST", sb + "/resume", "", func(b *apitest.Backend) {
+			b.Lifecycle.ResumeFn = func(context.Context, string, bool) (api.Sandbox, error) {
+				return api.Sandbox{}, api.Errorf(409, api.CodeConflict, "running, not paused")
+			}
+		}, 409, api.CodeConflict, []string{"ResumeSandbox " + apitest.SandboxID}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			b := &apitest.Backend{}
+			if c.setup != nil {
+				c.setup(b)
+			}
+			status, code := serveOnce(t, b, c.method, c.target, c.body)
+			if status != c.status || code != c.code {
+				t.Errorf("%s %s: %d %s, want %d %s", c.method, c.target, status, code, c.status, c.code)
+			}
+			if got := b.Calls(); !slices.Equal(got, c.calls) {
+				t.Errorf("backend calls %q, want %q", got, c.calls)
+			}
+		})
+	}
+}
+
+// TestResumeIfPaused: the resume of ?resume=true asks the backend to
+// leave a sandbox that is not paused alone (ifPaused); the route's own
+// resume does not.
+func TestResumeIfPaused(t *testing.T) {
+	var got []bool
+	b := &apitest.Backend{}
+	b.Lifecycle.ResumeFn = func(_ context.Context, _ string, ifPaused bool) (api.Sandbox, error) {
+		got = append(got, ifPaused)
+		return apitest.Sandbox(apitest.SandboxID), nil
+	}
+	serveOnce(t, b, "GET", sb+"/files/list?path=/&resume=true", "")
+	serveOnce(t, b, "POST", sb+"/resume", "")
+	if !slices.Equal(got, []bool{true, false}) {
+		t.Errorf("ifPaused of ?resume=true and POST /resume = %v, want [true false]", got)
+	}
+}

@@ -1,0 +1,186 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/agentbox/agentbox/vmctl/api"
+	"github.com/agentbox/agentbox/vmctl/apiserver"
+	"github.com/agentbox/agentbox/vmctl/audit"
+	"github.com/agentbox/agentbox/vmctl/image"
+	"github.com/agentbox/agentbox/vmctl/sandbox"
+)
+
+// This file is the sandbox's life after its first run, on the manager's
+// Pause, Resume and Start (vmctl/sandbox/pause.go): the API's pause,
+// resume and start, the resume an exec, file or process call asks for
+// with ?resume=true, and the idle timeout's actions other than remove.
+
+var _ apiserver.LifecycleBackend = (*Daemon)(nil)
+
+// PauseSandbox implements apiserver.LifecycleBackend: it pauses a running
+// sandbox in memory or, with req.ToDisk, to disk. Errors: 409 conflict
+// when it is not running (the message says what to do).
+func (d *Daemon) PauseSandbox(ctx context.Context, ref string, req api.PauseRequest) (api.Sandbox, error) {
+	start := time.Now()
+	sb, err := d.mgr.Get(ref)
+	if err != nil {
+		return api.Sandbox{}, err
+	}
+	err = d.pause(ctx, sb, req.ToDisk, "paused by "+api.CallerFrom(ctx).ID)
+	d.auditAction(ctx, sb.ID, audit.ActionPause, map[string]any{"to_disk": req.ToDisk}, start, err)
+	if err != nil {
+		return api.Sandbox{}, err
+	}
+	return d.view(sb), nil
+}
+
+// pause pauses sb through the manager.
+func (d *Daemon) pause(ctx context.Context, sb *sandbox.Sandbox, toDisk bool, reason string) error {
+	if toDisk {
+		reason += " (to disk)"
+	}
+	return d.mgr.Pause(ctx, sb, toDisk, reason)
+}
+
+// ResumeSandbox implements apiserver.LifecycleBackend: a paused sandbox
+// runs again in place. With ifPaused a sandbox that is not paused is left
+// as it is and no error (the ?resume=true of an exec, file or process
+// call). Errors: 409 conflict when it is not paused; 429
+// capacity_exceeded when a sandbox paused to disk does not fit; 412
+// snapshot_unusable when its saved state cannot be loaded (it is failed
+// then).
+func (d *Daemon) ResumeSandbox(ctx context.Context, ref string, ifPaused bool) (api.Sandbox, error) {
+	if err := d.adm.admitting(); err != nil {
+		return api.Sandbox{}, err
+	}
+	sb, err := d.mgr.Get(ref)
+	if err != nil {
+		return api.Sandbox{}, err
+	}
+	if ifPaused && sb.State() != sandbox.StatePaused {
+		return d.view(sb), nil
+	}
+	start := time.Now()
+	r := sb.Record()
+	opts := sandbox.ResumeOptions{Admit: d.adm.admit}
+	if r.PausedToDisk() {
+		opts.Image, opts.ImageErr = image.Load(ctx, r.ImageDir, image.LoadOptions{VerifyCacheDir: d.cfg.ImageVerifyCacheDir})
+	}
+	args := map[string]any{"to_disk": r.PausedToDisk()}
+	if ifPaused {
+		args["on"] = "request"
+	}
+	err = d.mgr.Resume(ctx, sb, opts)
+	d.auditAction(ctx, sb.ID, audit.ActionResume, args, start, err)
+	if err != nil {
+		return api.Sandbox{}, err
+	}
+	d.renewBox(sb)
+	return d.view(sb), nil
+}
+
+// StartSandbox implements apiserver.LifecycleBackend: a stopped (or
+// failed) sandbox boots again on its kept overlay. Errors: 409 conflict
+// when it is running or paused; 422 invalid_image when its image cannot
+// be loaded; 429 capacity_exceeded.
+func (d *Daemon) StartSandbox(ctx context.Context, ref string) (api.Sandbox, error) {
+	if err := d.adm.admitting(); err != nil {
+		return api.Sandbox{}, err
+	}
+	start := time.Now()
+	sb, err := d.mgr.Get(ref)
+	if err != nil {
+		return api.Sandbox{}, err
+	}
+	err = d.start(ctx, sb)
+	d.auditAction(ctx, sb.ID, audit.ActionStart, nil, start, err)
+	if err != nil {
+		return api.Sandbox{}, err
+	}
+	return d.view(sb), nil
+}
+
+func (d *Daemon) start(ctx context.Context, sb *sandbox.Sandbox) error {
+	if st := sb.State(); st == sandbox.StateRunning || st == sandbox.StatePaused {
+		return d.mgr.Start(ctx, sb, sandbox.StartOptions{}) // the manager's conflict error
+	}
+	r := sb.Record()
+	img, err := image.Load(ctx, r.ImageDir, image.LoadOptions{VerifyCacheDir: d.cfg.ImageVerifyCacheDir})
+	if err != nil {
+		return image.ErrInvalid.WithMessage(fmt.Sprintf("start sandbox %s: %v", sb.ID, err))
+	}
+	if err := d.mgr.Start(ctx, sb, sandbox.StartOptions{Image: img, Admit: d.adm.admit}); err != nil {
+		return err
+	}
+	d.renewBox(sb)
+	return nil
+}
+
+// renewBox gives sb a new process table and life when its old one ended
+// (a sandbox started again after it stopped; see onChange).
+func (d *Daemon) renewBox(sb *sandbox.Sandbox) {
+	if b := d.box(sb.ID); b != nil && b.life.Err() == nil {
+		return
+	}
+	d.addBox(sb)
+}
+
+// pausedMessage is the 409 an exec, file or process call on a paused
+// sandbox gets: what to do.
+func pausedMessage(sb *sandbox.Sandbox) string {
+	ref := sb.ID
+	if sb.Name != "" {
+		ref = sb.Name
+	}
+	return fmt.Sprintf("sandbox %s is paused: resume it first: agentbox resume %s (POST /v1/sandboxes/%s/resume), or pass ?resume=true", sb.ID, ref, sb.ID)
+}
+
+// idle takes the idle action of b's sandbox (Limits.IdleAction) when its
+// idle timeout is reached: remove (the default, reap), stop, pause or
+// pause-to-disk; audited as a reap with the action. A failed action is
+// retried after another idle timeout.
+func (d *Daemon) idle(b *box) {
+	action := b.sb.ExecAccount().Limits.IdleAction
+	why := sandbox.ExpiredIdle
+	if action == "" || action == api.IdleActionRemove {
+		d.reap(b, why)
+		return
+	}
+	start := time.Now()
+	var err error
+	switch action {
+	case api.IdleActionStop:
+		err = d.mgr.Stop(context.Background(), b.sb, why)
+	case api.IdleActionPause, api.IdleActionPauseToDisk:
+		err = d.pause(context.Background(), b.sb, action == api.IdleActionPauseToDisk, why)
+	default:
+		err = fmt.Errorf("unknown idle action %q", action)
+	}
+	e := audit.Entry{Time: start.UTC(), Sandbox: b.sb.ID, Caller: "daemon", Action: audit.ActionReap,
+		Args: map[string]any{"reason": why, "action": action}, DurationMs: ms(time.Since(start))}
+	if err != nil {
+		e.Error, e.ErrorMessage = api.ErrorFrom(err).Code, err.Error()
+		d.log.Warn("idle action", "sandbox", b.sb.ID, "action", action, "err", err)
+		b.sb.Touch()
+	} else {
+		d.log.Info("idle sandbox", "sandbox", b.sb.ID, "action", action)
+	}
+	d.appendAudit(e)
+	d.metrics.reaped.WithLabelValues(why).Inc()
+}
+
+// pauseView renders r's pause for the API (nil unless paused).
+func pauseView(r sandbox.Record, lim api.Limits) *api.PauseInfo {
+	p := r.Paused
+	if r.State != sandbox.StatePaused || p == nil {
+		return nil
+	}
+	v := &api.PauseInfo{ToDisk: p.ToDisk, PausedAt: p.At, File: p.File, Tag: p.Tag,
+		SaveMs: p.SaveMs, VMStateBytes: p.VMStateBytes, DiskBytes: p.DiskBytes}
+	if p.ToDisk && lim.PausedTTLSeconds > 0 {
+		v.ExpiresAt = timePtr(p.At.Add(time.Duration(lim.PausedTTLSeconds) * time.Second))
+	}
+	return v
+}
