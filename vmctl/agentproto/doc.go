@@ -25,5 +25,9 @@ package agentproto
 
 // ProtocolVersion is the version of this protocol, carried in the handshake.
 // Host and guest must speak the same version; any incompatible change to the
-// frames or messages below must increment it.
-const ProtocolVersion = 1
+// frames or messages below must increment it. Version 2 added terminals
+// (ExecRequest.Tty, FrameResize), detached processes kept by the agent
+// (proc-* operations, FrameProcOutput), forwarded connections (connect),
+// watches and reseeding: a version 1 agent would kill detached processes
+// with its session, so a host refuses it and says to rebuild the image.
+const ProtocolVersion = 2

@@ -69,9 +69,9 @@ func TestStaleBytesBeforeHandshake(t *testing.T) {
 	ta := startGuest(t, guestagent.Options{})
 	// Stale host→guest bytes: half a yamux frame and a broken hello of an
 	// earlier session, still in the port when the guest starts reading.
-	io.WriteString(ta.host, "\x00\x00\x00\x01\x00\x00garbage AGENTBOX/1 HELLO\nAGENTBOX/1 HEL")
+	io.WriteString(ta.host, "\x00\x00\x00\x01\x00\x00garbage AGENTBOX/2 HELLO\nAGENTBOX/2 HEL")
 	// Stale guest→host bytes: an earlier session's yamux frames.
-	io.WriteString(ta.guest, "\x00\x01\x00\x02\x00\x00\x00\x00\x00\x00\x00\x00AGENTBOX/1 OK oldnonce v0\n")
+	io.WriteString(ta.guest, "\x00\x01\x00\x02\x00\x00\x00\x00\x00\x00\x00\x00AGENTBOX/2 OK oldnonce v0\n")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	c, err := agent.Dial(ctx, ta.host, agent.Options{})
@@ -90,9 +90,9 @@ func TestStaleBytesBeforeHandshake(t *testing.T) {
 
 func TestGuestVersionMismatch(t *testing.T) {
 	ta := startGuest(t, guestagent.Options{})
-	io.WriteString(ta.host, "AGENTBOX/2 HELLO abc\n")
+	io.WriteString(ta.host, "AGENTBOX/3 HELLO abc\n")
 	line, err := bufio.NewReader(ta.host).ReadString('\n')
-	want := "AGENTBOX/1 ERR abc guest agent speaks protocol 1, host 2: rebuild the image with a matching agentbox-guest\n"
+	want := "AGENTBOX/2 ERR abc guest agent speaks protocol 2, host 3: rebuild the image with a matching agentbox-guest\n"
 	if err != nil || line != want {
 		t.Fatalf("reply %q, %v", line, err)
 	}
