@@ -62,6 +62,12 @@ const (
 	// host.agentbox.internal in /etc/hosts, e.g. after a snapshot restore
 	// gave the sandbox a new subnet; FrameResponse {}.
 	OpConfigureNetwork Op = "configure-network"
+	// OpWatch watches a path for changes ([WatchRequest]): a FrameResponse
+	// with [WatchStarted] once the watch is in place, then FrameData
+	// frames, each a JSON array of [WatchEvent], until the host closes its
+	// side; FrameDataEnd when the watched path itself was removed or
+	// moved. See watch.go.
+	OpWatch Op = "watch"
 )
 
 // Request is the JSON payload of the FrameRequest that opens every stream.
@@ -89,6 +95,8 @@ type Request struct {
 	Identity *IdentityRequest `json:"identity,omitempty"`
 	// Network is set for OpConfigureNetwork.
 	Network *NetworkRequest `json:"network,omitempty"`
+	// Watch is set for OpWatch.
+	Watch *WatchRequest `json:"watch,omitempty"`
 }
 
 // DefaultPath is the PATH of every command unless its Env overrides it;
@@ -418,6 +426,11 @@ func (r *Request) Validate() error {
 			break
 		}
 		return r.Network.Validate()
+	case OpWatch:
+		if r.Watch == nil {
+			break
+		}
+		return r.Watch.Validate()
 	case OpPing:
 		ok = true
 	default:

@@ -260,6 +260,8 @@ func (s *server) handle(st *yamux.Stream) {
 		err = s.identity(fw, req.Identity)
 	case agentproto.OpConfigureNetwork:
 		err = s.configureNetwork(fw, req.Network)
+	case agentproto.OpWatch:
+		err = s.watch(st, fr, fw, req.Watch)
 	}
 	if err != nil {
 		s.fail(fw, req.Op, err)
