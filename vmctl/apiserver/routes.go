@@ -74,6 +74,7 @@ var routes = []route{
 	{"GET", "/v1/sandboxes/{id}/files/stat", []string{"path"}, reply(http.StatusOK, stat)},
 	{"GET", "/v1/sandboxes/{id}/files/list", []string{"path"}, reply(http.StatusOK, list)},
 	{"POST", "/v1/sandboxes/{id}/files/mkdir", nil, status(http.StatusCreated, noValue(withBody((*api.MkdirRequest).Validate, mkdir)))},
+	{"GET", "/v1/sandboxes/{id}/files/watch", []string{"path", "recursive"}, needs[WatchBackend]("file watching", stream(watchFiles))},
 
 	{"POST", "/v1/sandboxes/{id}/snapshots", nil, needs[SnapshotBackend]("snapshots", created(snapshotLocation, withBody((*api.SaveSnapshotRequest).Validate, saveSnapshot)))},
 	{"GET", "/v1/snapshots", []string{"sandbox"}, needs[SnapshotBackend]("snapshots", reply(http.StatusOK, listSnapshots))},

@@ -80,6 +80,8 @@ type Backend struct {
 	ConsoleFn       func(ctx context.Context, ref string, tail int64, w io.Writer) error
 	AuditFn         func(ctx context.Context, ref string, emit func(audit.Entry) error) error
 	EventsFn        func(ctx context.Context, emit func(api.Event) error) error
+	// WatchFn is the Watch method's function (watch.go).
+	WatchFn func(ctx context.Context, ref, path string, recursive bool, ready func() error, emit func(api.WatchEvent) error) error
 	// Snapshot holds the snapshot methods' functions (snapshots.go).
 	Snapshot SnapshotFns
 	// Warm holds the warm template methods' functions (warm.go).
