@@ -64,6 +64,7 @@ func newApp() *cli.App {
 			stdinCommand(),
 			killCommand(),
 			cpCommand(),
+			watchCommand(),
 			lsCommand(),
 			inspectCommand(),
 			logsCommand(),
