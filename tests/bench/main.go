@@ -19,7 +19,9 @@
 //     per snapshot (snapshots.go);
 //  10. with --neighbours (and only that): exec latency of an idle sandbox
 //     while a neighbour runs a fork bomb, a memory hog, disk saturation
-//     (neighbours.go).
+//     (neighbours.go);
+//  11. with --watch (and only that): file-watch event latency, write in
+//     the guest → agent, and host upload → event at the host (watch.go).
 //
 // Usage: go run ./tests/bench --image DIR --agentbox bin/agentbox
 package main
@@ -65,6 +67,7 @@ func main() {
 	snapshots := flag.Bool("snapshots", false, "run only the snapshot benchmarks (8-9): cold vs warm creates (--creates runs), save/restore at 256 MiB and 1 GiB (--snapshot-runs)")
 	snapshotRuns := flag.Int("snapshot-runs", 3, "save/restore runs per memory size")
 	neighbours := flag.Bool("neighbours", false, "run only the noisy-neighbour benchmark (10): exec latency of an idle sandbox (--execs runs) next to a fork bomb, a memory hog and disk saturation")
+	watch := flag.Bool("watch", false, "run only the file-watch latency benchmark (11): --execs events in the guest and from the host")
 	flag.Parse()
 	if *imgDir == "" {
 		fail(errors.New("--image DIR is required"))
@@ -79,6 +82,10 @@ func main() {
 
 	if *snapshots {
 		benchSnapshots(ctx, img, *bin, *uri, *creates, *snapshotRuns)
+		return
+	}
+	if *watch {
+		benchWatch(ctx, img, *bin, *uri, *execs)
 		return
 	}
 	if *neighbours {
