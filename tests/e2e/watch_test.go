@@ -26,6 +26,11 @@ type cliWatch struct {
 	read  int // lines handed out by next
 	more  chan struct{}
 	ended chan struct{}
+	// code and stderr (after the "watching" line) are set once ended
+	// and stderrDone are closed.
+	code       int
+	stderr     syncBuffer
+	stderrDone chan struct{}
 }
 
 // startWatch runs `agentbox watch ARGS...` against d and returns once it
@@ -46,7 +51,7 @@ func (d *daemon) startWatch(args ...string) *cliWatch {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	w := &cliWatch{t: t, cmd: cmd, more: make(chan struct{}, 1), ended: make(chan struct{})}
+	w := &cliWatch{t: t, cmd: cmd, more: make(chan struct{}, 1), ended: make(chan struct{}), stderrDone: make(chan struct{})}
 	t.Cleanup(func() {
 		cmd.Process.Kill()
 		<-w.ended
@@ -64,13 +69,17 @@ func (d *daemon) startWatch(args ...string) *cliWatch {
 			default:
 			}
 		}
+		<-w.stderrDone // Wait closes the pipe
 		cmd.Wait()
+		w.code = cmd.ProcessState.ExitCode()
 	}()
 	ready := make(chan string, 1)
 	go func() {
-		first, _ := bufio.NewReader(stderr).ReadString('\n')
+		defer close(w.stderrDone)
+		br := bufio.NewReader(stderr)
+		first, _ := br.ReadString('\n')
 		ready <- first
-		io.Copy(io.Discard, stderr)
+		io.Copy(&w.stderr, br)
 	}()
 	select {
 	case first := <-ready:
@@ -81,6 +90,19 @@ func (d *daemon) startWatch(args ...string) *cliWatch {
 		t.Fatalf("agentbox watch %v: not ready after 2 minutes", args)
 	}
 	return w
+}
+
+// wait waits for the command's end and returns its exit status and what
+// it printed on stderr after the "watching" line.
+func (w *cliWatch) wait(limit time.Duration) (int, string) {
+	w.t.Helper()
+	select {
+	case <-w.ended:
+		return w.code, w.stderr.String()
+	case <-time.After(limit):
+		w.t.Fatalf("agentbox watch did not end within %s", limit)
+	}
+	return 0, ""
 }
 
 // next returns the next line, failing the test after limit.
@@ -147,14 +169,13 @@ func TestWatch(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("create: exit %d, stderr %q", r.code, r.stderr)
 	}
-	d.track(strings.TrimSpace(string(r.stdout)))
+	id := strings.TrimSpace(string(r.stdout))
+	d.track(id)
 	expect(t, d.cli(nil, "exec", "w1", "--", "mkdir", "-p", "/work/w"), 0, "", "")
 
 	// A missing path is a clear error before anything is printed.
-	r = d.cli(nil, "watch", "w1", "/work/nope")
-	if r.code != 125 || len(r.stdout) != 0 || !regexp.MustCompile(`^agentbox: .*watch /work/nope: no such file or directory\n$`).Match(r.stderr) {
-		t.Fatalf("watch of a missing path: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
-	}
+	expect(t, d.cli(nil, "watch", "w1", "/work/nope"), 125, "",
+		"agentbox: watch /work/nope: no such file or directory in sandbox "+id+": create it first, or watch its parent\n")
 
 	lines := d.startWatch("--recursive", "w1", "/work/w")
 	js := d.startWatch("--recursive", "--json", "w1", "/work/w")
@@ -209,6 +230,23 @@ func TestWatch(t *testing.T) {
 	}
 	if evs[2].To != "/work/w/b.txt" {
 		t.Errorf("RENAME to %q", evs[2].To)
+	}
+
+	// Stopping the sandbox ends the watch with an error; it is audited.
+	expect(t, d.cli(nil, "stop", "w1"), 0, "w1\n", "")
+	code, stderr := lines.wait(time.Minute)
+	if code != 125 || !regexp.MustCompile(`^agentbox: sandbox `+id+` is (stopping|stopped): the watch of /work/w ended\n$`).MatchString(stderr) {
+		t.Errorf("watch of a stopped sandbox: exit %d, stderr %q", code, stderr)
+	}
+	js.wait(time.Minute)
+	var watches []wireAudit
+	for _, e := range d.audit(id) {
+		if e.Action == "file.watch" {
+			watches = append(watches, e)
+		}
+	}
+	if len(watches) != 3 { // the missing path, the two watchers
+		t.Errorf("%d file.watch audit entries, want 3: %+v", len(watches), watches)
 	}
 }
 

@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	"github.com/agentbox/agentbox/vmctl/api"
 	"github.com/agentbox/agentbox/vmctl/apiserver"
 	"github.com/agentbox/agentbox/vmctl/audit"
+	"github.com/agentbox/agentbox/vmctl/errdefs"
 	"github.com/agentbox/agentbox/vmctl/sandbox"
 )
 
@@ -18,7 +20,7 @@ var _ apiserver.WatchBackend = (*Daemon)(nil)
 // Watch implements apiserver.WatchBackend. A watch is a file operation
 // that lasts: the sandbox is busy (never idle) while it runs and active
 // when it ends, like an attached exec; it ends with the sandbox's life
-// (stop, removal: ErrNotRunning) and is audited when it ends (file.watch,
+// (stop, removal: ErrNotRunning, not the guest's death) and is audited when it ends (file.watch,
 // with the number of events sent). It does not hold up Shutdown: the API
 // server ends its streams first.
 func (d *Daemon) Watch(ctx context.Context, ref, p string, recursive bool, ready func() error, emit func(api.WatchEvent) error) error {
@@ -39,9 +41,12 @@ func (d *Daemon) Watch(ctx context.Context, ref, p string, recursive bool, ready
 		events++
 		return emit(ev)
 	})
-	if err != nil && b.life.Err() != nil && ctx.Err() != nil {
-		err = b.sb.NotRunning() // stopped or removed under the watch
-	} else if err != nil && ctx.Err() != nil {
+	switch st := b.sb.State(); {
+	case err == nil:
+	case b.life.Err() != nil || st == sandbox.StateStopping || st == sandbox.StateStopped:
+		// Stopped or removed under the watch: not the guest's death.
+		err = sandbox.ErrNotRunning.WithMessage(fmt.Sprintf("sandbox %s is %s: the watch of %s ended", b.sb.ID, st, p))
+	case ctx.Err() != nil:
 		err = nil // the client went
 	}
 	e := audit.Entry{Time: start.UTC(), Sandbox: b.sb.ID, Caller: api.CallerFrom(ctx).ID, Action: audit.ActionWatch,
@@ -58,6 +63,10 @@ func (d *Daemon) Watch(ctx context.Context, ref, p string, recursive bool, ready
 // event until ctx ends or the watched path went away.
 func watch(ctx context.Context, sb *sandbox.Sandbox, p string, recursive bool, ready func() error, emit func(api.WatchEvent) error) error {
 	w, err := sb.Watch(ctx, p, recursive)
+	var pe *agentproto.Error
+	if errors.As(err, &pe) && pe.Code == agentproto.CodeNotFound {
+		return errdefs.ErrNotFound.WithMessage(fmt.Sprintf("%s in sandbox %s: create it first, or watch its parent", pe.Message, sb.ID))
+	}
 	if err != nil {
 		return err
 	}
