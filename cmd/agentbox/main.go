@@ -65,6 +65,7 @@ func newApp() *cli.App {
 			killCommand(),
 			cpCommand(),
 			portCommand(),
+			watchCommand(),
 			lsCommand(),
 			inspectCommand(),
 			logsCommand(),

@@ -306,7 +306,7 @@ func describe(e audit.Entry) string {
 		if s, ok := take(audit.ArgSignal); ok {
 			add("signal " + quoteWord(valueString(s)))
 		}
-	case audit.ActionUpload, audit.ActionDownload, audit.ActionStat, audit.ActionList, audit.ActionMkdir, audit.ActionDelete:
+	case audit.ActionUpload, audit.ActionDownload, audit.ActionStat, audit.ActionList, audit.ActionMkdir, audit.ActionDelete, audit.ActionWatch:
 		if path, ok := take(audit.ArgPath); ok {
 			add(quoteWord(valueString(path)))
 		}

@@ -22,6 +22,8 @@
 //     (neighbours.go);
 //  11. with --pty N (and only that): keystroke echo round trip through
 //     a guest terminal over the interactive exec (pty.go).
+//  12. with --watch (and only that): file-watch event latency, write in
+//     the guest → agent, and host upload → event at the host (watch.go).
 //
 // Usage: go run ./tests/bench --image DIR --agentbox bin/agentbox
 package main
@@ -68,6 +70,7 @@ func main() {
 	snapshotRuns := flag.Int("snapshot-runs", 3, "save/restore runs per memory size")
 	ptyKeys := flag.Int("pty", 0, "run only the PTY benchmark (11): keystroke echo round trip of `N` keys through `exec -it`'s WebSocket and a guest terminal")
 	neighbours := flag.Bool("neighbours", false, "run only the noisy-neighbour benchmark (10): exec latency of an idle sandbox (--execs runs) next to a fork bomb, a memory hog and disk saturation")
+	watch := flag.Bool("watch", false, "run only the file-watch latency benchmark (11): --execs events in the guest and from the host")
 	flag.Parse()
 	if *imgDir == "" {
 		fail(errors.New("--image DIR is required"))
@@ -82,6 +85,10 @@ func main() {
 
 	if *snapshots {
 		benchSnapshots(ctx, img, *bin, *uri, *creates, *snapshotRuns)
+		return
+	}
+	if *watch {
+		benchWatch(ctx, img, *bin, *uri, *execs)
 		return
 	}
 	if *neighbours {

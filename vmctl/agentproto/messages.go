@@ -96,6 +96,12 @@ const (
 	// pool and reseeds its CRNG ([ReseedRequest]); FrameResponse with
 	// [ReseedResponse]. The host sends it after every restore.
 	OpReseed Op = "reseed"
+	// OpWatch watches a path for changes ([WatchRequest]): a FrameResponse
+	// with [WatchStarted] once the watch is in place, then FrameData
+	// frames, each a JSON array of [WatchEvent], until the host closes its
+	// side; FrameDataEnd when the watched path itself was removed or
+	// moved. See watch.go.
+	OpWatch Op = "watch"
 )
 
 // Request is the JSON payload of the FrameRequest that opens every stream.
@@ -139,6 +145,8 @@ type Request struct {
 	Connect *ConnectRequest `json:"connect,omitempty"`
 	// Reseed is set for OpReseed.
 	Reseed *ReseedRequest `json:"reseed,omitempty"`
+	// Watch is set for OpWatch.
+	Watch *WatchRequest `json:"watch,omitempty"`
 }
 
 // DefaultPath is the PATH of every command unless its Env overrides it;
@@ -513,6 +521,11 @@ func (r *Request) Validate() error {
 			break
 		}
 		return r.Reseed.Validate()
+	case OpWatch:
+		if r.Watch == nil {
+			break
+		}
+		return r.Watch.Validate()
 	case OpPing:
 		ok = true
 	default:

@@ -64,6 +64,7 @@ var schemaTypes = map[string]reflect.Type{
 	"KillRequest":          reflect.TypeFor[api.KillRequest](),
 	"StdinResult":          reflect.TypeFor[api.StdinResult](),
 	"FileInfo":             reflect.TypeFor[api.FileInfo](),
+	"WatchEvent":           reflect.TypeFor[api.WatchEvent](),
 	"FileList":             reflect.TypeFor[api.FileList](),
 	"MkdirRequest":         reflect.TypeFor[api.MkdirRequest](),
 	"Event":                reflect.TypeFor[api.Event](),

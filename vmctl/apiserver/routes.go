@@ -79,6 +79,7 @@ var routes = []route{
 	{"GET", "/v1/sandboxes/{id}/files/stat", []string{"path", "resume"}, resumable(reply(http.StatusOK, stat))},
 	{"GET", "/v1/sandboxes/{id}/files/list", []string{"path", "resume"}, resumable(reply(http.StatusOK, list))},
 	{"POST", "/v1/sandboxes/{id}/files/mkdir", []string{"resume"}, resumable(status(http.StatusCreated, noValue(withBody((*api.MkdirRequest).Validate, mkdir))))},
+	{"GET", "/v1/sandboxes/{id}/files/watch", []string{"path", "recursive", "resume"}, needs[WatchBackend]("file watching", resumable(stream(watchFiles)))},
 
 	{"POST", "/v1/sandboxes/{id}/ports", nil, needs[PortBackend]("port forwarding", created(portLocation, withBody((*api.PortForwardRequest).Validate, forwardPort)))},
 	{"GET", "/v1/sandboxes/{id}/ports", nil, needs[PortBackend]("port forwarding", reply(http.StatusOK, listPorts))},

@@ -43,4 +43,6 @@ const (
 	ArgParents   = "parents"
 	// ArgClose says process.stdin closed the stdin after writing (bool).
 	ArgClose = "close"
+	// ArgEvents is the number of events a file.watch sent.
+	ArgEvents = "events"
 )

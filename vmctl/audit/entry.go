@@ -76,6 +76,7 @@ const (
 	ActionList           = "file.list"
 	ActionMkdir          = "file.mkdir"
 	ActionDelete         = "file.remove"
+	ActionWatch          = "file.watch"      // a file watch ended: its duration, ArgEvents
 	ActionReap           = "reap"            // TTL or idle timeout reached
 	ActionReconcile      = "reconcile"       // daemon start: adopted, failed or cleaned
 	ActionStateChange    = "state"           // the sandbox changed state on its own (guest died)

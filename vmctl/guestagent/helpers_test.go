@@ -26,7 +26,7 @@ type testAgent struct {
 
 // startGuest runs Serve on a fresh socket pair; the test ends by checking
 // that Serve returned nil after the host side closed.
-func startGuest(t *testing.T, opts guestagent.Options) *testAgent {
+func startGuest(t testing.TB, opts guestagent.Options) *testAgent {
 	t.Helper()
 	ta := &testAgent{served: make(chan error, 1), clock: make(chan time.Time, 1), shutdown: make(chan bool, 1)}
 	ta.host, ta.guest = testenv.SocketPair(t)
@@ -47,7 +47,7 @@ func newClient(t *testing.T) (*agent.Client, *testAgent) {
 }
 
 // newClientOpts is newClient with the agent's options.
-func newClientOpts(t *testing.T, opts guestagent.Options) (*agent.Client, *testAgent) {
+func newClientOpts(t testing.TB, opts guestagent.Options) (*agent.Client, *testAgent) {
 	t.Helper()
 	ta := startGuest(t, opts)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

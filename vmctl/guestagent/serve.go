@@ -298,6 +298,8 @@ func (s *server) handle(st *yamux.Stream) {
 		err = s.connect(st, fr, fw, req.Connect)
 	case agentproto.OpReseed:
 		err = s.reseed(fw, req.Reseed)
+	case agentproto.OpWatch:
+		err = s.watch(st, fr, fw, req.Watch)
 	}
 	if err != nil {
 		s.fail(fw, req.Op, err)

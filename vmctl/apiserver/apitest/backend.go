@@ -83,6 +83,8 @@ type Backend struct {
 
 	// ExecInteractiveFn serves ExecInteractive (execws.go).
 	ExecInteractiveFn func(ctx context.Context, ref string, req api.ExecRequest, stdin io.Reader, started func(apiserver.ExecControl), stdout, stderr io.Writer) (api.ExitStatus, error)
+	// WatchFn is the Watch method's function (watch.go).
+	WatchFn func(ctx context.Context, ref, path string, recursive bool, ready func() error, emit func(api.WatchEvent) error) error
 	// Snapshot holds the snapshot methods' functions (snapshots.go).
 	Snapshot SnapshotFns
 	// Warm holds the warm template methods' functions (warm.go).
