@@ -47,7 +47,7 @@ func TestServeNetworkCleanup(t *testing.T) {
 	}
 	t.Cleanup(func() { m.Destroy(context.Background()) })
 	const id = "ccccccccccc1"
-	if _, err := m.Setup(context.Background(), id, netpolicy.Policy{Mode: netpolicy.ModeOpen}); err != nil {
+	if _, err := m.Setup(context.Background(), id, netpolicy.Policy{Mode: netpolicy.ModeOpen}, 0); err != nil {
 		t.Fatal(err)
 	}
 

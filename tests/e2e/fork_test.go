@@ -3,7 +3,8 @@ package e2e
 // Issue 12's fork part through a real `agentbox serve` and real TCG
 // guests: a timeout set from now reaps the sandbox on time, restore
 // --count makes forks with their own identity and fresh randomness (and a
-// restore of too many leaves nothing), and --net-rate caps a download.
+// restore of too many leaves nothing), and --net-rate caps a download and
+// an upload.
 
 import (
 	"bytes"
@@ -19,6 +20,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/google/nftables"
+	"github.com/google/nftables/expr"
 )
 
 // wireExpiry is the part of a Sandbox answer about its expiry.
@@ -255,12 +259,12 @@ func TestNetRate(t *testing.T) {
 			}
 		}
 	}
-	if v.Resources.NetBps != 2<<20 || enf["net_rate"] != "tc" || enf["net_rate_out"] == "" {
-		t.Fatalf("inspect resources %+v: want net_bps 2 MiB/s, net_rate enforced by tc, net_rate_out listed", v.Resources)
+	if v.Resources.NetBps != 2<<20 || enf["net_rate"] != "tc" || enf["net_rate_out"] != "nftables" {
+		t.Fatalf("inspect resources %+v: want net_bps 2 MiB/s, net_rate enforced by tc, net_rate_out by nftables", v.Resources)
 	}
-	outCapped := enf["net_rate_out"] == "tc"
-	if !outCapped && !strings.HasPrefix(enf["net_rate_out"], "not enforced: ") {
-		t.Errorf("net_rate_out enforcement %q", enf["net_rate_out"])
+	wantLimit := fmt.Sprintf("limit out-%s: over 2097152 bytes/s burst 209715; first rule of in-%s and fwd-%s: over it, drop", id, id, id)
+	if got := outLimitRules(t, table, id); got != wantLimit {
+		t.Fatalf("nftables after create:\n%s\nwant\n%s", got, wantLimit)
 	}
 	// The guest times the transfer itself (no exec overhead in it).
 	get := fmt.Sprintf(`import time, urllib.request
@@ -274,6 +278,15 @@ print(n, time.monotonic() - t)`, port)
 	if got != size || secs < 8.5 || secs > 11.5 {
 		t.Errorf("download of %d bytes took %.2f s; want %d bytes in 10 s ± 15 %%", got, secs, size)
 	}
+	// A restarted daemon adopts the sandbox and installs its rules again,
+	// the cap with them: the upload runs under the adopted rules.
+	d.kill9()
+	if err := d.start(); err != nil {
+		t.Fatal(err)
+	}
+	if got := outLimitRules(t, table, id); got != wantLimit {
+		t.Fatalf("nftables after the daemon restarted:\n%s\nwant\n%s", got, wantLimit)
+	}
 	post := fmt.Sprintf(`import time, urllib.request
 data = b"x" * %d
 t = time.monotonic()
@@ -283,12 +296,72 @@ print(n.decode(), time.monotonic() - t)`, size, port)
 	got, _ = strconv.Atoi(fields[0])
 	secs, _ = strconv.ParseFloat(fields[1], 64)
 	t.Logf("20 MiB upload at --net-rate 2M: %.2f s (%.2f MiB/s)", secs, float64(size)/(1<<20)/secs)
-	switch {
-	case got != size:
-		t.Errorf("upload delivered %d bytes, want %d", got, size)
-	case outCapped && secs < 8.5:
-		t.Errorf("upload took %.2f s with the outbound cap in force; want not faster than the cap (≥ 8.5 s)", secs)
-	case !outCapped:
-		t.Logf("the outbound cap is not in force on this host (%s): the upload is not checked against it", enf["net_rate_out"])
+	if got != size || secs < 8.5 || secs > 11.5 {
+		t.Errorf("upload of %d bytes took %.2f s; want %d bytes in 10 s ± 15 %%", got, secs, size)
 	}
+
+	// Removed with the sandbox: no limit object, chain or rule of it.
+	if r := d.cli(nil, "rm", "--force", id); r.code != 0 {
+		t.Fatalf("agentbox rm: exit %d, stderr %s", r.code, r.stderr)
+	}
+	if got := outLimitRules(t, table, id); got != "" {
+		t.Errorf("nftables after rm: %s; want nothing of sandbox %s", got, id)
+	}
+}
+
+// outLimitRules describes what table holds of sandbox id's outbound cap:
+// its limit object and the first rule of each of its chains; "" when
+// none of them is there.
+func outLimitRules(t *testing.T, table, id string) string {
+	t.Helper()
+	c, err := nftables.New()
+	must(t, "nftables", err)
+	tb := &nftables.Table{Family: nftables.TableFamilyINet, Name: table}
+	objs, err := c.GetNamedObjects(tb)
+	must(t, "list nftables objects", err)
+	var parts []string
+	for _, o := range objs {
+		no, ok := o.(*nftables.NamedObj)
+		if !ok || no.Name != "out-"+id {
+			continue
+		}
+		l, _ := no.Obj.(*expr.Limit)
+		if no.Type != nftables.ObjTypeLimit || l == nil || l.Type != expr.LimitTypePktBytes || l.Unit != expr.LimitTimeSecond {
+			parts = append(parts, fmt.Sprintf("object out-%s of type %d: %#v", id, no.Type, no.Obj))
+			continue
+		}
+		over := "under"
+		if l.Over {
+			over = "over"
+		}
+		parts = append(parts, fmt.Sprintf("limit out-%s: %s %d bytes/s burst %d", id, over, l.Rate, l.Burst))
+	}
+	chains, err := c.ListChainsOfTableFamily(nftables.TableFamilyINet)
+	must(t, "list nftables chains", err)
+	var first []string
+	for _, name := range []string{"in-" + id, "fwd-" + id} {
+		for _, ch := range chains {
+			if ch.Table.Name != table || ch.Name != name {
+				continue
+			}
+			rules, err := c.GetRules(tb, ch)
+			must(t, "list nftables rules", err)
+			if len(rules) == 0 {
+				first = append(first, name+": empty")
+				continue
+			}
+			e := rules[0].Exprs
+			ref, _ := e[0].(*expr.Objref)
+			v, _ := e[len(e)-1].(*expr.Verdict)
+			if len(e) == 2 && ref != nil && ref.Name == "out-"+id && v != nil && v.Kind == expr.VerdictDrop {
+				first = append(first, name)
+			} else {
+				first = append(first, fmt.Sprintf("%s: %#v", name, e))
+			}
+		}
+	}
+	if len(first) > 0 {
+		parts = append(parts, "first rule of "+strings.Join(first, " and ")+": over it, drop")
+	}
+	return strings.Join(parts, "; ")
 }

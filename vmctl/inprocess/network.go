@@ -61,12 +61,12 @@ func (n *lazyNetwork) get() (sandbox.NetworkProvider, error) {
 }
 
 // Setup implements sandbox.NetworkProvider.
-func (n *lazyNetwork) Setup(ctx context.Context, id string, policy netpolicy.Policy) (network.Attachment, error) {
+func (n *lazyNetwork) Setup(ctx context.Context, id string, policy netpolicy.Policy, outBytesPerSec uint64) (network.Attachment, error) {
 	p, err := n.get()
 	if err != nil {
 		return network.Attachment{}, err
 	}
-	return p.Setup(ctx, id, policy)
+	return p.Setup(ctx, id, policy, outBytesPerSec)
 }
 
 // Adopt implements sandbox.NetworkProvider.

@@ -55,6 +55,9 @@ type Attachment struct {
 	Guest netip.Addr `json:"guest"`
 	// Bits is the prefix length of the sandbox's subnet (30).
 	Bits int `json:"bits"`
+	// OutLimit is the cap on the guest's traffic in the sandbox's
+	// firewall rules; nil without one.
+	OutLimit *OutLimit `json:"out_limit,omitempty"`
 }
 
 // Subnet returns the sandbox's subnet (H and G's /30).

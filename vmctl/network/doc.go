@@ -17,6 +17,10 @@
 //     the policy's CIDR:PORT rules (allowlist) or anywhere but link-local,
 //     loopback, multicast and other sandboxes (open), masqueraded; IPv6
 //     dropped; source addresses other than G dropped; replies via conntrack.
+//     A sandbox with a network cap also has a limit object ([OutLimit]) whose
+//     drop rule comes first in both its chains: one budget for everything
+//     the guest sends (the traffic to the guest is shaped on the tap:
+//     [LimitTap]).
 //     Catch-all rules drop everything from and to the taps of this table
 //     (they carry an interface group derived from the table's name, so two
 //     daemons never drop each other's) that no sandbox rule accepted, so a

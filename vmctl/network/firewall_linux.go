@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 
@@ -150,14 +151,18 @@ type sandboxRules struct {
 	host, guest netip.Addr
 	policy      netpolicy.Policy
 	tcpPorts    []uint16 // egress service ports on host
+	// outBps and outBurst cap the traffic from the tap (outlimit.go);
+	// outBps 0: no cap.
+	outBps, outBurst uint64
 }
 
 func inChain(id string) string  { return "in-" + id }
 func fwdChain(id string) string { return "fwd-" + id }
 func sbTag(id string) []byte    { return []byte("sb:" + id) }
 
-// install adds the sandbox's chains and its jump and masquerade rules in one
-// netlink batch, after removing any left from before (idempotent).
+// install adds the sandbox's chains, its outbound limit object (when
+// s.outBps is set) and its jump and masquerade rules in one netlink batch
+// (all or nothing), after removing any left from before (idempotent).
 func (fw *firewall) install(s sandboxRules) error {
 	if err := fw.remove(s.id); err != nil {
 		return err
@@ -172,6 +177,14 @@ func (fw *firewall) install(s sandboxRules) error {
 	fwd := c.AddChain(&nftables.Chain{Name: fwdChain(s.id), Table: fw.table})
 	add := func(ch *nftables.Chain, e ...expr.Any) {
 		c.AddRule(&nftables.Rule{Table: fw.table, Chain: ch, Exprs: e})
+	}
+	// The outbound cap first in both chains: every packet from the tap,
+	// to this host or forwarded, draws from the one limit object.
+	if s.outBps > 0 {
+		c.AddObj(&nftables.NamedObj{Table: fw.table, Name: outObject(s.id), Type: nftables.ObjTypeLimit,
+			Obj: &expr.Limit{Type: expr.LimitTypePktBytes, Rate: s.outBps, Unit: expr.LimitTimeSecond, Burst: uint32(s.outBurst), Over: true}})
+		add(in, join(overLimit(outObject(s.id)), drop())...)
+		add(fwd, join(overLimit(outObject(s.id)), drop())...)
 	}
 	// From the tap to this host: only the egress service on H.
 	add(in, join(nfproto(unix.NFPROTO_IPV4, expr.CmpOpNeq), drop())...)
@@ -223,7 +236,8 @@ func (fw *firewall) install(s sandboxRules) error {
 	return nil
 }
 
-// remove deletes the sandbox's rules and chains; missing ones are fine.
+// remove deletes the sandbox's rules, chains and outbound limit object;
+// missing ones are fine.
 func (fw *firewall) remove(id string) error {
 	fw.mu.Lock()
 	defer fw.mu.Unlock()
@@ -263,13 +277,31 @@ func (fw *firewall) remove(id string) error {
 	if err := c.Flush(); err != nil {
 		errs = append(errs, fmt.Errorf("nftables: delete chains of sandbox %s: %w", id, err))
 	}
+	// The limit object once no rule refers to it (the kernel refuses to
+	// delete an object in use).
+	objs, err := c.GetNamedObjects(fw.table)
+	if err != nil {
+		return errors.Join(append(errs, fmt.Errorf("nftables: list objects: %w", err))...)
+	}
+	for _, o := range objs {
+		if no, ok := o.(*nftables.NamedObj); ok && no.Type == nftables.ObjTypeLimit && no.Name == outObject(id) {
+			c.DeleteObject(no)
+			if err := c.Flush(); err != nil {
+				errs = append(errs, fmt.Errorf("nftables: delete limit %s of sandbox %s: %w", no.Name, id, err))
+			}
+		}
+	}
 	return errors.Join(errs...)
 }
 
-// sandboxes returns the IDs that have chains in the table.
+// sandboxes returns the IDs that have chains or an outbound limit object
+// in the table.
 func (fw *firewall) sandboxes() ([]string, error) {
 	fw.mu.Lock()
 	defer fw.mu.Unlock()
+	if ok, err := fw.tableExists(); err != nil || !ok {
+		return nil, err
+	}
 	chains, err := fw.conn.ListChainsOfTableFamily(nftables.TableFamilyINet)
 	if err != nil {
 		return nil, fmt.Errorf("nftables: list chains: %w", err)
@@ -281,6 +313,17 @@ func (fw *firewall) sandboxes() ([]string, error) {
 		}
 		if id, ok := strings.CutPrefix(ch.Name, "in-"); ok {
 			ids = append(ids, id)
+		}
+	}
+	objs, err := fw.conn.GetNamedObjects(fw.table)
+	if err != nil {
+		return nil, fmt.Errorf("nftables: list objects: %w", err)
+	}
+	for _, o := range objs {
+		if no, ok := o.(*nftables.NamedObj); ok {
+			if id, ok := strings.CutPrefix(no.Name, outObject("")); ok && !slices.Contains(ids, id) {
+				ids = append(ids, id)
+			}
 		}
 	}
 	return ids, nil
@@ -413,6 +456,13 @@ func ctEstablished() []expr.Any {
 			Xor:  binaryutil.NativeEndian.PutUint32(0)},
 		&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: binaryutil.NativeEndian.PutUint32(0)},
 	}
+}
+
+// overLimit matches when the packet goes over the named limit object
+// (made with the "over" flag); each evaluation takes the packet's bytes
+// from the object's bucket.
+func overLimit(name string) []expr.Any {
+	return []expr.Any{&expr.Objref{Type: int(nftables.ObjTypeLimit), Name: name}}
 }
 
 func accept_() []expr.Any { return []expr.Any{&expr.Verdict{Kind: expr.VerdictAccept}} }

@@ -102,16 +102,23 @@ var errShutDown = errors.New("the daemon's network is shut down: no new sandbox 
 
 // Setup gives sandbox id a network for policy, before its domain starts:
 // a /30, the firewall rules (installed before the tap exists, so the
-// guest never sends a packet they do not see), the tap with the host
-// address, ip_forward when the policy forwards (CIDR rules or open), and
-// the egress service. It returns the attachment for the domain's
-// <interface> and the guest's command line. On error nothing is left.
-// Errors: policy none (it has no network), IPv6 CIDR rules (not
-// supported yet), an exhausted pool, netlink/nftables failures, Release
-// already called.
-func (m *Manager) Setup(ctx context.Context, id string, policy netpolicy.Policy) (_ Attachment, err error) {
+// guest never sends a packet they do not see) with the cap of
+// outBytesPerSec on the guest's traffic when it is not 0 (OutLimit), the
+// tap with the host address, ip_forward when the policy forwards (CIDR
+// rules or open), and the egress service. It returns the attachment for
+// the domain's <interface> and the guest's command line, with the cap and
+// whether it is in force (a kernel refusing nftables limit objects leaves
+// the guest's traffic uncapped and Attachment.OutLimit says why; the
+// other rules are in force). On error nothing is left. Errors: policy
+// none (it has no network), IPv6 CIDR rules (not supported yet), a cap
+// out of range (checkOutRate), an exhausted pool, netlink/nftables
+// failures, Release already called.
+func (m *Manager) Setup(ctx context.Context, id string, policy netpolicy.Policy, outBytesPerSec uint64) (_ Attachment, err error) {
 	if !policy.HasNIC() {
 		return Attachment{}, fmt.Errorf("network policy %s has no network device: nothing to set up", policy)
+	}
+	if err := checkOutRate(outBytesPerSec); err != nil {
+		return Attachment{}, err
 	}
 	m.mu.Lock()
 	released := m.released
@@ -149,7 +156,10 @@ func (m *Manager) Setup(ctx context.Context, id string, policy netpolicy.Policy)
 	defer undo.OnError(ctx, &err)
 	undo.Add("subnet", func(context.Context) error { m.pool.release(id); return nil })
 
-	if err := m.fw.install(m.rules(id, att, policy)); err != nil {
+	if outBytesPerSec > 0 {
+		att.OutLimit = &OutLimit{BytesPerSec: outBytesPerSec, Burst: OutBurst(outBytesPerSec)}
+	}
+	if att.OutLimit, err = m.install(id, att, policy); err != nil {
 		return Attachment{}, err
 	}
 	undo.Add("firewall rules", func(context.Context) error { return m.fw.remove(id) })
@@ -186,13 +196,45 @@ func (m *Manager) Setup(ctx context.Context, id string, policy netpolicy.Policy)
 	return att, nil
 }
 
-// rules returns the firewall rules of a sandbox.
+// rules returns the firewall rules of a sandbox, with att's outbound cap
+// if it has one in force (OutLimit). So Adopt installs the cap of an
+// adopted sandbox again, and fails (the tap stays closed by the catch-all
+// rules) rather than let it go uncapped; a cap the kernel refused at Setup
+// is not tried again.
 func (m *Manager) rules(id string, att Attachment, policy netpolicy.Policy) sandboxRules {
 	var ports []uint16
 	if m.cfg.Egress != nil {
 		ports = policy.TCPPorts()
 	}
-	return sandboxRules{id: id, tap: att.Tap, host: att.Host, guest: att.Guest, policy: policy, tcpPorts: ports}
+	s := sandboxRules{id: id, tap: att.Tap, host: att.Host, guest: att.Guest, policy: policy, tcpPorts: ports}
+	if l := att.OutLimit; l.Enforced() {
+		s.outBps, s.outBurst = l.BytesPerSec, l.Burst
+	}
+	return s
+}
+
+// install installs a new sandbox's firewall rules with att's outbound cap
+// and returns the cap as it now is (nil for none). When the kernel refuses
+// the rules with the cap, they are installed without it and the cap says
+// why.
+func (m *Manager) install(id string, att Attachment, policy netpolicy.Policy) (*OutLimit, error) {
+	s := m.rules(id, att, policy)
+	err := m.fw.install(s)
+	if att.OutLimit == nil {
+		return nil, err
+	}
+	lim := *att.OutLimit
+	lim.Table, lim.Object = m.cfg.Table, outObject(id)
+	if err == nil {
+		return &lim, nil
+	}
+	s.outBps = 0
+	if err2 := m.fw.install(s); err2 != nil {
+		return nil, err2 // not about the cap
+	}
+	lim.NotEnforced = "the kernel refused an nftables limit object (nft_limit): " + err.Error()
+	m.log.Warn("outbound network cap not enforced", "sandbox", id, "err", err)
+	return &lim, nil
 }
 
 // Adopt takes over the network of a sandbox whose domain survived a daemon

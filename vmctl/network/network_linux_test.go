@@ -93,7 +93,7 @@ func TestManagerSetupTeardownSweep(t *testing.T) {
 	pol, _ := netpolicy.Parse("allowlist", []string{"example.test", "198.51.100.0/24:8080", "host:5432"})
 	const id1, id2, id3 = "aaaaaaaaaaa1", "aaaaaaaaaaa2", "aaaaaaaaaaa3"
 
-	att, err := m.Setup(ctx, id1, pol)
+	att, err := m.Setup(ctx, id1, pol, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,21 +120,21 @@ func TestManagerSetupTeardownSweep(t *testing.T) {
 
 	// The pool has two /30s: the second sandbox gets the other, the third
 	// finds none and leaves nothing.
-	att2, err := m.Setup(ctx, id2, netpolicy.Policy{Mode: netpolicy.ModeOpen})
+	att2, err := m.Setup(ctx, id2, netpolicy.Policy{Mode: netpolicy.ModeOpen}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if att2.Subnet() == att.Subnet() {
 		t.Fatalf("two sandboxes share %s", att.Subnet())
 	}
-	if _, err := m.Setup(ctx, id3, pol); err == nil || !strings.Contains(err.Error(), "exhausted") {
+	if _, err := m.Setup(ctx, id3, pol, 0); err == nil || !strings.Contains(err.Error(), "exhausted") {
 		t.Fatalf("third Setup: %v, want the pool exhausted", err)
 	}
 	if _, err := netlink.LinkByName("abx" + id3); err == nil || chains(t, m.Table())["in-"+id3] {
 		t.Fatal("a failed Setup left its tap or chains")
 	}
 	for _, bad := range []netpolicy.Policy{{Mode: netpolicy.ModeNone}, mustParse(t, "allowlist", "[2001:db8::]/32:443")} {
-		if _, err := m.Setup(ctx, id3, bad); err == nil {
+		if _, err := m.Setup(ctx, id3, bad, 0); err == nil {
 			t.Errorf("Setup(%s) accepted", bad)
 		}
 	}
@@ -152,7 +152,7 @@ func TestManagerSetupTeardownSweep(t *testing.T) {
 	if err := m.Teardown(ctx, id1); err != nil {
 		t.Fatalf("second Teardown: %v", err)
 	}
-	if _, err := m.Setup(ctx, id3, pol); err != nil {
+	if _, err := m.Setup(ctx, id3, pol, 0); err != nil {
 		t.Fatalf("Setup after a Teardown freed a subnet: %v", err)
 	}
 
@@ -215,10 +215,10 @@ func TestReleaseAndCleanup(t *testing.T) {
 	}
 
 	// Sandboxes left running keep the table; their egress services stop.
-	if _, err := m.Setup(ctx, id1, netpolicy.Policy{Mode: netpolicy.ModeOpen}); err != nil {
+	if _, err := m.Setup(ctx, id1, netpolicy.Policy{Mode: netpolicy.ModeOpen}, 0); err != nil {
 		t.Fatal(err)
 	}
-	att, err := m.Setup(ctx, id2, netpolicy.Policy{Mode: netpolicy.ModeAllowlist})
+	att, err := m.Setup(ctx, id2, netpolicy.Policy{Mode: netpolicy.ModeAllowlist}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -234,7 +234,7 @@ func TestReleaseAndCleanup(t *testing.T) {
 	}
 	// After Release no new network is made (the table may be gone).
 	const id3 = "bbbbbbbbbbb3"
-	if _, err := m.Setup(ctx, id3, netpolicy.Policy{Mode: netpolicy.ModeOpen}); err == nil || !strings.Contains(err.Error(), "shut down") {
+	if _, err := m.Setup(ctx, id3, netpolicy.Policy{Mode: netpolicy.ModeOpen}, 0); err == nil || !strings.Contains(err.Error(), "shut down") {
 		t.Fatalf("Setup after Release: %v, want refused", err)
 	}
 	if tapExists("abx"+id3) || chains(t, table)["in-"+id3] {
@@ -270,7 +270,7 @@ func TestReleaseAndCleanup(t *testing.T) {
 	}
 	defer m3.Close()
 	for _, id := range []string{id1, id2} {
-		if _, err := m3.Setup(ctx, id, netpolicy.Policy{Mode: netpolicy.ModeOpen}); err != nil {
+		if _, err := m3.Setup(ctx, id, netpolicy.Policy{Mode: netpolicy.ModeOpen}, 0); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -18,9 +18,10 @@ import (
 // nftables rules, egress service). Methods are called from many goroutines.
 type NetworkProvider interface {
 	// Setup makes sandbox id's network for policy before its domain
-	// starts and returns the attachment (tap, MAC, addresses). On error
-	// nothing is left.
-	Setup(ctx context.Context, id string, policy netpolicy.Policy) (network.Attachment, error)
+	// starts, with the traffic from the guest capped at outBytesPerSec
+	// when it is not 0, and returns the attachment (tap, MAC, addresses,
+	// the cap and whether it is in force). On error nothing is left.
+	Setup(ctx context.Context, id string, policy netpolicy.Policy, outBytesPerSec uint64) (network.Attachment, error)
 	// Adopt takes over the network of a sandbox whose domain survived a
 	// daemon restart (its firewall rules and egress service again).
 	Adopt(ctx context.Context, id string, att network.Attachment, policy netpolicy.Policy) error
@@ -46,7 +47,8 @@ var netCmdlineRE = regexp.MustCompile(`\s*\bagentbox\.net=\S*`)
 
 // attachNetwork gives sb its network for policy: with a policy other than
 // none it sets up the provider's network (undone by undo on a later
-// failure), adds the domain's <interface> to spec and the agentbox.net=
+// failure; the traffic from the guest capped at its record's
+// NetBytesPerSec, the create's or, for a restore, its source's), adds the domain's <interface> to spec and the agentbox.net=
 // word to its kernel command line (replacing one already there, as in a
 // restored snapshot's spec), and records both in sb's record. Mode none
 // (or the zero policy) records the policy and removes any interface from
@@ -63,7 +65,7 @@ func (m *Manager) attachNetwork(ctx context.Context, sb *Sandbox, policy netpoli
 		if m.cfg.Network == nil {
 			return fmt.Errorf("%w: network %s needs the host's network support, which this agentbox was started without (run as root through agentbox serve)", ErrInvalid, policy.Mode)
 		}
-		att, err := m.cfg.Network.Setup(ctx, sb.ID, policy)
+		att, err := m.cfg.Network.Setup(ctx, sb.ID, policy, sb.outBytesPerSec())
 		if err != nil {
 			return fmt.Errorf("network: %w", err)
 		}
@@ -76,6 +78,17 @@ func (m *Manager) attachNetwork(ctx context.Context, sb *Sandbox, policy netpoli
 	sb.rec.Network = rec
 	sb.mu.Unlock()
 	return nil
+}
+
+// outBytesPerSec is the cap on the traffic from sb's guest: its
+// resources' network cap (0: none).
+func (sb *Sandbox) outBytesPerSec() uint64 {
+	sb.mu.Lock()
+	defer sb.mu.Unlock()
+	if r := sb.rec.Resources; r != nil && r.NetBytesPerSec > 0 {
+		return uint64(r.NetBytesPerSec)
+	}
+	return 0
 }
 
 // teardownNetwork removes sb's network (if it has one) once its domain is

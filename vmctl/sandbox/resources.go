@@ -10,10 +10,11 @@ import (
 // How a limit is enforced: the values of LimitStatus.Enforcement (the
 // not-enforced case is NotEnforced + ": " + why).
 const (
-	EnforcedLibvirt = "libvirt" // domain XML: libvirt writes the cgroup or QEMU throttles
-	EnforcedCgroup  = "cgroup"  // agentbox wrote the domain's cgroup file itself
-	EnforcedQEMU    = "qemu"    // the virtual disk's size: the guest cannot address more
-	EnforcedTC      = "tc"      // agentbox set traffic control on the sandbox's tap (netlink)
+	EnforcedLibvirt = "libvirt"  // domain XML: libvirt writes the cgroup or QEMU throttles
+	EnforcedCgroup  = "cgroup"   // agentbox wrote the domain's cgroup file itself
+	EnforcedQEMU    = "qemu"     // the virtual disk's size: the guest cannot address more
+	EnforcedTC      = "tc"       // agentbox set traffic control on the sandbox's tap (netlink)
+	EnforcedNft     = "nftables" // the sandbox's own firewall rules (vmctl/network)
 	NotEnforced     = "not enforced"
 )
 
@@ -54,8 +55,10 @@ type ResourceRequest struct {
 	// Pids caps the host tasks (processes and threads) of the QEMU
 	// process (cgroup pids.max), at least 32; 0: DefaultPids.
 	Pids int64
-	// NetBytesPerSec caps the network traffic in each direction (traffic
-	// control on the host's tap: vmctl/network.LimitTap), at least
+	// NetBytesPerSec caps the network traffic in each direction (to the
+	// guest: traffic control on the host's tap, vmctl/network.LimitTap;
+	// from the guest: the sandbox's firewall rules,
+	// vmctl/network.OutLimit), at least
 	// resources.MinNetBytesPerSec; it needs a policy with a NIC. 0: none.
 	NetBytesPerSec int64
 }
@@ -68,8 +71,8 @@ type LimitStatus struct {
 	// "ops/s", "weight", "tasks").
 	Value int64  `json:"value"`
 	Unit  string `json:"unit"`
-	// Enforcement is EnforcedLibvirt, EnforcedCgroup, EnforcedQEMU or
-	// "not enforced: <why>".
+	// Enforcement is EnforcedLibvirt, EnforcedCgroup, EnforcedQEMU,
+	// EnforcedTC, EnforcedNft or "not enforced: <why>".
 	Enforcement string `json:"enforcement"`
 	// Detail names the mechanism: the XML element or the cgroup file.
 	Detail string `json:"detail,omitempty"`

@@ -18,15 +18,15 @@ import (
 	"github.com/agentbox/agentbox/vmctl/sandbox/snapshot"
 )
 
-// fakeNetwork hands out a tap, the MAC of network.MACFor and a /30 per
-// sandbox, without touching the host.
+// fakeNetwork hands out a tap, the MAC of network.MACFor, a /30 and the
+// outbound cap asked for per sandbox, without touching the host.
 type fakeNetwork struct {
 	mu   sync.Mutex
 	next int
 	live map[string]network.Attachment
 }
 
-func (n *fakeNetwork) Setup(ctx context.Context, id string, p netpolicy.Policy) (network.Attachment, error) {
+func (n *fakeNetwork) Setup(ctx context.Context, id string, p netpolicy.Policy, outBps uint64) (network.Attachment, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	mac, err := network.MACFor(id)
@@ -36,6 +36,9 @@ func (n *fakeNetwork) Setup(ctx context.Context, id string, p netpolicy.Policy) 
 	n.next += 4
 	base := netip.AddrFrom4([4]byte{10, 213, byte(n.next >> 8), byte(n.next)})
 	att := network.Attachment{Tap: "abt" + id, MAC: mac, Host: base.Next(), Guest: base.Next().Next(), Bits: 30}
+	if outBps > 0 {
+		att.OutLimit = &network.OutLimit{BytesPerSec: outBps, Burst: network.OutBurst(outBps), Table: "fake", Object: "out-" + id}
+	}
 	if n.live == nil {
 		n.live = map[string]network.Attachment{}
 	}

@@ -25,16 +25,16 @@ func TestCheckRequestNetRate(t *testing.T) {
 func TestLimitNet(t *testing.T) {
 	var gotTap string
 	var gotRate uint64
-	outbound := errors.New("no police action")
 	limitTap = func(tap string, rate uint64) (network.TapLimit, error) {
 		gotTap, gotRate = tap, rate
-		return network.TapLimit{Burst: 209715, Outbound: outbound}, nil
+		return network.TapLimit{Burst: 209715}, nil
 	}
 	t.Cleanup(func() { limitTap = network.LimitTap })
+	ol := &network.OutLimit{BytesPerSec: 2 << 20, Burst: 209715, Table: "agentbox", Object: "out-0123456789ab"}
 	e, sb := New(nil, nil), &sandbox.Sandbox{ID: "0123456789ab"}
 	lim := &sandbox.ResourceLimits{NetBytesPerSec: 2 << 20}
 	spec := &domain.Spec{Interface: &domain.Interface{Tap: "abx1"}}
-	st := e.limitNet(sb, lim, spec)
+	st := e.limitNet(sb, lim, spec, ol)
 	if len(st) != 2 || gotTap != "abx1" || gotRate != 2<<20 {
 		t.Fatalf("limitNet = %+v (tap %q rate %d)", st, gotTap, gotRate)
 	}
@@ -42,22 +42,28 @@ func TestLimitNet(t *testing.T) {
 		in.Detail != "htb class 1:1 on tap abx1 (its egress), burst 209715 bytes" {
 		t.Errorf("to the guest: %+v", in)
 	}
-	if out := st[1]; out.Name != sandbox.LimitNetRateOut || out.Enforced() || out.Enforcement != "not enforced: no police action" {
-		t.Errorf("from the guest without a policer: %+v", out)
+	if out := st[1]; out.Name != sandbox.LimitNetRateOut || out.Enforcement != sandbox.EnforcedNft || out.Value != 2<<20 ||
+		out.Detail != `nftables limit "out-0123456789ab" of table inet agentbox (rate over 2097152 bytes/second burst 209715 bytes, shared by the input and forward chains of tap abx1): excess dropped` {
+		t.Errorf("from the guest: %+v", out)
 	}
-	outbound = nil
-	st = e.limitNet(sb, lim, spec)
-	if out := st[1]; out.Enforcement != sandbox.EnforcedTC || !strings.Contains(out.Detail, "police") {
-		t.Errorf("from the guest with a policer: %+v", out)
+	refused := *ol
+	refused.NotEnforced = "the kernel refused an nftables limit object (nft_limit): no such file"
+	if out := e.limitNet(sb, lim, spec, &refused)[1]; out.Enforced() || out.Enforcement != "not enforced: "+refused.NotEnforced {
+		t.Errorf("from the guest, refused by the kernel: %+v", out)
 	}
-	if st := e.limitNet(sb, &sandbox.ResourceLimits{}, spec); st != nil {
+	for _, other := range []*network.OutLimit{nil, {BytesPerSec: 1 << 20}} {
+		if out := e.limitNet(sb, lim, spec, other)[1]; out.Enforced() || !strings.Contains(out.Enforcement, "set up without this cap") {
+			t.Errorf("from the guest, network set up with %+v: %+v", other, out)
+		}
+	}
+	if st := e.limitNet(sb, &sandbox.ResourceLimits{}, spec, ol); st != nil {
 		t.Errorf("no cap: %+v", st)
 	}
-	if st := e.limitNet(sb, lim, &domain.Spec{}); len(st) != 2 || st[0].Enforced() {
+	if st := e.limitNet(sb, lim, &domain.Spec{}, ol); len(st) != 2 || st[0].Enforced() || st[1].Enforced() {
 		t.Errorf("no interface: %+v, want not enforced", st)
 	}
 	limitTap = func(string, uint64) (network.TapLimit, error) { return network.TapLimit{}, errors.New("no htb") }
-	if st := e.limitNet(sb, lim, spec); len(st) != 2 || st[0].Enforced() || st[1].Enforced() || !strings.Contains(st[0].Enforcement, "no htb") {
-		t.Errorf("a cap that cannot be set: %+v, want both not enforced with the reason", st)
+	if st := e.limitNet(sb, lim, spec, ol); len(st) != 2 || st[0].Enforced() || !strings.Contains(st[0].Enforcement, "no htb") || st[1].Enforcement != sandbox.EnforcedNft {
+		t.Errorf("htb refused: %+v, want to the guest not enforced with the reason, from the guest still by nftables", st)
 	}
 }

@@ -257,7 +257,7 @@ func (e *Enforcer) Start(ctx context.Context, sb *sandbox.Sandbox, spec *domain.
 	if viaLibvirt {
 		st = append(st, sandbox.LimitStatus{Name: sandbox.LimitMemoryHard, Value: lim.MemoryHardLimitMiB, Unit: "MiB", Enforcement: sandbox.EnforcedLibvirt, Detail: "<memtune><hard_limit>"})
 	}
-	st = append(st, e.limitNet(sb, lim, spec)...) // netrate.go: on the tap QEMU now holds
+	st = append(st, e.limitNet(sb, lim, spec, outLimit(sb))...) // netrate.go: on the tap QEMU now holds
 	if lim.IOBytesPerSec > 0 {
 		st = append(st, sandbox.LimitStatus{Name: sandbox.LimitIOBps, Value: lim.IOBytesPerSec, Unit: "bytes/s", Enforcement: sandbox.EnforcedLibvirt, Detail: "<iotune><total_bytes_sec>"})
 	}
