@@ -91,6 +91,8 @@ type Backend struct {
 	Ports PortFns
 	// Fork holds the timeout and restore-of-several functions (fork.go).
 	Fork ForkFns
+	// Terminals holds the process resize and attach functions (attach.go).
+	Terminals TerminalFns
 
 	mu    sync.Mutex
 	calls []string
