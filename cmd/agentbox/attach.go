@@ -44,7 +44,8 @@ func attachCommand() *cli.Command {
 			&cli.BoolFlag{Name: "tty", Aliases: []string{"t"}, Usage: "use our terminal: raw mode, size follows ours, Ctrl-P Ctrl-Q detaches"},
 			&cli.Int64Flag{Name: "offset", Usage: "print its output from byte `N` of its combined output (default: new output only)"},
 		},
-		OnUsageError: usageError,
+		UseShortOptionHandling: true,
+		OnUsageError:           usageError,
 		Action: clientAction(func(ctx context.Context, c *cli.Context, cl *client.Client) error {
 			args, err := exactArgs(c, 2, attachUsage)
 			if err != nil {

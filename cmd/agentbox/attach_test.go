@@ -71,7 +71,7 @@ func TestCLIAttach(t *testing.T) {
 	d.cli(t, nil, "attach", "--offset", "2", "w1", "p1").check(t, 4, "llo\n", "oops\n")
 	d.cli(t, nil, "attach", "w1", "p9").check(t, 125, "", "agentbox: no process \"p9\" in sandbox 000000abc001\n")
 	d.cli(t, nil, "attach", "--offset", "-1", "w1", "p1").check(t, 125, "", "agentbox: --offset -1: must be 0 or more\n")
-	d.cli(t, nil, "attach", "-t", "w1", "p1").check(t, 125, "", "agentbox: -t needs a terminal on stdin: run it from one, or drop -t to pipe stdin (-i)\n")
+	d.cli(t, nil, "attach", "-it", "w1", "p1").check(t, 125, "", "agentbox: -t needs a terminal on stdin: run it from one, or drop -t to pipe stdin (-i)\n")
 	d.cli(t, nil, "attach", "w1").check(t, 125, "", "agentbox: want 2 argument(s), got 1: usage: agentbox attach [-i] [-t] [--offset N] SANDBOX PROCESS\n")
 }
 
