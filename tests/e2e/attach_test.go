@@ -141,7 +141,7 @@ exec sleep 3600
 	}
 	expect(t, d.cli(nil, "attach", "att1", "e999999"), 125, "",
 		"agentbox: process e999999: process not found: list the sandbox's processes (agentbox ps SANDBOX, GET /v1/sandboxes/{id}/processes) for valid ids\n")
-	if ps := d.cli(nil, "ps", "att1"); !regexp.MustCompile(`(?m)^`+regexp.QuoteMeta(plain)+`\s+\d+\s+running\s+-\s+-\s+sleep 1000$`).Match(ps.stdout) {
+	if ps := d.cli(nil, "ps", "att1"); !regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(plain) + `\s+\d+\s+running\s+-\s+-\s+sleep 1000$`).Match(ps.stdout) {
 		t.Fatalf("ps:\n%s", ps.stdout)
 	}
 }
