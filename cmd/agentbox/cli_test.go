@@ -172,10 +172,10 @@ func TestCLIDetached(t *testing.T) {
 	d.cli(t, nil, "kill", "w1", "p3").check(t, 125, "", "agentbox: process p3 has exited\n")
 
 	r := d.cli(t, nil, "ps", "w1")
-	want := "ID  PID  STATE   EXIT  CMD\n" +
-		"p1  200  exited  4     out $'hello\\n' $'oops\\n' 4\n" +
-		"p2  201  exited  0     cat\n" +
-		"p3  202  exited  137   sleep\n"
+	want := "ID  PID  STATE   EXIT  TTY  CMD\n" +
+		"p1  200  exited  4     -    out $'hello\\n' $'oops\\n' 4\n" +
+		"p2  201  exited  0     -    cat\n" +
+		"p3  202  exited  137   -    sleep\n"
 	r.check(t, 0, want, "")
 }
 

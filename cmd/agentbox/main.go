@@ -63,6 +63,7 @@ func newApp() *cli.App {
 			outputCommand(),
 			stdinCommand(),
 			killCommand(),
+			attachCommand(),
 			cpCommand(),
 			portCommand(),
 			watchCommand(),

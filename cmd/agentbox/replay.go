@@ -282,7 +282,7 @@ func describe(e audit.Entry) string {
 		}
 	}
 	switch e.Action {
-	case audit.ActionProcessStart, audit.ActionProcessStdin, audit.ActionProcessKill, audit.ActionProcessExit:
+	case audit.ActionProcessStart, audit.ActionProcessStdin, audit.ActionProcessKill, audit.ActionProcessExit, audit.ActionProcessAttach:
 		add(sanitize(e.ExecID))
 	}
 	switch e.Action {

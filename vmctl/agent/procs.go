@@ -155,6 +155,20 @@ func (c *Client) SignalProcess(ctx context.Context, id string, sig syscall.Signa
 	return c.call(ctx, "proc-signal "+id, &agentproto.Request{Op: agentproto.OpProcSignal, ProcSignal: &agentproto.ProcSignalRequest{ID: id, Signal: int(sig)}}, nil)
 }
 
+// ResizeProcess sets the terminal size of detached process id (started
+// with ExecRequest.Tty) and returns its ProcInfo with the new size.
+// Errors: CodeNoTty for a process without a terminal, CodeProcExited,
+// CodeNotFound.
+func (c *Client) ResizeProcess(ctx context.Context, id string, size agentproto.TtySize) (agentproto.ProcInfo, error) {
+	r := &agentproto.Request{Op: agentproto.OpProcResize, ProcResize: &agentproto.ProcResizeRequest{ID: id, Tty: size}}
+	if err := r.Validate(); err != nil {
+		return agentproto.ProcInfo{}, fmt.Errorf("agent: proc-resize: %w", err)
+	}
+	var info agentproto.ProcInfo
+	err := c.call(ctx, "proc-resize "+id, r, &info)
+	return info, err
+}
+
 // ForgetProcess drops ended detached process id with its output and
 // status. Errors: CodeProcRunning while it runs.
 func (c *Client) ForgetProcess(ctx context.Context, id string) error {

@@ -87,6 +87,10 @@ const (
 	// OpProcForget drops an ended detached process, its output and status
 	// ([ProcRef]); FrameResponse {}.
 	OpProcForget Op = "proc-forget"
+	// OpProcResize sets the terminal size of a detached process started
+	// with ExecRequest.Tty ([ProcResizeRequest]); FrameResponse with its
+	// [ProcInfo] (CodeNoTty for one without a terminal).
+	OpProcResize Op = "proc-resize"
 	// OpConnect opens a TCP connection to a port on the guest's loopback
 	// ([ConnectRequest]) and carries its bytes both ways (connect.go):
 	// FrameResponse {} once connected, then FrameData / FrameDataEnd in
@@ -141,6 +145,8 @@ type Request struct {
 	ProcStdin *ProcStdinRequest `json:"proc_stdin,omitempty"`
 	// ProcSignal is set for OpProcSignal.
 	ProcSignal *ProcSignalRequest `json:"proc_signal,omitempty"`
+	// ProcResize is set for OpProcResize.
+	ProcResize *ProcResizeRequest `json:"proc_resize,omitempty"`
 	// Connect is set for OpConnect.
 	Connect *ConnectRequest `json:"connect,omitempty"`
 	// Reseed is set for OpReseed.
@@ -509,7 +515,7 @@ func (r *Request) Validate() error {
 			break
 		}
 		return r.Network.Validate()
-	case OpProcSpawn, OpProcList, OpProcWait, OpProcOutput, OpProcStdin, OpProcSignal, OpProcForget:
+	case OpProcSpawn, OpProcList, OpProcWait, OpProcOutput, OpProcStdin, OpProcSignal, OpProcForget, OpProcResize:
 		return r.validateProc()
 	case OpConnect:
 		if r.Connect == nil {

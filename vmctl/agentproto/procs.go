@@ -13,7 +13,8 @@ import (
 // recorded while no host is connected, and any later session lists it
 // (OpProcList), reads its output from an offset (OpProcOutput), writes its
 // stdin (OpProcStdin), signals it (OpProcSignal), waits for its end
-// (OpProcWait) and finally forgets it (OpProcForget). Its stdout and stderr
+// (OpProcWait), resizes its terminal (OpProcResize, a process started with
+// Exec.Tty) and finally forgets it (OpProcForget). Its stdout and stderr
 // share one offset space in arrival order, of which the agent keeps the
 // last ProcRingBytes; the agent keeps at most ProcMax processes.
 
@@ -42,6 +43,8 @@ const (
 	CodeStdinClosed ErrorCode = "stdin-closed"
 	// CodeProcLimit: ProcMax processes are kept and all of them run.
 	CodeProcLimit ErrorCode = "proc-limit"
+	// CodeNoTty: OpProcResize of a process that runs without a terminal.
+	CodeNoTty ErrorCode = "no-tty"
 )
 
 // Detached process states, the values of ProcInfo.State.
@@ -60,7 +63,8 @@ type ProcSpawnRequest struct {
 	// processes, 1-64 bytes of [A-Za-z0-9._-].
 	ID string `json:"id"`
 	// Exec is the command; Exec.Stdin keeps its stdin open for
-	// OpProcStdin (else it reads StdinData, then EOF).
+	// OpProcStdin (else it reads StdinData, then EOF). With Exec.Tty the
+	// stdin is always open: OpProcStdin writes the terminal's input.
 	Exec ExecRequest `json:"exec"`
 	// StdinData is written to the command's stdin first.
 	StdinData []byte `json:"stdin_data,omitempty"`
@@ -102,6 +106,9 @@ type ProcInfo struct {
 	Error string `json:"error,omitempty"`
 	// StdinOpen says whether OpProcStdin still accepts bytes.
 	StdinOpen bool `json:"stdin_open,omitempty"`
+	// Tty is the current size of its terminal when it was started with
+	// Exec.Tty (OpProcResize changes it); nil without a terminal.
+	Tty *TtySize `json:"tty,omitempty"`
 	// OutputBytes is the total of stdout and stderr bytes produced: the
 	// end offset of its output.
 	OutputBytes int64 `json:"output_bytes"`
@@ -159,6 +166,15 @@ type ProcSignalRequest struct {
 	ID string `json:"id"`
 	// Signal is the Linux signal number, sent to its process group.
 	Signal int `json:"signal"`
+}
+
+// ProcResizeRequest is the request of OpProcResize.
+type ProcResizeRequest struct {
+	// ID is the process's id.
+	ID string `json:"id"`
+	// Tty is the terminal's new size; the kernel sends SIGWINCH to the
+	// terminal's foreground process group.
+	Tty TtySize `json:"tty"`
 }
 
 // Streams of a ProcChunk.
@@ -264,6 +280,14 @@ func (r *Request) validateProc() error {
 			return invalidf("proc-signal: invalid signal %d", s)
 		}
 		return ValidProcID(r.ProcSignal.ID)
+	case OpProcResize:
+		if r.ProcResize == nil {
+			break
+		}
+		if err := r.ProcResize.Tty.Validate(); err != nil {
+			return err
+		}
+		return ValidProcID(r.ProcResize.ID)
 	}
 	return invalidf("op %q without its arguments", r.Op)
 }

@@ -28,6 +28,7 @@ func TestProcRequestValidate(t *testing.T) {
 		{Op: OpProcStdin, ProcStdin: &ProcStdinRequest{ID: "x"}},
 		{Op: OpProcSignal, ProcSignal: &ProcSignalRequest{ID: "x", Signal: 15}},
 		{Op: OpProcForget, Proc: &ProcRef{ID: "x"}},
+		{Op: OpProcResize, ProcResize: &ProcResizeRequest{ID: "x", Tty: TtySize{Rows: 50, Cols: 132}}},
 	}
 	for _, r := range ok {
 		if err := r.Validate(); err != nil {
@@ -44,6 +45,9 @@ func TestProcRequestValidate(t *testing.T) {
 		{Op: OpProcSignal, ProcSignal: &ProcSignalRequest{ID: "x", Signal: 65}},
 		{Op: OpProcStdin},
 		{Op: OpProcForget, Proc: &ProcRef{ID: string(make([]byte, 65))}},
+		{Op: OpProcResize},
+		{Op: OpProcResize, ProcResize: &ProcResizeRequest{ID: "x", Tty: TtySize{Rows: 0, Cols: 80}}},
+		{Op: OpProcResize, ProcResize: &ProcResizeRequest{ID: "x/y", Tty: TtySize{Rows: 24, Cols: 80}}},
 	}
 	for _, r := range bad {
 		if err := r.Validate(); codeOf(err) != CodeInvalid {

@@ -75,6 +75,13 @@ type ExecWSMessage struct {
 	ExecID string `json:"exec_id,omitempty"`
 	// Pid is the guest process id ("started").
 	Pid int `json:"pid,omitempty"`
+	// Offset is, on the attach WebSocket of a detached process, where its
+	// output continues: the byte offset in its combined output of the
+	// next output byte sent ("started", "dropped").
+	Offset int64 `json:"offset,omitempty"`
+	// Dropped is how many bytes of output before Offset fell out of the
+	// guest's ring and will not be sent ("dropped").
+	Dropped int64 `json:"dropped,omitempty"`
 	// Exit is how the command ended ("exit").
 	Exit *ExitStatus `json:"exit,omitempty"`
 	// Error says why the session ended without an exit status ("error").

@@ -190,7 +190,9 @@ type ExecRequest struct {
 	// Tty, if set, runs the command on a pseudo-terminal of that size in
 	// the guest: the terminal is its stdin, stdout and stderr (all output
 	// comes as stdout), TERM is xterm-256color unless Env sets it, and the
-	// interactive exec (GET .../exec/ws) can resize it.
+	// interactive exec (GET .../exec/ws) can resize it. A detached process
+	// on a terminal always has its stdin open, is resized with POST
+	// .../processes/{pid}/resize and attached with GET .../processes/{pid}/ws.
 	Tty *TtySize `json:"tty,omitempty"`
 }
 
@@ -263,8 +265,12 @@ type Process struct {
 	State string `json:"state"`
 	// Exit is set once State is "exited".
 	Exit *ExitStatus `json:"exit,omitempty"`
-	// StdinOpen says whether .../stdin still accepts bytes.
+	// StdinOpen says whether .../stdin still accepts bytes (always, while
+	// it runs, for a process on a terminal).
 	StdinOpen bool `json:"stdin_open"`
+	// Tty is the current size of its terminal when it was started with
+	// one (POST .../processes/{pid}/resize changes it); absent without.
+	Tty *TtySize `json:"tty,omitempty"`
 	// OutputBytes is the total of stdout and stderr bytes produced.
 	OutputBytes int64 `json:"output_bytes"`
 	// OutputDropped is how many of the oldest output bytes fell out of the

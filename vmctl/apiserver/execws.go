@@ -26,12 +26,40 @@ const execWSStartLimit = 2*api.MaxJSONBodyBytes + 1024
 // upgrade, 404 for an unknown sandbox); after it, they are an "error"
 // message and the handler returns nil (the connection is no longer HTTP).
 func execWS(s *Server, w http.ResponseWriter, r *request) error {
-	if !headerHasToken(r.Header, "Connection", "upgrade") || !headerHasToken(r.Header, "Upgrade", "websocket") {
-		return badRequest("%s is a WebSocket endpoint: connect with a WebSocket client (Connection: Upgrade, Upgrade: websocket); POST /v1/sandboxes/{id}/exec runs a command without one", r.URL.Path)
+	if err := checkUpgrade(r, "POST /v1/sandboxes/{id}/exec runs a command without one"); err != nil {
+		return err
 	}
 	if _, err := s.backend.GetSandbox(r.Context(), r.id); err != nil {
 		return err
 	}
+	return serveWS(s, w, r, "/v1/sandboxes/{id}/exec/ws", func(ws *execWSSession, ctx context.Context) (wsCommand, error) {
+		req, err := ws.readStart(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return func(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer) (api.ExitStatus, error) {
+			return s.backend.ExecInteractive(ctx, r.id, req, stdin, func(c ExecControl) {
+				ws.start(c, api.ExecWSMessage{Type: api.ExecWSStarted, ExecID: c.ExecID(), Pid: c.Pid()})
+			}, stdout, stderr)
+		}, nil
+	})
+}
+
+// checkUpgrade answers 400 unless r asks for a WebSocket upgrade; instead
+// names the route to use without one.
+func checkUpgrade(r *request, instead string) error {
+	if !headerHasToken(r.Header, "Connection", "upgrade") || !headerHasToken(r.Header, "Upgrade", "websocket") {
+		return badRequest("%s is a WebSocket endpoint: connect with a WebSocket client (Connection: Upgrade, Upgrade: websocket); %s", r.URL.Path, instead)
+	}
+	return nil
+}
+
+// serveWS upgrades r to a WebSocket and runs one session on it (route
+// names it in logs and errors): prepare reads what the session needs from
+// the client and returns the command to run. After the upgrade, errors
+// are an "error" message and serveWS returns nil (the connection is no
+// longer HTTP).
+func serveWS(s *Server, w http.ResponseWriter, r *request, route string, prepare func(ws *execWSSession, ctx context.Context) (wsCommand, error)) error {
 	// Cross-origin requests are refused (Accept's default): a web page
 	// must not drive a shell in a sandbox with the user's credentials.
 	conn, err := websocket.Accept(w, r.Request, nil)
@@ -41,9 +69,14 @@ func execWS(s *Server, w http.ResponseWriter, r *request) error {
 	}
 	ctx, end := s.hijacked(r.Context())
 	defer end()
-	newExecWSSession(s, r, conn).run(ctx)
+	newExecWSSession(s, r, conn, route).run(ctx, prepare)
 	return nil
 }
+
+// wsCommand runs a session's command (an interactive exec, or an attach to
+// a detached process) with its stdin and output on the WebSocket; it
+// calls the session's start once it runs and returns its exit status.
+type wsCommand func(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer) (api.ExitStatus, error)
 
 // headerHasToken reports whether the comma-separated header name contains
 // token, case-insensitively.
@@ -58,11 +91,13 @@ func headerHasToken(h http.Header, name, token string) bool {
 	return false
 }
 
-// execWSSession is one interactive exec on its WebSocket.
+// execWSSession is one interactive exec, or one attach to a detached
+// process, on its WebSocket.
 type execWSSession struct {
-	s    *Server
-	r    *request
-	conn *websocket.Conn
+	s     *Server
+	r     *request
+	conn  *websocket.Conn
+	route string // the route's pattern, for logs and errors
 
 	// stdin is the command's stdin: the reader passes stdin messages
 	// through the pipe, which blocks until the command took them.
@@ -85,22 +120,22 @@ type execWSSession struct {
 	cancel   context.CancelFunc
 }
 
-func newExecWSSession(s *Server, r *request, conn *websocket.Conn) *execWSSession {
+func newExecWSSession(s *Server, r *request, conn *websocket.Conn, route string) *execWSSession {
 	pr, pw := io.Pipe()
-	return &execWSSession{s: s, r: r, conn: conn, stdinR: pr, stdinW: pw, started: make(chan struct{})}
+	return &execWSSession{s: s, r: r, conn: conn, route: route, stdinR: pr, stdinW: pw, started: make(chan struct{})}
 }
 
-// run reads the "start" message, runs the command through the backend
+// run prepares the command (the exec reads its "start" message), runs it
 // while a goroutine reads the client's messages, and ends with "exit" or
 // "error" and a normal closure.
-func (ws *execWSSession) run(ctx context.Context) {
+func (ws *execWSSession) run(ctx context.Context, prepare func(ws *execWSSession, ctx context.Context) (wsCommand, error)) {
 	defer ws.conn.CloseNow()
 	ws.io = ctx
 	ctx, ws.cancel = context.WithCancel(ctx)
 	defer ws.cancel()
 	defer ws.stdinR.Close() // unblocks a reader still delivering stdin
 
-	req, err := ws.readStart(ctx)
+	command, err := prepare(ws, ctx)
 	if err != nil {
 		ws.finish(ctx, api.ExitStatus{}, err)
 		return
@@ -111,17 +146,19 @@ func (ws *execWSSession) run(ctx context.Context) {
 		defer close(readDone)
 		ws.readLoop(ctx)
 	}()
-	status, err := ws.s.backend.ExecInteractive(ctx, ws.r.id, req, ws.stdinR,
-		func(c ExecControl) {
-			ws.ctl = c
-			close(ws.started)
-			ws.sendJSON(api.ExecWSMessage{Type: api.ExecWSStarted, ExecID: c.ExecID(), Pid: c.Pid()})
-		},
-		wsOutput{ws, api.ExecWSStdout}, wsOutput{ws, api.ExecWSStderr})
+	status, err := command(ctx, ws.stdinR, wsOutput{ws, api.ExecWSStdout}, wsOutput{ws, api.ExecWSStderr})
 	ws.finish(ctx, status, err)
 	ws.cancel()
 	ws.conn.CloseNow() // after a normal closure a no-op; else it ends the read loop's read
 	<-readDone
+}
+
+// start hands over the running command's controls (once, before any
+// output) and sends its "started" message.
+func (ws *execWSSession) start(c ExecControl, started api.ExecWSMessage) {
+	ws.ctl = c
+	close(ws.started)
+	ws.sendJSON(started)
 }
 
 // readStart reads and checks the first message.
@@ -240,7 +277,7 @@ func (ws *execWSSession) finish(ctx context.Context, status api.ExitStatus, err 
 	if ws.failed != nil {
 		err = ws.failed
 	}
-	route := "/v1/sandboxes/{id}/exec/ws"
+	route := ws.route
 	switch {
 	case err == nil:
 		ws.sendJSON(api.ExecWSMessage{Type: api.ExecWSExit, Exit: &status})

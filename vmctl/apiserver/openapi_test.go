@@ -122,7 +122,7 @@ const sb = "/v1/sandboxes/" + apitest.SandboxID
 
 // successCases answer 2xx and cover every route.
 func successCases() []apiCase {
-	return append(append(append(append(append(snapshotSuccessCases(), portSuccessCases()...), forkSuccessCases()...), lifecycleSuccessCases()...), watchSuccessCases()...), []apiCase{
+	return append(append(append(append(append(append(snapshotSuccessCases(), portSuccessCases()...), forkSuccessCases()...), lifecycleSuccessCases()...), watchSuccessCases()...), attachSuccessCases()...), []apiCase{
 		{name: "info", method: "GET", target: "/v1/info", status: 200, called: true},
 		{name: "openapi", method: "GET", target: "/v1/openapi.yaml", status: 200, check: func(t *testing.T, rec *httptest.ResponseRecorder) {
 			if !bytes.Equal(rec.Body.Bytes(), api.OpenAPI()) {
@@ -503,8 +503,8 @@ func TestOpenAPIMatchesHandlers(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) { run(t, c) })
 	}
 	for _, rt := range apiserver.Routes() {
-		if rt.Path == "/v1/sandboxes/{id}/exec/ws" {
-			continue // its success is a 101 upgrade a recorder cannot do: TestExecWSUpgradeMatchesDocument
+		if rt.Path == "/v1/sandboxes/{id}/exec/ws" || rt.Path == "/v1/sandboxes/{id}/processes/{pid}/ws" {
+			continue // its success is a 101 upgrade a recorder cannot do: TestExecWSUpgradeMatchesDocument, TestProcessWS
 		}
 		if !covered[rt.Method+" "+rt.Path] {
 			t.Errorf("no success case for %s %s", rt.Method, rt.Path)

@@ -72,6 +72,8 @@ var routes = []route{
 	{"GET", "/v1/sandboxes/{id}/processes/{pid}/output", []string{"offset", "follow"}, stream(processOutput)},
 	{"POST", "/v1/sandboxes/{id}/processes/{pid}/stdin", []string{"close", "resume"}, resumable(reply(http.StatusOK, writeStdin))},
 	{"POST", "/v1/sandboxes/{id}/processes/{pid}/kill", []string{"resume"}, resumable(status(http.StatusNoContent, noValue(withBody((*api.KillRequest).Validate, killProcess))))},
+	{"POST", "/v1/sandboxes/{id}/processes/{pid}/resize", nil, needs[ProcessTerminalBackend]("process terminals", reply(http.StatusOK, withBody((*api.TtySize).Validate, resizeProcess)))},
+	{"GET", "/v1/sandboxes/{id}/processes/{pid}/ws", []string{"offset", "resume"}, needs[ProcessTerminalBackend]("process terminals", resumable(stream(processWS)))},
 
 	{"PUT", "/v1/sandboxes/{id}/files", []string{"path", "mode", "parents", "resume"}, resumable(reply(http.StatusCreated, upload))},
 	{"GET", "/v1/sandboxes/{id}/files", []string{"path", "resume"}, resumable(stream(download))},

@@ -70,6 +70,7 @@ const (
 	ActionProcessStdin   = "process.stdin"
 	ActionProcessKill    = "process.kill"
 	ActionProcessExit    = "process.exit"
+	ActionProcessAttach  = "process.attach" // a client was attached to a detached process (GET .../processes/{pid}/ws) until it detached or the process ended
 	ActionUpload         = "file.upload"
 	ActionDownload       = "file.download"
 	ActionStat           = "file.stat"

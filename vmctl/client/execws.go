@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"sync"
 
 	"github.com/coder/websocket"
@@ -28,6 +29,11 @@ type InteractiveExec struct {
 	stdout, stderr io.Writer
 	stopCtx        func() bool
 	ctx            context.Context
+
+	// attach: a session of an existing detached process (AttachProcess).
+	attach    bool
+	offset    int64                 // where its output started
+	onDropped func(offset, n int64) // a "dropped" message
 
 	once   sync.Once
 	done   chan struct{} // closed when status and err are final
@@ -51,7 +57,20 @@ type InteractiveExec struct {
 // 409 sandbox_not_running, 429 exec_limit_reached, 400 for a bad
 // request), ErrUnreachable, ctx's.
 func (c *Client) StartInteractive(ctx context.Context, ref string, req api.ExecRequest, stdin io.Reader, stdout, stderr io.Writer) (*InteractiveExec, error) {
-	u := c.endpoint(nil, "v1", "sandboxes", ref, "exec", "ws")
+	e, err := c.dialInteractive(ctx, c.endpoint(nil, "v1", "sandboxes", ref, "exec", "ws"), stdout, stderr)
+	if err != nil {
+		return nil, err
+	}
+	e.tty = req.Tty != nil
+	if err := e.sendJSON(ctx, api.ExecWSMessage{Type: api.ExecWSStart, Exec: &req}); err != nil {
+		return nil, e.abort(err)
+	}
+	return e.untilStarted(stdin)
+}
+
+// dialInteractive opens the WebSocket of u for a session whose output
+// goes to stdout and stderr (nil discards).
+func (c *Client) dialInteractive(ctx context.Context, u *url.URL, stdout, stderr io.Writer) (*InteractiveExec, error) {
 	h := http.Header{"User-Agent": {"agentbox-client"}}
 	if c.token != "" {
 		h.Set("Authorization", "Bearer "+c.token)
@@ -72,11 +91,15 @@ func (c *Client) StartInteractive(ctx context.Context, ref string, req api.ExecR
 	if stderr == nil {
 		stderr = io.Discard
 	}
-	e := &InteractiveExec{conn: conn, path: u.Path, tty: req.Tty != nil, stdout: stdout, stderr: stderr, ctx: ctx, done: make(chan struct{})}
+	e := &InteractiveExec{conn: conn, path: u.Path, stdout: stdout, stderr: stderr, ctx: ctx, done: make(chan struct{})}
 	e.stopCtx = context.AfterFunc(ctx, func() { conn.CloseNow() })
-	if err := e.sendJSON(ctx, api.ExecWSMessage{Type: api.ExecWSStart, Exec: &req}); err != nil {
-		return nil, e.abort(err)
-	}
+	return e, nil
+}
+
+// untilStarted reads the session's first messages until "started" (then
+// it starts copying stdin and receiving) or its end.
+func (e *InteractiveExec) untilStarted(stdin io.Reader) (*InteractiveExec, error) {
+	conn, u, ctx := e.conn, e.path, e.ctx
 	// Until "started" only output can come (none yet), "exit" of a command
 	// that could not start, or "error".
 	for {
@@ -92,11 +115,14 @@ func (c *Client) StartInteractive(ctx context.Context, ref string, req api.ExecR
 		}
 		var m api.ExecWSMessage
 		if err := json.Unmarshal(data, &m); err != nil {
-			return nil, e.abort(fmt.Errorf("reading %s: malformed message: %w", u.Path, err))
+			return nil, e.abort(fmt.Errorf("reading %s: malformed message: %w", u, err))
 		}
 		switch m.Type {
 		case api.ExecWSStarted:
 			e.execID, e.pid = m.ExecID, m.Pid
+			if e.attach {
+				e.tty, e.offset = m.Tty != nil, m.Offset
+			}
 			go e.receive()
 			go e.sendStdin(stdin)
 			return e, nil
@@ -181,6 +207,9 @@ func (e *InteractiveExec) receive() {
 			e.end(m)
 			return
 		}
+		if m.Type == api.ExecWSDropped && e.onDropped != nil {
+			e.onDropped(m.Offset-m.Dropped, m.Dropped)
+		}
 	}
 }
 
@@ -219,6 +248,11 @@ func (e *InteractiveExec) sendStdin(stdin io.Reader) {
 				break // EOF or a read error: either way the command sees the end
 			}
 		}
+	}
+	// An attached client's stdin_close would end only its own input; the
+	// process's stdin stays open for the next one anyway.
+	if e.attach {
+		return
 	}
 	_ = e.sendJSON(e.ctx, api.ExecWSMessage{Type: api.ExecWSStdinClose})
 }

@@ -346,6 +346,9 @@ func apiProcess(info process.Info) api.Process {
 		st := apiStatus(*info.Exit, info.EndedAt.Sub(info.StartedAt))
 		p.Exit = &st
 	}
+	if info.Tty != nil {
+		p.Tty = &api.TtySize{Rows: int(info.Tty.Rows), Cols: int(info.Tty.Cols)}
+	}
 	if p.Cmd == nil {
 		p.Cmd = []string{}
 	}

@@ -65,9 +65,15 @@ func startLocal(opts Options) procs.StartFunc {
 		}
 		lp := &localProc{p: p, done: make(chan struct{})}
 		if stdin != nil {
+			in := io.Writer(p.stdin)
+			if p.tty != nil {
+				// The terminal's input, as for an attached exec
+				// (readHost): echoed and edited by its line discipline.
+				in = p.tty
+			}
 			go func() {
 				defer p.closeStdin()
-				_, _ = io.Copy(p.stdin, stdin) // EPIPE when the command stops reading
+				_, _ = io.Copy(in, stdin) // EPIPE (EIO, closed) when the command stops reading
 			}()
 		}
 		go lp.run(ctx, time.Duration(req.TimeoutMs)*time.Millisecond, stdout, stderr)
@@ -103,6 +109,24 @@ func (lp *localProc) Signal(_ context.Context, sig syscall.Signal) error {
 	}
 	return nil
 }
+
+// Resize implements procs.Terminal: the window size of the command's
+// terminal (SIGWINCH to its foreground group). Errors wrap procs.ErrNoTty
+// without a terminal, procs.ErrExited once the terminal was closed.
+func (lp *localProc) Resize(size agentproto.TtySize) error {
+	if lp.p == nil || lp.p.tty == nil {
+		return procs.ErrNoTty
+	}
+	if err := setWinsize(lp.p.tty, size); err != nil {
+		if errors.Is(err, os.ErrClosed) {
+			return fmt.Errorf("%w: %w", procs.ErrExited, err)
+		}
+		return err
+	}
+	return nil
+}
+
+var _ procs.Terminal = (*localProc)(nil)
 
 // Wait implements procs.Proc: the status once the output was drained.
 func (lp *localProc) Wait() (agentproto.ExitStatus, error) {
@@ -177,7 +201,7 @@ func procInfo(in procs.Info) agentproto.ProcInfo {
 	out := agentproto.ProcInfo{
 		ID: in.ID, Pid: in.Pid, Argv: in.Argv, State: in.State, Exit: in.Exit, Error: in.Error,
 		StdinOpen: in.StdinOpen, OutputBytes: in.OutputBytes, OutputDropped: in.OutputDropped,
-		StartedNs: in.StartedAt.UnixNano(),
+		StartedNs: in.StartedAt.UnixNano(), Tty: in.Tty,
 	}
 	if !in.EndedAt.IsZero() {
 		out.EndedNs = in.EndedAt.UnixNano()
@@ -204,6 +228,8 @@ func procError(err error) error {
 		code = agentproto.CodeProcLimit
 	case errors.Is(err, procs.ErrRunning):
 		code = agentproto.CodeProcRunning
+	case errors.Is(err, procs.ErrNoTty):
+		code = agentproto.CodeNoTty
 	case errors.Is(err, procs.ErrClosed):
 		code = agentproto.CodeUnsupported
 	default:
@@ -226,7 +252,9 @@ func untilHostCloses(st *yamux.Stream) (context.Context, context.CancelFunc) {
 
 // procSpawn handles OpProcSpawn.
 func (s *server) procSpawn(fw *agentproto.Writer, req *agentproto.ProcSpawnRequest) error {
-	info, err := s.procs.table.Start(s.procs.life, req.ID, req.Exec, req.StdinData, req.Exec.Stdin, startLocal(s.opts))
+	// A terminal always takes input: its stdin is open for OpProcStdin.
+	stdinOpen := req.Exec.Stdin || req.Exec.Tty != nil
+	info, err := s.procs.table.Start(s.procs.life, req.ID, req.Exec, req.StdinData, stdinOpen, startLocal(s.opts))
 	if err != nil {
 		return procError(err)
 	}
@@ -356,4 +384,13 @@ func (s *server) procForget(fw *agentproto.Writer, req *agentproto.ProcRef) erro
 		return procError(err)
 	}
 	return fw.WriteJSON(agentproto.FrameResponse, agentproto.Empty{})
+}
+
+// procResize handles OpProcResize.
+func (s *server) procResize(fw *agentproto.Writer, req *agentproto.ProcResizeRequest) error {
+	info, err := s.procs.table.Resize(req.ID, req.Tty)
+	if err != nil {
+		return procError(err)
+	}
+	return fw.WriteJSON(agentproto.FrameResponse, procInfo(info))
 }

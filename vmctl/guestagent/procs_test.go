@@ -250,3 +250,76 @@ func TestProcStartFailureAndSessionTable(t *testing.T) {
 	end()
 	waitGone(t, info.Pid)
 }
+
+// TestProcOnTerminal: a detached process with a terminal takes input
+// through OpProcStdin (echoed by the line discipline), is resized by
+// OpProcResize (SIGWINCH, the new size in its ProcInfo) in a later
+// session, and a process without a terminal refuses a resize.
+func TestProcOnTerminal(t *testing.T) {
+	procs := guestagent.NewProcesses()
+	defer procs.Close()
+	ctx := context.Background()
+
+	c1, end1 := session(t, procs)
+	req := argv("sh", "-c", `trap 'echo winch' WINCH; stty size; until read x; do :; done; echo "got $x"; stty size; exit 3`)
+	req.Tty = &agentproto.TtySize{Rows: 24, Cols: 80}
+	info, err := c1.SpawnProcess(ctx, "t1", req, nil, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !info.StdinOpen || info.Tty == nil || *info.Tty != (agentproto.TtySize{Rows: 24, Cols: 80}) {
+		t.Fatalf("spawned on a terminal: %+v (tty %v): want stdin open and tty 24x80", info, info.Tty)
+	}
+	if _, _, err := readOutput(t, c1, "t1", 0, "24 80\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	end1()
+
+	c2, _ := session(t, procs)
+	info, err = c2.ResizeProcess(ctx, "t1", agentproto.TtySize{Rows: 50, Cols: 132})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Tty == nil || *info.Tty != (agentproto.TtySize{Rows: 50, Cols: 132}) {
+		t.Fatalf("after resize: tty %v, want 50x132", info.Tty)
+	}
+	if _, _, err := readOutput(t, c2, "t1", 0, "winch\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := c2.WriteProcessStdin(ctx, "t1", strings.NewReader("hi\n"), false); n != 3 || err != nil {
+		t.Fatalf("WriteProcessStdin = %d, %v", n, err)
+	}
+	final, err := c2.WaitProcess(ctx, "t1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if final.Exit == nil || final.Exit.Code != 3 {
+		t.Fatalf("final %+v exit %+v, want code 3", final, final.Exit)
+	}
+	all, _, err := readOutput(t, c2, "t1", 0, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The line discipline echoes the input (ONLCR: \r\n) before the
+	// shell reads it; all output is stdout.
+	if out := joined(all, agentproto.ProcStdout); out != "24 80\r\nwinch\r\nhi\r\ngot hi\r\n50 132\r\n" {
+		t.Fatalf("output %q", out)
+	}
+	if _, err := c2.ResizeProcess(ctx, "t1", agentproto.TtySize{Rows: 10, Cols: 10}); code(err) != agentproto.CodeProcExited {
+		t.Fatalf("resize after the end: %v, want CodeProcExited", err)
+	}
+
+	if _, err := c2.SpawnProcess(ctx, "p1", argv("sleep", "1000"), nil, false); err != nil {
+		t.Fatal(err)
+	}
+	_, err = c2.ResizeProcess(ctx, "p1", agentproto.TtySize{Rows: 10, Cols: 10})
+	if code(err) != agentproto.CodeNoTty || !strings.Contains(err.Error(), "only a process started with a terminal (tty) has a size to change") {
+		t.Fatalf("resize without a terminal: %v, want CodeNoTty saying why", err)
+	}
+	if info, err := c2.GetProcess(ctx, "p1"); err != nil || info.Tty != nil {
+		t.Fatalf("a process without a terminal: %+v, %v", info, err)
+	}
+	if _, err := c2.ResizeProcess(ctx, "nope", agentproto.TtySize{Rows: 10, Cols: 10}); code(err) != agentproto.CodeNotFound {
+		t.Fatalf("resize of an unknown process: %v, want CodeNotFound", err)
+	}
+}

@@ -294,6 +294,8 @@ func (s *server) handle(st *yamux.Stream) {
 		err = s.procSignal(fw, req.ProcSignal)
 	case agentproto.OpProcForget:
 		err = s.procForget(fw, req.Proc)
+	case agentproto.OpProcResize:
+		err = s.procResize(fw, req.ProcResize)
 	case agentproto.OpConnect:
 		err = s.connect(st, fr, fw, req.Connect)
 	case agentproto.OpReseed:

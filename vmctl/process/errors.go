@@ -31,6 +31,8 @@ var (
 	// ErrTooMany: the table (or the guest's, agentproto.ProcMax) holds
 	// its maximum of processes and all of them still run.
 	ErrTooMany = errdefs.New(errdefs.ErrResourceExhausted, "exec_limit_reached", "too many processes")
+	// ErrNoTty: Resize of a process that runs without a terminal.
+	ErrNoTty = errdefs.New(errdefs.ErrInvalidArgument, "", "process has no terminal")
 	// ErrClosed: the table was closed by CloseAll (its sandbox is going
 	// away) and starts no more processes.
 	ErrClosed = errors.New("process table closed")

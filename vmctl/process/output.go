@@ -103,6 +103,8 @@ func guestErr(err error) error {
 		s = ErrStdinClosed
 	case agentproto.CodeProcLimit:
 		s = ErrTooMany
+	case agentproto.CodeNoTty:
+		s = ErrNoTty
 	default:
 		return err
 	}

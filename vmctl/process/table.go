@@ -48,6 +48,7 @@ type Guest interface {
 	WriteProcessStdin(ctx context.Context, id string, r io.Reader, closeAfter bool) (int64, error)
 	SignalProcess(ctx context.Context, id string, sig syscall.Signal) error
 	ForgetProcess(ctx context.Context, id string) error
+	ResizeProcess(ctx context.Context, id string, size agentproto.TtySize) (agentproto.ProcInfo, error)
 }
 
 // Options configures a Table. The zero value is usable.
@@ -83,6 +84,9 @@ type Info struct {
 	Error string
 	// StdinOpen says whether WriteStdin still accepts bytes.
 	StdinOpen bool
+	// Tty is the current size of the process's terminal (started with
+	// ExecRequest.Tty; Resize changes it); nil when it has none.
+	Tty *agentproto.TtySize
 	// OutputBytes is the total of stdout and stderr bytes produced, the
 	// end offset of the combined output.
 	OutputBytes int64
@@ -213,6 +217,10 @@ func (e *entry) fromGuest(gi agentproto.ProcInfo) Info {
 	if gi.EndedNs != 0 {
 		in.EndedAt = time.Unix(0, gi.EndedNs)
 	}
+	if gi.Tty != nil {
+		size := *gi.Tty
+		in.Tty = &size
+	}
 	return in
 }
 
@@ -293,6 +301,10 @@ func (e *entry) info() Info {
 	defer e.mu.Unlock()
 	in := e.last
 	in.Argv = slices.Clone(in.Argv)
+	if in.Tty != nil {
+		size := *in.Tty
+		in.Tty = &size
+	}
 	return in
 }
 
@@ -430,6 +442,29 @@ func (t *Table) WriteStdin(ctx context.Context, id string, r io.Reader, closeAft
 		return n, fmt.Errorf("process %s: write stdin: %w", id, err)
 	}
 	return n, nil
+}
+
+// Resize sets the size of the process's terminal in the guest (SIGWINCH
+// to its foreground group) and returns its Info with the new size.
+// Errors: ErrNotFound, ErrNoTty (it runs without a terminal), ErrExited,
+// the guest's error wrapped.
+func (t *Table) Resize(ctx context.Context, id string, size agentproto.TtySize) (Info, error) {
+	e, err := t.lookup(id)
+	if err != nil {
+		return Info{}, err
+	}
+	in := e.info()
+	switch {
+	case in.Tty == nil:
+		return Info{}, fmt.Errorf("process %s: %w: only a process started with a terminal (exec -d -t, \"tty\" in the request) has a size to change", id, ErrNoTty)
+	case e.ended():
+		return Info{}, fmt.Errorf("process %s: resize: %w", id, ErrExited)
+	}
+	gi, err := t.g.ResizeProcess(ctx, id, size)
+	if err != nil {
+		return Info{}, fmt.Errorf("process %s: resize: %w", id, guestErr(err))
+	}
+	return e.update(ctx, gi), nil
 }
 
 // CloseAll closes the table for good (its sandbox is stopped or removed):

@@ -90,6 +90,16 @@ func (sb *Sandbox) SignalProcess(ctx context.Context, id string, sig syscall.Sig
 	return sb.explain(ctx, c.SignalProcess(ctx, id, sig))
 }
 
+// ResizeProcess sets detached process id's terminal size.
+func (sb *Sandbox) ResizeProcess(ctx context.Context, id string, size agentproto.TtySize) (agentproto.ProcInfo, error) {
+	c, err := sb.agentFor()
+	if err != nil {
+		return agentproto.ProcInfo{}, err
+	}
+	info, err := c.ResizeProcess(ctx, id, size)
+	return info, sb.explain(ctx, err)
+}
+
 // ForgetProcess drops ended detached process id in the guest.
 func (sb *Sandbox) ForgetProcess(ctx context.Context, id string) error {
 	c, err := sb.agentFor()

@@ -96,6 +96,8 @@ type Backend struct {
 	// Lifecycle holds the pause, resume and start methods' functions
 	// (lifecycle.go).
 	Lifecycle LifecycleFns
+	// Terminals holds the process resize and attach functions (attach.go).
+	Terminals TerminalFns
 
 	mu    sync.Mutex
 	calls []string

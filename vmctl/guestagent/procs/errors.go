@@ -31,6 +31,8 @@ var (
 	ErrTooMany = errdefs.New(errdefs.ErrResourceExhausted, "exec_limit_reached", "too many processes")
 	// ErrRunning: Forget was asked for a process that still runs.
 	ErrRunning = errdefs.New(errdefs.ErrFailedPrecondition, "process_running", "process still runs")
+	// ErrNoTty: Resize of a process that runs without a terminal.
+	ErrNoTty = errdefs.New(errdefs.ErrInvalidArgument, "", "process has no terminal")
 	// ErrClosed: the table was closed by CloseAll (its sandbox is going
 	// away) and starts no more processes.
 	ErrClosed = errors.New("process table closed")

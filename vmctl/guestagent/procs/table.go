@@ -58,6 +58,15 @@ type Proc interface {
 	Wait() (agentproto.ExitStatus, error)
 }
 
+// Terminal is a Proc that runs on a pseudo-terminal (started with
+// ExecRequest.Tty): its size can change.
+type Terminal interface {
+	Proc
+	// Resize sets the terminal's window size. An error wrapping ErrExited
+	// means the command already ended.
+	Resize(size agentproto.TtySize) error
+}
+
 // StartFunc starts req with stdin as the command's stdin (nil: /dev/null)
 // and its output copied to stdout and stderr, and returns once the command
 // runs or failed to start (its Wait then reports how). ctx bounds the
@@ -102,6 +111,9 @@ type Info struct {
 	Error string
 	// StdinOpen says whether WriteStdin still accepts bytes.
 	StdinOpen bool
+	// Tty is the current size of the process's terminal (the request's
+	// Tty, then each Resize); nil when it runs without one.
+	Tty *agentproto.TtySize
 	// OutputBytes is the total of stdout and stderr bytes produced, the
 	// end offset of the combined output.
 	OutputBytes int64
@@ -161,7 +173,8 @@ type entry struct {
 	lostReason string
 	endedAt    time.Time
 	stdinOpen  bool
-	ending     bool // end has begun (notify running): no second end
+	tty        *agentproto.TtySize // current size; nil without a terminal
+	ending     bool                // end has begun (notify running): no second end
 	out        buffer
 }
 
@@ -210,6 +223,10 @@ func (t *Table) Start(ctx context.Context, id string, req agentproto.ExecRequest
 		stdinSem:  make(chan struct{}, 1),
 		done:      make(chan struct{}),
 		state:     StateRunning,
+	}
+	if req.Tty != nil {
+		size := *req.Tty
+		e.tty = &size
 	}
 	var in io.Reader // stays a nil interface for /dev/null
 	switch {
@@ -459,6 +476,10 @@ func (e *entry) infoLocked() Info {
 		x := *e.exit
 		in.Exit = &x
 	}
+	if e.tty != nil {
+		size := *e.tty
+		in.Tty = &size
+	}
 	return in
 }
 
@@ -478,4 +499,35 @@ func (t *Table) Forget(id string) error {
 	delete(t.procs, id)
 	t.order = slices.DeleteFunc(t.order, func(x *entry) bool { return x == e })
 	return nil
+}
+
+// Resize sets the size of the process's terminal and returns its Info
+// with the new size. Errors: ErrNotFound, ErrExited (it already ended),
+// ErrNoTty (it runs without a terminal), the Terminal's error wrapped.
+func (t *Table) Resize(id string, size agentproto.TtySize) (Info, error) {
+	e, err := t.lookup(id)
+	if err != nil {
+		return Info{}, err
+	}
+	term, ok := e.proc.(Terminal)
+	e.mu.Lock()
+	hasTty := e.tty != nil
+	e.mu.Unlock()
+	switch {
+	case !hasTty || !ok:
+		return Info{}, fmt.Errorf("process %s: %w: only a process started with a terminal (tty) has a size to change", id, ErrNoTty)
+	case e.ended():
+		return Info{}, fmt.Errorf("process %s: resize: %w", id, ErrExited)
+	}
+	if err := term.Resize(size); err != nil {
+		if errors.Is(err, ErrExited) {
+			return Info{}, fmt.Errorf("process %s: resize: %w", id, ErrExited)
+		}
+		return Info{}, fmt.Errorf("process %s: resize: %w", id, err)
+	}
+	e.mu.Lock()
+	e.tty = &size
+	info := e.infoLocked()
+	e.mu.Unlock()
+	return info, nil
 }

@@ -1,0 +1,196 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+
+	"github.com/urfave/cli/v2"
+	"golang.org/x/term"
+
+	"github.com/agentbox/agentbox/vmctl/api"
+	"github.com/agentbox/agentbox/vmctl/client"
+)
+
+// Detach keys of `attach -it`, as docker attach's: Ctrl-P then Ctrl-Q.
+const (
+	detachKey1 = 0x10 // Ctrl-P
+	detachKey2 = 0x11 // Ctrl-Q
+)
+
+const attachUsage = "agentbox attach [-i] [-t] [--offset N] SANDBOX PROCESS"
+
+func attachCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "attach",
+		Usage:     "attach to a detached process: its output, your input (-i) and terminal (-t)",
+		ArgsUsage: "SANDBOX PROCESS",
+		Description: "Connects to the detached process PROCESS (an ID from `exec -d` or `ps`) until it ends or you\n" +
+			"detach; the process runs on either way, and can be attached again (by several clients at once).\n" +
+			"Its output is printed from byte --offset of its combined output (default: only new output).\n" +
+			"With -i our stdin goes to its stdin. With -t (a process started with `exec -d -t`) our terminal\n" +
+			"is in raw mode and its size follows ours; with -it, Ctrl-P Ctrl-Q detaches, as in docker attach.\n" +
+			"Without -t, Ctrl-C detaches. `agentbox exec -d -t SB -- bash` then `agentbox attach -it SB PROC`\n" +
+			"is a shell that survives the terminal, the connection and a daemon restart.\n\n" +
+			"Exit status: the process's own if it ended while attached (128+N if killed by signal N); 0 after\n" +
+			"a detach; 125 if agentbox failed (no such process, lost process).",
+		Flags: []cli.Flag{
+			&cli.BoolFlag{Name: "interactive", Aliases: []string{"i"}, Usage: "send our stdin to the process's stdin"},
+			&cli.BoolFlag{Name: "tty", Aliases: []string{"t"}, Usage: "use our terminal: raw mode, size follows ours, Ctrl-P Ctrl-Q detaches"},
+			&cli.Int64Flag{Name: "offset", Usage: "print its output from byte `N` of its combined output (default: new output only)"},
+		},
+		UseShortOptionHandling: true,
+		OnUsageError:           usageError,
+		Action: clientAction(func(ctx context.Context, c *cli.Context, cl *client.Client) error {
+			args, err := exactArgs(c, 2, attachUsage)
+			if err != nil {
+				return err
+			}
+			var opts client.AttachOptions
+			if c.IsSet("offset") {
+				n := c.Int64("offset")
+				if n < 0 {
+					return fmt.Errorf("--offset %d: must be 0 or more", n)
+				}
+				opts.Offset = &n
+			}
+			return attach(ctx, c, cl, args[0], args[1], opts)
+		}),
+	}
+}
+
+// attach runs `agentbox attach`: with -t on our terminal (raw with -i,
+// restored on every way out, SIGWINCH resizes, Ctrl-P Ctrl-Q detaches).
+func attach(ctx context.Context, c *cli.Context, cl *client.Client, ref, proc string, opts client.AttachOptions) error {
+	stderr := c.App.ErrWriter
+	nl := "\n"
+	var t *localTerminal
+	var stdin io.Reader
+	detach := make(chan struct{})
+	if c.Bool("tty") {
+		var err error
+		if t, err = terminal(c); err != nil {
+			return err
+		}
+	}
+	if c.Bool("interactive") {
+		stdin = c.App.Reader
+		if t != nil {
+			state, err := term.MakeRaw(int(t.in.Fd()))
+			if err != nil {
+				return fmt.Errorf("put the terminal in raw mode: %w", err)
+			}
+			defer term.Restore(int(t.in.Fd()), state)
+			nl = "\r\n"
+			var once sync.Once
+			stdin = &detachKeys{r: t.in, detach: func() { once.Do(func() { close(detach) }) }}
+		}
+	}
+	opts.OnDropped = func(offset, n int64) {
+		fmt.Fprintf(stderr, "agentbox: %d bytes of output from offset %d are gone (the guest keeps the last 1 MiB); going on at offset %d%s", n, offset, offset+n, nl)
+	}
+	ctx, stopHup := signal.NotifyContext(ctx, syscall.SIGHUP)
+	defer stopHup()
+	winch := make(chan os.Signal, 1)
+	signal.Notify(winch, syscall.SIGWINCH)
+	defer signal.Stop(winch)
+
+	e, err := cl.AttachProcess(ctx, ref, proc, opts, stdin, c.App.Writer, stderr)
+	if err != nil {
+		return err
+	}
+	if t != nil && !e.Tty() {
+		e.Detach()
+		return fmt.Errorf("process %s has no terminal (it was started without -t): attach without -t (-i still sends your stdin)", proc)
+	}
+	var size api.TtySize
+	if t != nil {
+		size = t.Size()
+		_ = e.Resize(ctx, size) // ours from now on; a failure ends the session: Wait reports it
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-winch:
+				if t == nil {
+					continue
+				}
+				if s := t.Size(); s != size {
+					size = s
+					_ = e.Resize(ctx, s)
+				}
+			case <-detach:
+				e.Detach()
+			case <-ctx.Done():
+				e.Detach()
+				return
+			case <-e.Done():
+				return
+			}
+		}
+	}()
+	st, err := e.Wait()
+	<-done
+	switch {
+	case errors.Is(err, client.ErrDetached):
+		fmt.Fprintf(stderr, "%sagentbox: detached from process %s; it runs on (agentbox attach -it %s %s attaches again)%s", nl, proc, ref, proc, nl)
+		return ctx.Err() // nil, or the interrupt's (exit 128+N)
+	case ctx.Err() != nil:
+		return ctx.Err()
+	case err != nil:
+		return err
+	}
+	return exitFor(guestStatus(st, 0))
+}
+
+// detachKeys passes r's bytes on until Ctrl-P Ctrl-Q, which calls detach
+// and ends the stream (io.EOF). A Ctrl-P is held back until the next byte
+// shows it is not the sequence; then both go on.
+type detachKeys struct {
+	r      io.Reader
+	detach func()
+	held   bool // a Ctrl-P was read and not passed on yet
+	done   bool
+}
+
+// Read implements io.Reader.
+func (d *detachKeys) Read(p []byte) (int, error) {
+	if d.done {
+		return 0, io.EOF
+	}
+	if len(p) < 2 {
+		return 0, errors.New("detachKeys: read buffer under 2 bytes")
+	}
+	buf := make([]byte, len(p)-1) // room for a held Ctrl-P
+	for {
+		n, err := d.r.Read(buf)
+		out := p[:0]
+		for _, b := range buf[:n] {
+			switch {
+			case d.held && b == detachKey2:
+				d.held, d.done = false, true
+				d.detach()
+				return len(out), nil
+			case d.held && b == detachKey1:
+				out = append(out, detachKey1) // the first one was not the sequence
+			case d.held:
+				d.held = false
+				out = append(out, detachKey1, b)
+			case b == detachKey1:
+				d.held = true
+			default:
+				out = append(out, b)
+			}
+		}
+		if len(out) > 0 || err != nil {
+			return len(out), err
+		}
+	}
+}
