@@ -321,7 +321,7 @@ func (e *Enforcer) apply(ctx context.Context, sb *sandbox.Sandbox, lim *sandbox.
 		}
 		if made := g.Made(); len(made) > 0 {
 			lim.MadeCgroups = made
-			go e.removeWhenEmpty(sb, made)
+			go e.removeWhenEmpty(sb.ID, made, func() bool { return sb.State().Final() }, removePoll)
 		}
 	} else {
 		st = append(st, notEnforced(sandbox.LimitPids, lim.Pids, "tasks", err))
@@ -329,15 +329,26 @@ func (e *Enforcer) apply(ctx context.Context, sb *sandbox.Sandbox, lim *sandbox.
 	lim.Status = append(lim.Status, st...)
 }
 
-// removeWhenEmpty deletes the groups agentbox made for sb's domain once
-// its QEMU process has left them (rmdir fails with EBUSY until then),
-// trying every 2 s until the sandbox is final; Release does it at once
-// after a destroy.
-func (e *Enforcer) removeWhenEmpty(sb *sandbox.Sandbox, dirs []string) {
+// removePoll is how often removeWhenEmpty tries.
+const removePoll = 2 * time.Second
+
+// removeWhenEmpty deletes dirs, the groups agentbox made for one domain
+// of sandbox id, once its QEMU process has left them (rmdir fails with
+// EBUSY until then), trying every poll; once final reports the sandbox
+// final it tries one last time and logs a failure. It removes only the groups it was given: the
+// record may list those of the sandbox's next domain by then (a start,
+// or a resume from disk, right after a stop or pause to disk), which a
+// removal would hit while their QEMU runs. Release does it at once after
+// a destroy.
+func (e *Enforcer) removeWhenEmpty(id string, dirs []string, final func() bool, poll time.Duration) {
 	for {
-		time.Sleep(2 * time.Second)
-		if removeDirs(dirs) == nil || sb.State().Final() {
-			e.Release(sb)
+		time.Sleep(poll)
+		err := removeDirs(dirs)
+		if err == nil {
+			return
+		}
+		if final() {
+			e.log.Warn("cgroup of a stopped sandbox not removed", "sandbox", id, "err", err)
 			return
 		}
 	}
