@@ -80,7 +80,7 @@ var routes = []route{
 	{"GET", "/v1/sandboxes/{id}/files/list", []string{"path", "resume"}, resumable(reply(http.StatusOK, list))},
 	{"POST", "/v1/sandboxes/{id}/files/mkdir", []string{"resume"}, resumable(status(http.StatusCreated, noValue(withBody((*api.MkdirRequest).Validate, mkdir))))},
 
-	{"POST", "/v1/sandboxes/{id}/ports", nil, needs[PortBackend]("port forwarding", created(portLocation, withBody((*api.PortForwardRequest).Validate, forwardPort)))},
+	{"POST", "/v1/sandboxes/{id}/ports", []string{"resume"}, resumable(needs[PortBackend]("port forwarding", created(portLocation, withBody((*api.PortForwardRequest).Validate, forwardPort))))},
 	{"GET", "/v1/sandboxes/{id}/ports", nil, needs[PortBackend]("port forwarding", reply(http.StatusOK, listPorts))},
 	{"DELETE", "/v1/sandboxes/{id}/ports/{port}", nil, needs[PortBackend]("port forwarding", status(http.StatusNoContent, removePort))},
 
