@@ -51,7 +51,7 @@ type InteractiveExec struct {
 // 409 sandbox_not_running, 429 exec_limit_reached, 400 for a bad
 // request), ErrUnreachable, ctx's.
 func (c *Client) StartInteractive(ctx context.Context, ref string, req api.ExecRequest, stdin io.Reader, stdout, stderr io.Writer) (*InteractiveExec, error) {
-	u := c.endpoint(nil, "v1", "sandboxes", ref, "exec", "ws")
+	u := c.resumable(nil, "v1", "sandboxes", ref, "exec", "ws")
 	h := http.Header{"User-Agent": {"agentbox-client"}}
 	if c.token != "" {
 		h.Set("Authorization", "Bearer "+c.token)

@@ -145,7 +145,7 @@ func pausedMessage(sb *sandbox.Sandbox) string {
 	if sb.Name != "" {
 		ref = sb.Name
 	}
-	return fmt.Sprintf("sandbox %s is paused: resume it first: agentbox resume %s (POST /v1/sandboxes/%s/resume), or pass ?resume=true", sb.ID, ref, sb.ID)
+	return fmt.Sprintf("sandbox %s is paused: resume it first: agentbox resume %s (POST /v1/sandboxes/%s/resume), or pass ?resume=true (agentbox exec, cp and port: --resume)", sb.ID, ref, sb.ID)
 }
 
 // idle takes the idle action of b's sandbox (Limits.IdleAction) when its
