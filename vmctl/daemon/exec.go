@@ -414,6 +414,10 @@ func (d *Daemon) ProcessOutput(ctx context.Context, ref, pid string, offset int6
 		if err == nil || ctx.Err() != nil || !follow || !d.followPaused(ctx, b.sb) {
 			break
 		}
+		// The table may not know the process yet (a daemon restarted
+		// while the sandbox was paused adopts on resume, which may not
+		// have run yet): adopting twice is harmless.
+		d.resumeProcesses(ctx, b)
 	}
 	if err != nil {
 		if ctx.Err() != nil {

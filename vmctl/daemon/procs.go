@@ -109,7 +109,8 @@ func (d *Daemon) endUnadopted(id, reason string) {
 }
 
 // followPaused waits, for a follower of one of sb's detached processes
-// whose output stream broke, while sb is paused (in memory the guest
+// whose output stream broke or could not start (the process not adopted
+// yet after a daemon restart), while sb is paused (in memory the guest
 // cannot answer; to disk the agent connection went with the domain), and
 // reports whether it runs again, so the follower goes on from where it
 // was; false when sb was not paused, or stopped, or ctx ended, or the
