@@ -246,6 +246,27 @@ func TestDaemonPauseToDisk(t *testing.T) {
 	if !slices.Equal(exits, []string{"137"}) {
 		t.Errorf("process.exit audit entries of the counter: %q, want one 137", exits)
 	}
+	var hist struct {
+		Execs []struct {
+			ID       string `json:"id"`
+			ExitCode *int   `json:"exit_code"`
+			Error    string `json:"error"`
+		} `json:"execs"`
+	}
+	d.callJSON("GET", "/v1/sandboxes/hib/execs", nil, http.StatusOK, &hist)
+	found := 0
+	for _, h := range hist.Execs {
+		if h.ID != proc {
+			continue
+		}
+		found++
+		if h.ExitCode == nil || *h.ExitCode != 137 || h.Error != "" {
+			t.Errorf("exec history of the counter: exit %v, error %q; want 137 (never lost)", h.ExitCode, h.Error)
+		}
+	}
+	if found != 1 {
+		t.Errorf("exec history has %d entries of the counter, want 1", found)
+	}
 
 	// Stop, then start: the file stays, the processes do not; the port
 	// forward is listed closed meanwhile and opens again at its address.
