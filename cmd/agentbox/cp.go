@@ -33,13 +33,16 @@ func cpCommand() *cli.Command {
 			"gets the local file's permission bits (or --mode; 0644 from stdin) and is written atomically.\n" +
 			"Download: a DST naming a local directory gets the source's base name; the file gets the guest\n" +
 			"file's permission bits and appears only once complete.\n\n" +
+			"A paused sandbox is refused; with --resume it is resumed first.\n\n" +
 			"Prints nothing. Exit status: 0 when copied; 125 otherwise.",
 		Flags: []cli.Flag{
+			resumeFlag(),
 			&cli.StringFlag{Name: "mode", Usage: "upload: permission bits of the guest file, octal `MODE` (e.g. 0755)", DefaultText: "the local file's"},
 			&cli.BoolFlag{Name: "parents", Aliases: []string{"p"}, Usage: "upload: create missing parent directories in the guest"},
 		},
 		OnUsageError: usageError,
 		Action: clientAction(func(ctx context.Context, c *cli.Context, cl *client.Client) error {
+			cl = resuming(c, cl)
 			args, err := exactArgs(c, 2, cpUsage)
 			if err != nil {
 				return err

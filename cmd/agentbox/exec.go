@@ -29,6 +29,8 @@ func execCommand() *cli.Command {
 			"and restores it afterwards: `agentbox exec -it SANDBOX -- bash`.\n\n" +
 			"With -d the command runs detached: its process ID is printed and `agentbox ps`, `output`,\n" +
 			"`stdin` and `kill` reach it later (with -i its stdin stays open for `agentbox stdin`).\n\n" +
+			"A paused sandbox is refused (it says how to resume it); with --resume it is resumed first, in\n" +
+			"memory or from disk, and the command runs.\n\n" +
 			"With --agent-socket PATH (and no SANDBOX) it talks directly to the guest agent of a sandbox that\n" +
 			"an in-process `agentbox run --keep` left, without a daemon; one client at a time can hold an\n" +
 			"agent socket.\n\n" +
@@ -39,6 +41,7 @@ func execCommand() *cli.Command {
 			&cli.BoolFlag{Name: "detach", Aliases: []string{"d"}, Usage: "start the command detached and print its process ID"},
 			&cli.StringFlag{Name: "agent-socket", Usage: "talk to the guest agent at `PATH` directly (a sandbox of `run --keep`), no daemon"},
 			&cli.DurationFlag{Name: "connect-timeout", Value: 10 * time.Second, Usage: "with --agent-socket: give up connecting to the agent after `DURATION`"},
+			resumeFlag(),
 		}, commandFlags()...),
 		OnUsageError: usageError,
 		// -it is -i -t.
@@ -53,6 +56,7 @@ func execAction(c *cli.Context) error {
 		return agentSocketExec(c)
 	}
 	return clientAction(func(ctx context.Context, c *cli.Context, cl *client.Client) error {
+		cl = resuming(c, cl)
 		args := c.Args().Slice()
 		if len(args) == 0 {
 			return fmt.Errorf("no sandbox given: use `%s` (or --agent-socket PATH for a sandbox of `run --keep`)", execUsage)
@@ -111,6 +115,9 @@ func agentSocketExec(c *cli.Context) error {
 	}
 	if c.Bool("tty") {
 		return errors.New("-t needs the daemon: use `agentbox exec -it SANDBOX -- COMMAND`, not --agent-socket")
+	}
+	if c.Bool("resume") {
+		return errors.New("--resume needs the daemon (a sandbox of `run --keep` cannot be paused): drop it, or use `agentbox exec --resume SANDBOX -- COMMAND`")
 	}
 	sock := c.String("agent-socket")
 	ctx, gotSignal, stop := interrupts(c.Context)

@@ -40,7 +40,8 @@ func pauseCommand() *cli.Command {
 			"devices, disk) is saved into its overlay and its QEMU ends, freeing the host's memory; it keeps\n" +
 			"its ID, name, network address and files, and `inspect` shows where the state is and its size.\n" +
 			"A paused sandbox's TTL keeps running. Commands, file and process calls on it are refused until\n" +
-			"it is resumed (or pass ?resume=true to the API).\n\n" +
+			"it is resumed (or `exec`, `cp` and `port` with --resume, ?resume=true in the API, resume it\n" +
+			"first). Detached processes and port forwards continue after the resume, from disk too.\n\n" +
 			"Exit status: 0; 125 if any could not be paused (not running, disk full: the message says why).",
 		Flags:        []cli.Flag{&cli.BoolFlag{Name: "to-disk", Usage: "save the machine to disk and end its QEMU (frees host memory; resume takes seconds)"}},
 		OnUsageError: usageError,

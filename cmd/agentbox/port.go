@@ -26,13 +26,17 @@ func portCommand() *cli.Command {
 			"`HOST_ADDR → guest :GUEST_PORT`. By default the listener is on 127.0.0.1 with a free port;\n" +
 			"--publish PORT takes 127.0.0.1:PORT, --publish ADDR:PORT another address of this host\n" +
 			"(0.0.0.0:PORT: every interface — anyone who reaches it reaches the guest's port).\n\n" +
-			"The forward lasts until `agentbox port rm`, or until the sandbox stops or is removed; a\n" +
-			"restarted daemon opens it again at the same address. `agentbox port ls` lists them with\n" +
-			"their connections; `agentbox inspect` shows them too. A connection to a guest port nobody\n" +
-			"listens on is closed at once (reset) and counted as failed, with the reason in `port ls`.\n\n" +
+			"The forward lasts until `agentbox port rm` or the sandbox's removal; a restarted daemon opens\n" +
+			"it again at the same address, and so does `agentbox start` after a stop (it is listed closed\n" +
+			"meanwhile). While the sandbox is paused a connection is reset at once; after `agentbox\n" +
+			"resume` it works again. A paused sandbox is refused a new forward; --resume resumes it first.\n" +
+			"`agentbox port ls` lists them with their connections; `agentbox inspect` shows them too. A\n" +
+			"connection to a guest port nobody listens on is closed at once (reset) and counted as failed,\n" +
+			"with the reason in `port ls`.\n\n" +
 			"Exit status: 0; 125 if the forward could not be opened (address in use, bad port…).",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "publish", Aliases: []string{"p"}, Usage: "host `[ADDR:]PORT` to listen on (default 127.0.0.1 and a free port)"},
+			resumeFlag(),
 		},
 		OnUsageError: usageError,
 		Action: clientAction(func(ctx context.Context, c *cli.Context, cl *client.Client) error {
@@ -45,7 +49,7 @@ func portCommand() *cli.Command {
 				return err
 			}
 			req := api.PortForwardRequest{GuestPort: port, HostAddr: publishAddr(c.String("publish"))}
-			p, err := cl.ForwardPort(ctx, args[0], req)
+			p, err := resuming(c, cl).ForwardPort(ctx, args[0], req)
 			if err != nil {
 				return err
 			}

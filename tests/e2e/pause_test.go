@@ -1,12 +1,15 @@
 package e2e
 
 import (
+	"bytes"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
 	"os"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -40,38 +43,50 @@ func (d *daemon) paused(ref string) wirePaused {
 	return p
 }
 
-// pauseCounter is counterScript of vmctl/sandbox's pause test: a python3
-// process out of the agent's process group counting in memory into
-// /tmp/count, its pid in /tmp/count.pid.
-const pauseCounter = `setsid python3 -c '
-import os, time
+// pauseCounter is a python3 process counting in memory, one line every
+// 0.1 s: started with `exec -d`, so the guest agent keeps it and its
+// output.
+const pauseCounter = `import time
 n = 0
 while True:
     n += 1
-    open("/tmp/count.tmp", "w").write(str(n))
-    os.replace("/tmp/count.tmp", "/tmp/count")
-    time.sleep(0.05)
-' </dev/null >/dev/null 2>&1 &
-echo $! > /tmp/count.pid
-while [ ! -s /tmp/count ]; do sleep 0.05; done`
+    print(n, flush=True)
+    time.sleep(0.1)
+`
 
-// counter returns the count and the counting process's pid (it must
-// live).
-func (d *daemon) counter(ref string) (int, string) {
-	d.t.Helper()
-	f := strings.Fields(d.out(ref, "sh", "-c", "cat /tmp/count; echo; cat /tmp/count.pid; kill -0 $(cat /tmp/count.pid) && echo alive"))
-	if len(f) != 3 || f[2] != "alive" {
-		d.t.Fatalf("counter of %s: %q", ref, f)
+// served GETs http://addr/hello through a port forward and checks the
+// guest's answer.
+func served(t *testing.T, addr, when string) {
+	t.Helper()
+	var body string
+	waitFor(t, 2*time.Minute, "the guest's HTTP server through "+addr+" "+when, func() bool {
+		resp, err := http.Get("http://" + addr + "/hello")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		body = string(b)
+		return resp.StatusCode == http.StatusOK
+	})
+	if body != "hello from the guest\n" {
+		t.Fatalf("%s: GET /hello through %s gave %q", when, addr, body)
 	}
-	n, _ := strconv.Atoi(f[0])
-	return n, f[1]
 }
 
 // TestDaemonPauseToDisk: through the CLI and the API, a sandbox with a
-// network paused to disk survives a kill -9 of the daemon, resumes in
-// place (same ID, name, tap, address, MAC) with its counting process
-// going on and its network working; the wrong-state errors say what to
-// do; a stop and start keep a file.
+// network paused in memory and to disk, once across a kill -9 of the
+// daemon, resumes in place (same ID, name, tap, address, MAC) with a
+// python3 process started with `exec -d` counting on: one `output -f`
+// rides across the pauses, and with the one after the daemon's restart
+// (from the offset the cut one printed) it shows every number exactly
+// once, in order; `ps` and `kill` work after it, its end is recorded
+// once. A port forward to a python3 -m http.server in the guest keeps its
+// address, resets connections while the sandbox is paused and serves
+// again after each resume; a stop lists it closed and a start opens it
+// again. `exec --resume` resumes a sandbox paused to disk. The
+// wrong-state errors say what to do; a stop and start keep a file. The
+// daemon logs no cgroup it could not remove.
 func TestDaemonPauseToDisk(t *testing.T) {
 	n := os.Getpid()%200 + 1
 	pool := netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 215, byte(n), 0}), 24)
@@ -93,9 +108,24 @@ func TestDaemonPauseToDisk(t *testing.T) {
 	if got := strings.TrimSpace(d.out(sb.ID, fetch...)); got != "hello from the host" {
 		t.Fatalf("fetch from the host gave %q", got)
 	}
-	d.out(sb.ID, "sh", "-c", pauseCounter)
+	r := d.cli(nil, "exec", "-d", "hib", "--", "python3", "-c", pauseCounter)
+	if r.code != 0 {
+		t.Fatalf("exec -d: exit %d, %s", r.code, r.stderr)
+	}
+	proc := strings.TrimSpace(string(r.stdout))
+	d.upload(sb.ID, "/srv/hello", []byte("hello from the guest\n"))
+	d.httpServer(sb.ID, 8000, "127.0.0.1")
+	r = d.cli(nil, "port", "hib", "8000")
+	m := portLine.FindStringSubmatch(string(r.stdout))
+	if r.code != 0 || m == nil {
+		t.Fatalf("agentbox port: exit %d, %q %q", r.code, r.stdout, r.stderr)
+	}
+	addr := m[1]
+	served(t, addr, "before any pause")
 	net0 := d.network(sb.ID)
-	n0, pid := d.counter(sb.ID)
+	f1 := d.follow(sb.ID, proc, 0)
+	lines := 5
+	f1.untilLines(t, lines)
 
 	// In memory, through the CLI.
 	if r := d.cli(nil, "pause", "hib"); r.code != 0 || string(r.stdout) != "hib\n" {
@@ -109,6 +139,8 @@ func TestDaemonPauseToDisk(t *testing.T) {
 		t.Errorf("exec on a paused sandbox: %q; want the hint", e.Message)
 	}
 	d.apiError("GET", "/v1/sandboxes/hib/files/stat?path=/etc", "", nil, http.StatusConflict, "sandbox_not_running")
+	d.apiError("POST", "/v1/sandboxes/hib/ports", "application/json", []byte(`{"guest_port":9000}`), http.StatusConflict, "sandbox_not_running")
+	expectReset(t, addr)
 	if r := d.cli(nil, "resume", "hib"); r.code != 0 {
 		t.Fatalf("agentbox resume: exit %d, %s", r.code, r.stderr)
 	}
@@ -118,12 +150,11 @@ func TestDaemonPauseToDisk(t *testing.T) {
 	if r := d.cli(nil, "start", "hib"); r.code != 125 || !strings.Contains(string(r.stderr), "running already") {
 		t.Errorf("start of a running sandbox: exit %d, %s; want 125 saying it runs", r.code, r.stderr)
 	}
+	lines += 10
+	f1.untilLines(t, lines)
+	served(t, addr, "after the resume in memory")
 
-	// To disk, then the daemon killed and started again.
-	n1, _ := d.counter(sb.ID)
-	if n1 <= n0 {
-		t.Fatalf("counter %d after the pause in memory, %d before", n1, n0)
-	}
+	// To disk, resumed by `exec --resume`; the same output -f goes on.
 	if r := d.cli(nil, "pause", "--to-disk", "hib"); r.code != 0 {
 		t.Fatalf("agentbox pause --to-disk: exit %d, %s", r.code, r.stderr)
 	}
@@ -134,13 +165,42 @@ func TestDaemonPauseToDisk(t *testing.T) {
 	if slices.Contains(testenv.Domains(t), sb.Domain) {
 		t.Fatalf("domain %s still exists while paused to disk", sb.Domain)
 	}
+	if ps := d.ports("hib"); len(ps) != 1 || !ps[0].Open || ps[0].HostAddr != addr {
+		t.Errorf("forwards while paused to disk: %+v; want the one at %s, open", ps, addr)
+	}
+	expectReset(t, addr)
+	expect(t, d.cli(nil, "exec", "--resume", "hib", "--", "echo", "awake"), 0, "awake\n", "")
+	lines += 10
+	f1.untilLines(t, lines)
+	served(t, addr, "after the resume from disk")
+
+	// To disk again, then the daemon killed and started again.
+	if r := d.cli(nil, "pause", "--to-disk", "hib"); r.code != 0 {
+		t.Fatalf("agentbox pause --to-disk: exit %d, %s", r.code, r.stderr)
+	}
 	d.kill9()
+	if code := f1.end(t); code != 125 {
+		t.Fatalf("output -f cut by the daemon's death: exit %d, want 125 (stderr %q)", code, f1.stderr.String())
+	}
+	mo := regexp.MustCompile(`resume from offset (\d+)`).FindStringSubmatch(f1.stderr.String())
+	if mo == nil {
+		t.Fatalf("the cut output -f did not say where to resume: %q", f1.stderr.String())
+	}
+	offset, _ := strconv.ParseInt(mo[1], 10, 64)
+	if offset != int64(len(f1.got)) {
+		t.Fatalf("resume offset %d, but %d bytes were printed", offset, len(f1.got))
+	}
 	if err := d.start(); err != nil {
 		t.Fatal(err)
 	}
 	if p := d.paused("hib"); p.State != "paused" || p.Paused == nil || !p.Paused.ToDisk {
 		t.Fatalf("after the daemon's restart: %+v, want paused to disk", p)
 	}
+	if ps := d.ports("hib"); len(ps) != 1 || !ps[0].Open || ps[0].HostAddr != addr {
+		t.Errorf("forwards after the restart, paused: %+v; want the one at %s, open", ps, addr)
+	}
+	expectReset(t, addr)
+	f2 := d.follow(sb.ID, proc, offset) // waits for the resume
 	var after wireSandbox
 	d.callJSON("POST", "/v1/sandboxes/hib/resume", nil, http.StatusOK, &after)
 	if after.ID != sb.ID || after.Name != "hib" || after.State != "running" {
@@ -149,18 +209,72 @@ func TestDaemonPauseToDisk(t *testing.T) {
 	if net1 := d.network(sb.ID); net1.Tap != net0.Tap || net1.Address != net0.Address || net1.MAC != net0.MAC {
 		t.Errorf("network after resume %+v, before %+v: want the same tap, address, MAC", net1, net0)
 	}
-	n2, pid2 := d.counter(sb.ID)
-	if pid2 != pid || n2 < n1 {
-		t.Fatalf("counter after resume from disk: %d (pid %s); before %d (pid %s)", n2, pid2, n1, pid)
-	}
-	waitFor(t, 30*time.Second, "the counter to go on", func() bool { k, _ := d.counter(sb.ID); return k > n2 })
+	first := bytes.Count(f1.got, []byte("\n"))
+	f2.untilLines(t, 10)
+	served(t, addr, "after the restart and resume")
 	if got := strings.TrimSpace(d.out(sb.ID, fetch...)); got != "hello from the host" {
 		t.Fatalf("after resume from disk: fetch from the host gave %q", got)
 	}
+	r = d.cli(nil, "ps", "hib")
+	if r.code != 0 || !regexp.MustCompile(`(?m)^`+proc+`\s+\d+\s+running\s`).Match(r.stdout) {
+		t.Fatalf("ps after the restart and resume (exit %d):\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if r := d.cli(nil, "kill", "hib", proc); r.code != 0 {
+		t.Fatalf("kill: exit %d, stderr %q", r.code, r.stderr)
+	}
+	if code := f2.end(t); code != 137 {
+		t.Fatalf("output -f after kill: exit %d, want 137 (stderr %q)", code, f2.stderr.String())
+	}
+	all := append(append([]byte(nil), f1.got...), f2.got...)
+	got := strings.Split(strings.TrimSuffix(string(all), "\n"), "\n")
+	for i, l := range got {
+		if l != strconv.Itoa(i+1) {
+			t.Fatalf("line %d of the output is %q, want %d (first stream %d lines, then from offset %d)", i+1, l, i+1, first, offset)
+		}
+	}
+	t.Logf("%d lines, %d before the daemon's death", len(got), first)
+	var exits []string
+	for _, e := range d.audit(sb.ID) {
+		if e.Action == "process.exit" && e.ExecID == proc {
+			s := e.Error
+			if e.ExitCode != nil {
+				s = strconv.Itoa(*e.ExitCode)
+			}
+			exits = append(exits, s)
+		}
+	}
+	if !slices.Equal(exits, []string{"137"}) {
+		t.Errorf("process.exit audit entries of the counter: %q, want one 137", exits)
+	}
+	var hist struct {
+		Execs []struct {
+			ID       string `json:"id"`
+			ExitCode *int   `json:"exit_code"`
+			Error    string `json:"error"`
+		} `json:"execs"`
+	}
+	d.callJSON("GET", "/v1/sandboxes/hib/execs", nil, http.StatusOK, &hist)
+	found := 0
+	for _, h := range hist.Execs {
+		if h.ID != proc {
+			continue
+		}
+		found++
+		if h.ExitCode == nil || *h.ExitCode != 137 || h.Error != "" {
+			t.Errorf("exec history of the counter: exit %v, error %q; want 137 (never lost)", h.ExitCode, h.Error)
+		}
+	}
+	if found != 1 {
+		t.Errorf("exec history has %d entries of the counter, want 1", found)
+	}
 
-	// Stop, then start: the file stays, the process does not.
+	// Stop, then start: the file stays, the processes do not; the port
+	// forward is listed closed meanwhile and opens again at its address.
 	d.out(sb.ID, "sh", "-c", "echo kept > /root/kept && sync")
 	d.call("POST", "/v1/sandboxes/hib/stop", nil, http.StatusOK)
+	if ps := d.ports("hib"); len(ps) != 1 || ps[0].Open || ps[0].HostAddr != addr || !strings.Contains(ps[0].Error, "sandbox stopped") {
+		t.Errorf("forwards of the stopped sandbox: %+v; want the one at %s, closed, saying why", ps, addr)
+	}
 	e = d.apiError("POST", "/v1/sandboxes/hib/pause", "application/json", []byte(`{}`), http.StatusConflict, "conflict")
 	if !strings.Contains(e.Message, "start it again") {
 		t.Errorf("pause of a stopped sandbox: %q", e.Message)
@@ -168,9 +282,15 @@ func TestDaemonPauseToDisk(t *testing.T) {
 	if r := d.cli(nil, "start", "hib"); r.code != 0 {
 		t.Fatalf("agentbox start: exit %d, %s", r.code, r.stderr)
 	}
-	if got := d.out(sb.ID, "sh", "-c", "cat /root/kept; if kill -0 $(cat /tmp/count.pid); then echo counting; fi 2>/dev/null"); got != "kept\n" {
-		t.Errorf("after start: %q, want the file and no counter", got)
+	// Every command line in the guest, searched with patterns that do not match themselves.
+	if got := d.out(sb.ID, "sh", "-c", "cat /root/kept; cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\\0' ' ' | grep -c 'http[.]server\\|time[.]sleep' || true"); got != "kept\n0\n" {
+		t.Errorf("after start: %q, want the file and no process of before", got)
 	}
+	if ps := d.ports("hib"); len(ps) != 1 || !ps[0].Open || ps[0].HostAddr != addr {
+		t.Errorf("forwards after start: %+v; want the one at %s, open", ps, addr)
+	}
+	d.httpServer(sb.ID, 8000, "127.0.0.1")
+	served(t, addr, "after start")
 	if got := strings.TrimSpace(d.out(sb.ID, fetch...)); got != "hello from the host" {
 		t.Errorf("after start: fetch from the host gave %q", got)
 	}
@@ -181,8 +301,11 @@ func TestDaemonPauseToDisk(t *testing.T) {
 		}
 	}
 	// The refused calls are audited with their error code.
-	if want := "pause: resume: resume:conflict start:conflict pause: resume: pause:conflict start:"; strings.Join(acts, " ") != want {
+	if want := "pause: resume: resume:conflict start:conflict pause: resume: pause: resume: pause:conflict start:"; strings.Join(acts, " ") != want {
 		t.Errorf("audit actions %q, want %q", acts, want)
+	}
+	if strings.Contains(d.log.String(), "cgroup of a stopped sandbox not removed") {
+		t.Errorf("the daemon could not remove a cgroup:\n%s", d.log.tail(4000))
 	}
 }
 

@@ -43,6 +43,10 @@ func TestResumeQuery(t *testing.T) {
 			[]string{"ResumeSandbox work1", "Upload work1"}},
 		{"process with resume", "POST", sb + "/processes?resume=true", `{"cmd":["sleep","1"]}`, nil, 201, "",
 			[]string{"ResumeSandbox " + apitest.SandboxID, "StartProcess " + apitest.SandboxID}},
+		{"port forward with resume", "POST", sb + "/ports?resume=true", `{"guest_port":8000}`, nil, 201, "",
+			[]string{"ResumeSandbox " + apitest.SandboxID, "ForwardPort " + apitest.SandboxID}},
+		{"port forward without", "POST", sb + "/ports", `{"guest_port":8000}`, nil, 201, "",
+			[]string{"ForwardPort " + apitest.SandboxID}},
 		{"bad bool", "POST", sb + "/exec?resume=yes", `{"cmd":["true"]}`, nil, 400, api.CodeBadRequest, nil},
 		{"not on list", "GET", "/v1/sandboxes?resume=true", "", nil, 400, api.CodeBadRequest, nil},
 		{"resume fails", "POST", sb + "/exec?resume=true", `{"cmd":["true"]}`, func(b *apitest.Backend) {

@@ -83,7 +83,7 @@ var routes = []route{
 	{"POST", "/v1/sandboxes/{id}/files/mkdir", []string{"resume"}, resumable(status(http.StatusCreated, noValue(withBody((*api.MkdirRequest).Validate, mkdir))))},
 	{"GET", "/v1/sandboxes/{id}/files/watch", []string{"path", "recursive", "resume"}, needs[WatchBackend]("file watching", resumable(stream(watchFiles)))},
 
-	{"POST", "/v1/sandboxes/{id}/ports", nil, needs[PortBackend]("port forwarding", created(portLocation, withBody((*api.PortForwardRequest).Validate, forwardPort)))},
+	{"POST", "/v1/sandboxes/{id}/ports", []string{"resume"}, resumable(needs[PortBackend]("port forwarding", created(portLocation, withBody((*api.PortForwardRequest).Validate, forwardPort))))},
 	{"GET", "/v1/sandboxes/{id}/ports", nil, needs[PortBackend]("port forwarding", reply(http.StatusOK, listPorts))},
 	{"DELETE", "/v1/sandboxes/{id}/ports/{port}", nil, needs[PortBackend]("port forwarding", status(http.StatusNoContent, removePort))},
 

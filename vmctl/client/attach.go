@@ -54,7 +54,7 @@ func (c *Client) AttachProcess(ctx context.Context, ref, pid string, opts Attach
 	if opts.Offset != nil {
 		q = url.Values{"offset": {strconv.FormatInt(*opts.Offset, 10)}}
 	}
-	e, err := c.dialInteractive(ctx, c.endpoint(q, "v1", "sandboxes", ref, "processes", pid, "ws"), stdout, stderr)
+	e, err := c.dialInteractive(ctx, c.resumable(q, "v1", "sandboxes", ref, "processes", pid, "ws"), stdout, stderr)
 	if err != nil {
 		return nil, err
 	}

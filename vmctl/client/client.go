@@ -32,6 +32,8 @@ type Client struct {
 	hc    *http.Client
 	base  url.URL
 	token string
+	// resume asks routes that can resume a paused sandbox to (Resuming).
+	resume bool
 }
 
 // Option configures a Client.

@@ -30,7 +30,7 @@ func (c *Client) Exec(ctx context.Context, ref string, req api.ExecRequest, stdo
 	if err != nil {
 		return api.ExitStatus{}, err
 	}
-	u := c.endpoint(nil, "v1", "sandboxes", ref, "exec")
+	u := c.resumable(nil, "v1", "sandboxes", ref, "exec")
 	resp, err := c.do(ctx, http.MethodPost, u, api.ContentTypeJSON, bytes.NewReader(body))
 	if err != nil {
 		return api.ExitStatus{}, err
@@ -96,7 +96,7 @@ func readEvents(ctx context.Context, body io.Reader, path string, stdout, stderr
 // (POST .../processes). With req.StdinOpen, WriteStdin feeds it later.
 func (c *Client) StartProcess(ctx context.Context, ref string, req api.ExecRequest) (api.Process, error) {
 	var p api.Process
-	err := c.call(ctx, http.MethodPost, c.endpoint(nil, "v1", "sandboxes", ref, "processes"), req, &p)
+	err := c.call(ctx, http.MethodPost, c.resumable(nil, "v1", "sandboxes", ref, "processes"), req, &p)
 	return p, err
 }
 
@@ -152,7 +152,7 @@ func (c *Client) WriteStdin(ctx context.Context, ref, pid string, r io.Reader, c
 	if r == nil {
 		r = http.NoBody
 	}
-	resp, err := c.do(ctx, http.MethodPost, c.endpoint(q, "v1", "sandboxes", ref, "processes", pid, "stdin"), api.ContentTypeOctetStream, r)
+	resp, err := c.do(ctx, http.MethodPost, c.resumable(q, "v1", "sandboxes", ref, "processes", pid, "stdin"), api.ContentTypeOctetStream, r)
 	if err != nil {
 		return 0, err
 	}
@@ -167,7 +167,7 @@ func (c *Client) WriteStdin(ctx context.Context, ref, pid string, r io.Reader, c
 // KillProcess sends signal (a name such as "TERM" or a number; "" means
 // KILL) to a detached process's process group.
 func (c *Client) KillProcess(ctx context.Context, ref, pid, signal string) error {
-	return c.call(ctx, http.MethodPost, c.endpoint(nil, "v1", "sandboxes", ref, "processes", pid, "kill"), api.KillRequest{Signal: signal}, nil)
+	return c.call(ctx, http.MethodPost, c.resumable(nil, "v1", "sandboxes", ref, "processes", pid, "kill"), api.KillRequest{Signal: signal}, nil)
 }
 
 // ExecHistory returns sandbox ref's exec history from the daemon's store,

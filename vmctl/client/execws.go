@@ -57,7 +57,7 @@ type InteractiveExec struct {
 // 409 sandbox_not_running, 429 exec_limit_reached, 400 for a bad
 // request), ErrUnreachable, ctx's.
 func (c *Client) StartInteractive(ctx context.Context, ref string, req api.ExecRequest, stdin io.Reader, stdout, stderr io.Writer) (*InteractiveExec, error) {
-	e, err := c.dialInteractive(ctx, c.endpoint(nil, "v1", "sandboxes", ref, "exec", "ws"), stdout, stderr)
+	e, err := c.dialInteractive(ctx, c.resumable(nil, "v1", "sandboxes", ref, "exec", "ws"), stdout, stderr)
 	if err != nil {
 		return nil, err
 	}

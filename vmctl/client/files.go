@@ -30,7 +30,7 @@ func (c *Client) Upload(ctx context.Context, ref, guestPath string, r io.Reader,
 	if r == nil {
 		r = http.NoBody
 	}
-	u := c.endpoint(q, "v1", "sandboxes", ref, "files")
+	u := c.resumable(q, "v1", "sandboxes", ref, "files")
 	resp, err := c.do(ctx, http.MethodPut, u, api.ContentTypeOctetStream, r)
 	if err != nil {
 		return api.FileInfo{}, err
@@ -48,7 +48,7 @@ func (c *Client) Upload(ctx context.Context, ref, guestPath string, r io.Reader,
 // headers). Errors: 404, 422 not_a_file; a write error of w; a download
 // cut short (the file changed or the daemon failed mid-way).
 func (c *Client) Download(ctx context.Context, ref, guestPath string, w io.Writer) (api.FileInfo, error) {
-	u := c.endpoint(url.Values{"path": {guestPath}}, "v1", "sandboxes", ref, "files")
+	u := c.resumable(url.Values{"path": {guestPath}}, "v1", "sandboxes", ref, "files")
 	resp, err := c.do(ctx, http.MethodGet, u, "", nil)
 	if err != nil {
 		return api.FileInfo{}, err
@@ -85,7 +85,7 @@ func (c *Client) Download(ctx context.Context, ref, guestPath string, w io.Write
 // Stat describes guestPath in sandbox ref. Errors: 404.
 func (c *Client) Stat(ctx context.Context, ref, guestPath string) (api.FileInfo, error) {
 	var fi api.FileInfo
-	err := c.call(ctx, http.MethodGet, c.endpoint(url.Values{"path": {guestPath}}, "v1", "sandboxes", ref, "files", "stat"), nil, &fi)
+	err := c.call(ctx, http.MethodGet, c.resumable(url.Values{"path": {guestPath}}, "v1", "sandboxes", ref, "files", "stat"), nil, &fi)
 	return fi, err
 }
 
@@ -93,13 +93,13 @@ func (c *Client) Stat(ctx context.Context, ref, guestPath string) (api.FileInfo,
 // Errors: 404, 422 not_a_directory.
 func (c *Client) List(ctx context.Context, ref, guestPath string) ([]api.FileInfo, error) {
 	var list api.FileList
-	err := c.call(ctx, http.MethodGet, c.endpoint(url.Values{"path": {guestPath}}, "v1", "sandboxes", ref, "files", "list"), nil, &list)
+	err := c.call(ctx, http.MethodGet, c.resumable(url.Values{"path": {guestPath}}, "v1", "sandboxes", ref, "files", "list"), nil, &list)
 	return list.Files, err
 }
 
 // Mkdir creates the directory req.Path in sandbox ref.
 func (c *Client) Mkdir(ctx context.Context, ref string, req api.MkdirRequest) error {
-	return c.call(ctx, http.MethodPost, c.endpoint(nil, "v1", "sandboxes", ref, "files", "mkdir"), req, nil)
+	return c.call(ctx, http.MethodPost, c.resumable(nil, "v1", "sandboxes", ref, "files", "mkdir"), req, nil)
 }
 
 // RemoveFile removes guestPath from sandbox ref, a directory's content too
@@ -109,5 +109,5 @@ func (c *Client) RemoveFile(ctx context.Context, ref, guestPath string, recursiv
 	if recursive {
 		q.Set("recursive", "true")
 	}
-	return c.call(ctx, http.MethodDelete, c.endpoint(q, "v1", "sandboxes", ref, "files"), nil, nil)
+	return c.call(ctx, http.MethodDelete, c.resumable(q, "v1", "sandboxes", ref, "files"), nil, nil)
 }

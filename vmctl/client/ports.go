@@ -16,7 +16,7 @@ import (
 // forwarded already) or sandbox_not_running, 501.
 func (c *Client) ForwardPort(ctx context.Context, ref string, req api.PortForwardRequest) (api.PortForward, error) {
 	var p api.PortForward
-	err := c.call(ctx, http.MethodPost, c.endpoint(nil, "v1", "sandboxes", ref, "ports"), req, &p)
+	err := c.call(ctx, http.MethodPost, c.resumable(nil, "v1", "sandboxes", ref, "ports"), req, &p)
 	return p, err
 }
 

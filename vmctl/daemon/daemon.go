@@ -345,8 +345,11 @@ func (d *Daemon) onChange(r sandbox.Record, removed bool) {
 			// for OnExit callbacks that take d.mu (they do not).
 			go func() {
 				b.procs.CloseAll("sandbox " + string(r.State))
+				if !removed {
+					d.endUnadopted(r.ID, "sandbox "+string(r.State)) // procs.go
+				}
 				b.cancel()
-				d.closePorts(r.ID, portsEnd(r, removed)) // ports.go
+				d.closePorts(r.ID, portsEnd(r, removed), removed) // ports.go
 			}()
 		}
 	}
@@ -355,7 +358,9 @@ func (d *Daemon) onChange(r sandbox.Record, removed bool) {
 // closeLostExecs ends the history entries of commands that were running
 // when the previous daemon stopped: attached ones' agent streams ended
 // with it, so the guest killed them; detached ones the guest no longer
-// keeps (adoptProcesses took over the others).
+// keeps (adoptProcesses took over the others). A paused sandbox's
+// detached ones are left open: its guest keeps them, and they are
+// adopted when it resumes (resumeProcesses).
 func (d *Daemon) closeLostExecs() {
 	now := time.Now().UTC()
 	for _, sb := range d.mgr.List() {
@@ -369,6 +374,9 @@ func (d *Daemon) closeLostExecs() {
 				continue
 			}
 			if b != nil && e.Detached {
+				if sb.State() == sandbox.StatePaused {
+					continue // adopted on resume
+				}
 				if _, err := b.procs.Get(context.Background(), e.ID); err == nil {
 					continue // adopted: its end is recorded when it comes
 				}

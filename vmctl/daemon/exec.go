@@ -396,15 +396,32 @@ func (d *Daemon) GetProcess(ctx context.Context, ref, pid string) (api.Process, 
 	return apiProcess(info), nil
 }
 
-// ProcessOutput implements apiserver.Backend.
+// ProcessOutput implements apiserver.Backend. A follow rides across a
+// pause of the sandbox (procs.go, followPaused): it waits while the
+// sandbox is paused and goes on from the offset reached once it runs.
 func (d *Daemon) ProcessOutput(ctx context.Context, ref, pid string, offset int64, follow bool, emit func(api.ExecEvent) error) error {
 	b, err := d.procs(ref)
 	if err != nil {
 		return err
 	}
-	info, err := b.procs.Output(ctx, pid, offset, follow, func(c process.Chunk) error {
-		return emit(api.ExecEvent{Type: c.Stream, Data: c.Data, Offset: c.Offset})
-	})
+	next := max(offset, 0)
+	var info process.Info
+	for {
+		info, err = b.procs.Output(ctx, pid, next, follow, func(c process.Chunk) error {
+			if err := emit(api.ExecEvent{Type: c.Stream, Data: c.Data, Offset: c.Offset}); err != nil {
+				return err
+			}
+			next = c.Offset + int64(len(c.Data))
+			return nil
+		})
+		if err == nil || ctx.Err() != nil || !follow || !d.followPaused(ctx, b.sb) {
+			break
+		}
+		// The table may not know the process yet (a daemon restarted
+		// while the sandbox was paused adopts on resume, which may not
+		// have run yet): adopting twice is harmless.
+		d.resumeProcesses(ctx, b)
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil

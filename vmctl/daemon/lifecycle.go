@@ -36,12 +36,22 @@ func (d *Daemon) PauseSandbox(ctx context.Context, ref string, req api.PauseRequ
 	return d.view(sb), nil
 }
 
-// pause pauses sb through the manager.
+// pause pauses sb through the manager. Before a pause to disk its
+// detached processes are no longer followed (procs.go): they continue in
+// the saved guest; a pause that fails follows them again.
 func (d *Daemon) pause(ctx context.Context, sb *sandbox.Sandbox, toDisk bool, reason string) error {
-	if toDisk {
-		reason += " (to disk)"
+	if !toDisk {
+		return d.mgr.Pause(ctx, sb, false, reason)
 	}
-	return d.mgr.Pause(ctx, sb, toDisk, reason)
+	b := d.box(sb.ID)
+	if b != nil && sb.State() == sandbox.StateRunning {
+		d.suspendProcesses(b)
+	}
+	err := d.mgr.Pause(ctx, sb, true, reason+" (to disk)")
+	if err != nil && b != nil && sb.State() == sandbox.StateRunning {
+		d.resumeProcesses(ctx, b)
+	}
+	return err
 }
 
 // ResumeSandbox implements apiserver.LifecycleBackend: a paused sandbox
@@ -77,7 +87,7 @@ func (d *Daemon) ResumeSandbox(ctx context.Context, ref string, ifPaused bool) (
 	if err != nil {
 		return api.Sandbox{}, err
 	}
-	d.renewBox(sb)
+	d.resumeProcesses(ctx, d.renewBox(sb)) // procs.go
 	return d.view(sb), nil
 }
 
@@ -114,17 +124,18 @@ func (d *Daemon) start(ctx context.Context, sb *sandbox.Sandbox) error {
 	if err := d.mgr.Start(ctx, sb, sandbox.StartOptions{Image: img, Admit: d.adm.admit}); err != nil {
 		return err
 	}
-	d.renewBox(sb)
+	d.openRecordedPorts(d.renewBox(sb)) // ports.go
 	return nil
 }
 
 // renewBox gives sb a new process table and life when its old one ended
-// (a sandbox started again after it stopped; see onChange).
-func (d *Daemon) renewBox(sb *sandbox.Sandbox) {
+// (a sandbox started again after it stopped; see onChange), and returns
+// sb's box.
+func (d *Daemon) renewBox(sb *sandbox.Sandbox) *box {
 	if b := d.box(sb.ID); b != nil && b.life.Err() == nil {
-		return
+		return b
 	}
-	d.addBox(sb)
+	return d.addBox(sb)
 }
 
 // pausedMessage is the 409 an exec, file or process call on a paused
@@ -134,7 +145,7 @@ func pausedMessage(sb *sandbox.Sandbox) string {
 	if sb.Name != "" {
 		ref = sb.Name
 	}
-	return fmt.Sprintf("sandbox %s is paused: resume it first: agentbox resume %s (POST /v1/sandboxes/%s/resume), or pass ?resume=true", sb.ID, ref, sb.ID)
+	return fmt.Sprintf("sandbox %s is paused: resume it first: agentbox resume %s (POST /v1/sandboxes/%s/resume), or pass ?resume=true (agentbox exec, cp and port: --resume)", sb.ID, ref, sb.ID)
 }
 
 // idle takes the idle action of b's sandbox (Limits.IdleAction) when its

@@ -22,8 +22,11 @@ var _ apiserver.PortBackend = (*Daemon)(nil)
 // portTable is the daemon's port forwards: by sandbox ID, then guest port
 // (one forward per guest port). Each sandbox's record keeps its forwards
 // (sandbox.Record.Ports), so a restarted daemon opens them again
-// (reopenPorts); a sandbox that stops or is removed loses them
-// (closePorts).
+// (reopenPorts). They stay open while the sandbox is paused, in memory or
+// to disk (a connection meanwhile is reset at once: the guest cannot
+// answer); a sandbox that stops keeps them in its record, listed closed,
+// and its start opens them again (openRecordedPorts); a removed one loses
+// them (closePorts).
 type portTable struct {
 	mu sync.Mutex
 	m  map[string]map[int]*portEntry
@@ -222,20 +225,39 @@ func (d *Daemon) closePort(id string, e *portEntry, caller, reason string, start
 }
 
 // closePorts closes every forward of sandbox id, which stopped or was
-// removed (reason), and drops them from its record.
-func (d *Daemon) closePorts(id, reason string) {
+// removed (reason). A removed sandbox loses them. A stopped (or failed)
+// one keeps them in its record, listed closed with the reason, for its
+// start (openRecordedPorts); nothing is closed when it runs again by
+// now (the stop's own call closed them, and this is onChange's late one).
+func (d *Daemon) closePorts(id, reason string, removed bool) {
 	d.ports.mu.Lock()
 	entries := d.ports.m[id]
-	delete(d.ports.m, id)
+	if removed {
+		delete(d.ports.m, id)
+	} else {
+		if b := d.box(id); b != nil && !b.sb.State().Final() {
+			d.ports.mu.Unlock()
+			return
+		}
+		kept := make(map[int]*portEntry, len(entries))
+		for port, e := range entries {
+			kept[port] = &portEntry{rec: e.rec, err: reason + ": `agentbox start` opens it again"}
+		}
+		if len(kept) > 0 {
+			d.ports.m[id] = kept
+		}
+	}
 	d.ports.mu.Unlock()
 	if len(entries) == 0 {
 		return
 	}
-	if b := d.box(id); b != nil {
+	if b := d.box(id); b != nil && removed {
 		b.sb.SetPorts(nil) // persists nothing once the sandbox was removed
 	}
 	for _, e := range entries {
-		d.closePort(id, e, "daemon", reason, time.Now())
+		if e.fwd != nil {
+			d.closePort(id, e, "daemon", reason, time.Now())
+		}
 	}
 }
 
@@ -249,31 +271,45 @@ func portsEnd(r sandbox.Record, removed bool) string {
 }
 
 // reopenPorts opens again, at the same host addresses, the forwards that
-// the records of running sandboxes keep (after a daemon restart). A
-// forward whose address is taken now stays listed, closed, with the
-// reason: the user removes it and forwards again.
+// the records of running and paused sandboxes keep (after a daemon
+// restart), and lists those of stopped ones closed (their start opens
+// them).
 func (d *Daemon) reopenPorts() {
 	for _, b := range d.allBoxes() {
-		if b.sb.State() != sandbox.StateRunning {
+		if r := b.sb.Record(); r.State.Final() {
+			d.ports.mu.Lock()
+			for _, rec := range r.Ports {
+				d.addPortLocked(b.sb.ID, &portEntry{rec: rec, err: "sandbox " + string(r.State) + ": `agentbox start` opens it again"})
+			}
+			d.ports.mu.Unlock()
 			continue
 		}
-		for _, rec := range b.sb.Ports() {
-			start := time.Now()
-			e, err := d.listenPort(b, rec)
-			args := map[string]any{"guest_port": rec.GuestPort, "host_addr": rec.HostAddr, "reopen": true}
-			ae := audit.Entry{Time: start.UTC(), Sandbox: b.sb.ID, Caller: "daemon", Action: audit.ActionPortOpen, Args: args}
-			if err != nil {
-				ae.Error, ae.ErrorMessage = auditError(err)
-				d.log.Warn("port forward not re-opened", "sandbox", b.sb.ID, "guest_port", rec.GuestPort, "host_addr", rec.HostAddr, "err", err)
-				e = &portEntry{rec: rec, err: err.Error()}
-			} else {
-				d.log.Info("port forward re-opened", "sandbox", b.sb.ID, "guest_port", rec.GuestPort, "host_addr", rec.HostAddr)
-			}
-			d.appendAudit(ae)
-			d.ports.mu.Lock()
-			d.addPortLocked(b.sb.ID, e)
-			d.ports.mu.Unlock()
+		d.openRecordedPorts(b)
+	}
+}
+
+// openRecordedPorts opens the forwards b's record keeps at the same host
+// addresses (a daemon restart, a start of a stopped sandbox), audited as
+// port.open with reopen. A forward whose address is taken now stays
+// listed, closed, with the reason: the user removes it and forwards
+// again.
+func (d *Daemon) openRecordedPorts(b *box) {
+	for _, rec := range b.sb.Ports() {
+		start := time.Now()
+		e, err := d.listenPort(b, rec)
+		args := map[string]any{"guest_port": rec.GuestPort, "host_addr": rec.HostAddr, "reopen": true}
+		ae := audit.Entry{Time: start.UTC(), Sandbox: b.sb.ID, Caller: "daemon", Action: audit.ActionPortOpen, Args: args}
+		if err != nil {
+			ae.Error, ae.ErrorMessage = auditError(err)
+			d.log.Warn("port forward not re-opened", "sandbox", b.sb.ID, "guest_port", rec.GuestPort, "host_addr", rec.HostAddr, "err", err)
+			e = &portEntry{rec: rec, err: err.Error()}
+		} else {
+			d.log.Info("port forward re-opened", "sandbox", b.sb.ID, "guest_port", rec.GuestPort, "host_addr", rec.HostAddr)
 		}
+		d.appendAudit(ae)
+		d.ports.mu.Lock()
+		d.addPortLocked(b.sb.ID, e)
+		d.ports.mu.Unlock()
 	}
 }
 

@@ -169,7 +169,7 @@ func (d *Daemon) StopSandbox(ctx context.Context, ref string) (api.Sandbox, erro
 	if err != nil {
 		return api.Sandbox{}, err
 	}
-	d.closePorts(sb.ID, "sandbox stopped") // now, not when onChange's goroutine gets to it
+	d.closePorts(sb.ID, "sandbox stopped", false) // now, not when onChange's goroutine gets to it
 	return d.view(sb), nil
 }
 
@@ -185,7 +185,7 @@ func (d *Daemon) DeleteSandbox(ctx context.Context, ref string, force bool) erro
 	if err != nil {
 		return err
 	}
-	d.closePorts(sb.ID, "sandbox removed") // now, not when onChange's goroutine gets to it
+	d.closePorts(sb.ID, "sandbox removed", true) // now, not when onChange's goroutine gets to it
 	if err := d.store.DeleteExecs(sb.ID); err != nil {
 		d.log.Warn("delete exec history", "sandbox", sb.ID, "err", err)
 	}

@@ -25,5 +25,9 @@
 // the table's watchers live until [Table.CloseAll] (the sandbox goes away:
 // running processes become lost and are killed) or [Table.Detach] (the
 // daemon shuts down: they run on). A new table takes over what the guest
-// kept with [Table.Adopt], recording the ends it missed.
+// kept with [Table.Adopt], recording the ends it missed. A sandbox paused
+// to disk takes its guest's memory, and so the processes, with it:
+// [Table.Suspend] stops the watching before the connection goes, so
+// nothing becomes lost, and [Table.Resume] follows them again (and
+// adopts what it did not know) once the sandbox runs.
 package process

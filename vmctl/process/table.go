@@ -107,14 +107,17 @@ type Info struct {
 type Table struct {
 	opts Options
 	g    Guest
-	life context.Context // the watchers'; ends with CloseAll or Detach
-	stop context.CancelFunc
 
-	mu      sync.Mutex
-	procs   map[string]*entry
-	order   []*entry        // the entries of procs, oldest first
-	pending map[string]bool // ids being spawned
-	closed  bool
+	mu sync.Mutex
+	// life is the watchers'; it ends with CloseAll, Detach or Suspend
+	// (Resume makes a new one).
+	life      context.Context
+	stop      context.CancelFunc
+	procs     map[string]*entry
+	order     []*entry        // the entries of procs, oldest first
+	pending   map[string]bool // ids being spawned
+	closed    bool
+	suspended bool
 
 	watchers sync.WaitGroup
 }
@@ -139,6 +142,8 @@ type entry struct {
 	mu     sync.Mutex
 	last   Info // latest known; final once done is closed
 	ending bool
+
+	watched bool // a watcher waits for its end; guarded by Table.mu
 }
 
 // Start starts a detached command in the guest under id and returns its
@@ -236,15 +241,28 @@ func (t *Table) evictLocked() *entry {
 	return nil
 }
 
-// watch waits in the background for e's end in the guest.
+// watch waits in the background for e's end in the guest, unless a
+// watcher does already or the table is closed or suspended (Resume
+// watches it then).
 func (t *Table) watch(e *entry) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed || t.suspended || e.watched {
+		return
+	}
+	e.watched = true
+	life := t.life
 	t.watchers.Go(func() {
-		gi, err := t.g.WaitProcess(t.life, e.id)
+		gi, err := t.g.WaitProcess(life, e.id)
 		switch {
 		case err == nil:
 			t.end(e, gi, "", false)
-		case t.life.Err() != nil:
-			// Detached or closed: the process runs on in the guest.
+		case life.Err() != nil:
+			// Detached, closed or suspended: the process runs on in the
+			// guest.
+			t.mu.Lock()
+			e.watched = false
+			t.mu.Unlock()
 		default:
 			t.end(e, agentproto.ProcInfo{State: StateLost}, err.Error(), false)
 		}
@@ -476,8 +494,9 @@ func (t *Table) CloseAll(reason string) {
 	t.mu.Lock()
 	t.closed = true
 	entries := slices.Clone(t.order)
+	stop := t.stop
 	t.mu.Unlock()
-	t.stop()
+	stop()
 	var wg sync.WaitGroup
 	for _, e := range entries {
 		if e.ended() {
@@ -502,9 +521,60 @@ func (t *Table) CloseAll(reason string) {
 func (t *Table) Detach() {
 	t.mu.Lock()
 	t.closed = true
+	stop := t.stop
 	t.mu.Unlock()
-	t.stop()
+	stop()
 	t.watchers.Wait()
+}
+
+// Suspend stops watching without ending anything, until Resume: the
+// guest is about to go away with its memory saved (a sandbox paused to
+// disk), so its processes continue when it comes back, and the agent
+// connection's loss must not make them lost. Meanwhile no OnExit is
+// called, Get and List show the last known Info (the guest cannot be
+// asked), and Start fails with the guest's error. It returns once the
+// watchers stopped. A closed or suspended table ignores it.
+func (t *Table) Suspend() {
+	t.mu.Lock()
+	if t.closed || t.suspended {
+		t.mu.Unlock()
+		return
+	}
+	t.suspended = true
+	stop := t.stop
+	t.mu.Unlock()
+	stop()
+	t.watchers.Wait()
+}
+
+// Resume follows the guest's processes again after its sandbox resumed:
+// after Suspend, every running process is watched again (one that ended
+// while the guest ran before the save ends now, with OnExit once); then
+// the processes the guest keeps that the table does not know are adopted
+// as by Adopt with adopt (a host that restarted while the sandbox was
+// paused starts with an empty table). On a table that was not suspended
+// only the adoption runs. Errors: Adopt's (the watching is back anyway).
+func (t *Table) Resume(ctx context.Context, adopt func(Info) (recorded bool)) error {
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return nil
+	}
+	if t.suspended {
+		t.suspended = false
+		t.life, t.stop = context.WithCancel(context.Background())
+	}
+	var rewatch []*entry
+	for _, e := range t.order {
+		if !e.watched && !e.ended() {
+			rewatch = append(rewatch, e)
+		}
+	}
+	t.mu.Unlock()
+	for _, e := range rewatch {
+		t.watch(e)
+	}
+	return t.Adopt(ctx, adopt)
 }
 
 // Adopt takes over the processes the guest keeps that the table does not

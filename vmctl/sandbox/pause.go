@@ -500,23 +500,41 @@ func StepResumeDomain(snap Snapshotter) Step {
 }
 
 // StepRefresh ("refresh") refreshes a guest that continues from a saved
-// or paused state through the build's agent connection (RefreshGuest).
+// or paused state through the build's agent connection (RefreshGuest);
+// an agent too old to reseed is logged, not fatal.
 func StepRefresh() Step {
 	return Step{Name: "refresh", Run: func(ctx context.Context, b *Build) error {
-		return RefreshGuest(ctx, b.Agent)
+		err := RefreshGuest(ctx, b.Agent)
+		if errors.Is(err, ErrReseedUnsupported) {
+			b.m.log.Warn("resumed guest not reseeded", "sandbox", b.Sandbox.ID, "err", err)
+			return nil
+		}
+		return err
 	}}
 }
 
 // RefreshGuest is THE place where a guest that continues from a saved or
 // paused state is brought up to date with the host: its clock is set to
-// the host's (a restored kernel keeps the time of the save). Resume (in
-// memory and from disk) and snapshot restores call it.
+// the host's (a restored kernel keeps the time of the save), and its
+// random number generator gets fresh host randomness (ReseedGuest). A
+// restore, a resume from disk and a resume in memory call it; a start of
+// a stopped sandbox does not (a cold boot seeds its kernel afresh).
 //
-// TODO(integrator): reseed the guest's RNG here too (the agent's reseed
-// op, RNDADDENTROPY with host randomness) once it lands.
+// Why every resume: memory saved to disk can be continued more than once
+// — a daemon killed after a resume loaded the state but before it was
+// deleted leaves the record paused, and the next resume loads the same
+// state again, after the first run may have drawn (and sent) random
+// numbers. A resume in memory continues its memory once; it is reseeded
+// too (one agent round trip) so that "a guest that was paused has fresh
+// randomness" holds without exceptions. The VM generation ID changes as
+// well wherever a new domain starts (domain.Spec.GenID).
+//
+// Errors: the clock's; ErrReseedUnsupported (wrapped) from an agent that
+// predates the reseed operation, after the clock was set: callers go on
+// with a warning.
 func RefreshGuest(ctx context.Context, c *agent.Client) error {
 	if err := c.SetTime(ctx, time.Now()); err != nil {
 		return fmt.Errorf("set the guest's clock: %w", err)
 	}
-	return nil
+	return ReseedGuest(ctx, c)
 }

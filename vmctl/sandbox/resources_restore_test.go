@@ -1,11 +1,16 @@
 package sandbox_test
 
 import (
+	"context"
+	"errors"
 	"reflect"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/agentbox/agentbox/tests/testenv"
+	"github.com/agentbox/agentbox/vmctl/domain"
 	"github.com/agentbox/agentbox/vmctl/sandbox"
 	"github.com/agentbox/agentbox/vmctl/sandbox/snapshot"
 )
@@ -86,4 +91,71 @@ func TestRestoredEnforcementFake(t *testing.T) {
 		t.Error(err)
 	}
 	testenv.AssertNoLeaks(t, f.state, f.runtime)
+}
+
+// memlockDriver is a fake driver on a host where libvirt cannot apply a
+// memory hard limit: a domain whose XML has one does not start, with
+// libvirt's error. starts counts StartDomain calls, hard those with a
+// hard limit.
+type memlockDriver struct {
+	*fakeDriver
+	starts, hard atomic.Int32
+}
+
+func (d *memlockDriver) StartDomain(ctx context.Context, spec domain.Spec) error {
+	d.starts.Add(1)
+	if spec.Tune.MemoryHardLimitMiB > 0 {
+		d.hard.Add(1)
+		return errors.New("internal error: cannot limit locked memory of process 4242 to 1128267776: Operation not permitted")
+	}
+	return d.fakeDriver.StartDomain(ctx, spec)
+}
+
+// TestMemlockFallbackPerEnforcer: the resources enforcer that saw libvirt
+// fail to apply a memory hard limit starts its next domains without one
+// (the cgroup gets it; the fake driver has no QEMU pid, so it is recorded
+// as not enforced), and that lesson stays with its own driver: an enforcer
+// of another driver, made afterwards in the same process, still gives the
+// limit to libvirt. (It once was a process-wide flag, and which fake test
+// saw libvirt's enforcement depended on which real libvirt test ran
+// first.)
+func TestMemlockFallbackPerEnforcer(t *testing.T) {
+	md := &memlockDriver{fakeDriver: newFakeDriver(t)}
+	a := newFakeFixture(t, md, md.fakeDriver)
+	enforcement := func(sb *sandbox.Sandbox) string {
+		for _, s := range sb.Record().Resources.Status {
+			if s.Name == sandbox.LimitMemoryHard {
+				return s.Enforcement
+			}
+		}
+		return ""
+	}
+	first := a.create(t, "first")
+	if md.starts.Load() != 2 || md.hard.Load() != 1 {
+		t.Fatalf("first start: %d starts, %d with a hard limit; want the refused one and the retry", md.starts.Load(), md.hard.Load())
+	}
+	if e := enforcement(first); !strings.HasPrefix(e, sandbox.NotEnforced) {
+		t.Errorf("first: memory hard limit enforcement %q, want %q (the fake has no cgroup)", e, sandbox.NotEnforced)
+	}
+	second := a.create(t, "second")
+	if md.starts.Load() != 3 || md.hard.Load() != 1 {
+		t.Errorf("second start: %d starts, %d with a hard limit; want one more, without", md.starts.Load(), md.hard.Load())
+	}
+
+	fd := newFakeDriver(t)
+	b := newFakeFixture(t, fd, fd)
+	other := b.create(t, "other")
+	if e := enforcement(other); e != sandbox.EnforcedLibvirt {
+		t.Errorf("another driver's sandbox: memory hard limit enforcement %q, want %q", e, sandbox.EnforcedLibvirt)
+	}
+	for _, sb := range []*sandbox.Sandbox{first, second} {
+		if err := a.mgr.Destroy(t0, sb); err != nil {
+			t.Error(err)
+		}
+	}
+	if err := b.mgr.Destroy(t0, other); err != nil {
+		t.Error(err)
+	}
+	testenv.AssertNoLeaks(t, a.state, a.runtime)
+	testenv.AssertNoLeaks(t, b.state, b.runtime)
 }

@@ -103,6 +103,16 @@ func TestMain(m *testing.M) {
 				return os.WriteFile(filepath.Join(dir, "clock.set"), []byte(t.Format(time.RFC3339Nano)), 0o600)
 			},
 			SetHostname: func(h string) error { return os.WriteFile(filepath.Join(dir, "hostname.set"), []byte(h), 0o600) },
+			// One line per reseed (not the host's kernel: the test is not a guest).
+			Reseed: func(entropy []byte) (bool, error) {
+				f, err := os.OpenFile(filepath.Join(dir, "reseed.log"), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
+				if err != nil {
+					return false, err
+				}
+				defer f.Close()
+				_, err = fmt.Fprintf(f, "%d\n", len(entropy))
+				return true, err
+			},
 			ConfigureNetwork: func(req agentproto.NetworkRequest) error {
 				data, _ := json.Marshal(req)
 				return os.WriteFile(filepath.Join(dir, "network.set"), data, 0o600)
@@ -117,6 +127,13 @@ func TestMain(m *testing.M) {
 		}
 	}
 	os.Exit(m.Run())
+}
+
+// reseeds returns how often the fake guest agent of domain name was
+// reseeded.
+func (f *fakeDriver) reseeds(name string) int {
+	data, _ := os.ReadFile(filepath.Join(f.etc, name, "reseed.log"))
+	return strings.Count(string(data), "\n")
 }
 
 // told returns what the fake guest agent of domain name was told: its

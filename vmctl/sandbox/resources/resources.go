@@ -148,6 +148,13 @@ func CheckRequest(vcpus, memoryMiB int, r sandbox.ResourceRequest) error {
 type Enforcer struct {
 	driver sandbox.Driver
 	log    *slog.Logger
+	// noLibvirtHardLimit is set once libvirt failed to apply a memory
+	// hard limit through this Enforcer's driver (it must raise the
+	// memlock rlimit, which needs CAP_SYS_RESOURCE); the memory cgroup is
+	// written instead from then on. Per Enforcer, not per process: what
+	// one libvirtd cannot do says nothing about another driver (a fake
+	// one in tests).
+	noLibvirtHardLimit atomic.Bool
 }
 
 var _ sandbox.Limits = (*Enforcer)(nil)
@@ -190,13 +197,6 @@ func (e *Enforcer) Resolve(ctx context.Context, sb *sandbox.Sandbox, opts sandbo
 	}, nil
 }
 
-// libvirtHardLimit is cleared once libvirt failed to apply a memory hard
-// limit on this host (it must raise the memlock rlimit, which needs
-// CAP_SYS_RESOURCE); agentbox then writes the cgroup itself.
-var libvirtHardLimit atomic.Bool
-
-func init() { libvirtHardLimit.Store(true) }
-
 // warnedLimits holds the limit names already logged as not enforced.
 var warnedLimits sync.Map
 
@@ -207,9 +207,9 @@ func memlockFailure(err error) bool {
 }
 
 // tune is the domain XML's share of lim (see domain.Tune). The memory
-// hard limit goes to libvirt unless libvirt failed to apply one on this
-// host before.
-func tune(lim *sandbox.ResourceLimits, typ domain.Type) domain.Tune {
+// hard limit goes to libvirt when viaLibvirt (libvirt did not fail to
+// apply one through this Enforcer before).
+func tune(lim *sandbox.ResourceLimits, typ domain.Type, viaLibvirt bool) domain.Tune {
 	t := domain.Tune{
 		CPUQuotaPercent: uint(lim.CPUQuotaPercent),
 		BlkioWeight:     uint(lim.IOWeight),
@@ -219,7 +219,7 @@ func tune(lim *sandbox.ResourceLimits, typ domain.Type) domain.Tune {
 	if typ == domain.TypeQEMU {
 		t.TCGCacheMiB = TCGCacheMiB
 	}
-	if libvirtHardLimit.Load() {
+	if viaLibvirt {
 		t.MemoryHardLimitMiB = uint64(lim.MemoryHardLimitMiB)
 	}
 	return t
@@ -236,11 +236,11 @@ func (e *Enforcer) Start(ctx context.Context, sb *sandbox.Sandbox, spec *domain.
 	if lim == nil {
 		return nil, start(ctx, *spec)
 	}
-	spec.Tune = tune(lim, spec.Type)
+	spec.Tune = tune(lim, spec.Type, !e.noLibvirtHardLimit.Load())
 	viaLibvirt := spec.Tune.MemoryHardLimitMiB > 0
 	err := start(ctx, *spec)
 	if viaLibvirt && memlockFailure(err) {
-		libvirtHardLimit.Store(false)
+		e.noLibvirtHardLimit.Store(true)
 		e.log.Info("libvirt cannot apply <memtune><hard_limit> on this host (libvirtd lacks CAP_SYS_RESOURCE to raise the memlock rlimit); agentbox sets the memory cgroup limit itself",
 			"sandbox", sb.ID, "err", err)
 		spec.Tune.MemoryHardLimitMiB = 0
@@ -321,7 +321,7 @@ func (e *Enforcer) apply(ctx context.Context, sb *sandbox.Sandbox, lim *sandbox.
 		}
 		if made := g.Made(); len(made) > 0 {
 			lim.MadeCgroups = made
-			go e.removeWhenEmpty(sb, made)
+			go e.removeWhenEmpty(sb.ID, made, func() bool { return sb.State().Final() }, removePoll)
 		}
 	} else {
 		st = append(st, notEnforced(sandbox.LimitPids, lim.Pids, "tasks", err))
@@ -329,15 +329,26 @@ func (e *Enforcer) apply(ctx context.Context, sb *sandbox.Sandbox, lim *sandbox.
 	lim.Status = append(lim.Status, st...)
 }
 
-// removeWhenEmpty deletes the groups agentbox made for sb's domain once
-// its QEMU process has left them (rmdir fails with EBUSY until then),
-// trying every 2 s until the sandbox is final; Release does it at once
-// after a destroy.
-func (e *Enforcer) removeWhenEmpty(sb *sandbox.Sandbox, dirs []string) {
+// removePoll is how often removeWhenEmpty tries.
+const removePoll = 2 * time.Second
+
+// removeWhenEmpty deletes dirs, the groups agentbox made for one domain
+// of sandbox id, once its QEMU process has left them (rmdir fails with
+// EBUSY until then), trying every poll; once final reports the sandbox
+// final it tries one last time and logs a failure. It removes only the groups it was given: the
+// record may list those of the sandbox's next domain by then (a start,
+// or a resume from disk, right after a stop or pause to disk), which a
+// removal would hit while their QEMU runs. Release does it at once after
+// a destroy.
+func (e *Enforcer) removeWhenEmpty(id string, dirs []string, final func() bool, poll time.Duration) {
 	for {
-		time.Sleep(2 * time.Second)
-		if removeDirs(dirs) == nil || sb.State().Final() {
-			e.Release(sb)
+		time.Sleep(poll)
+		err := removeDirs(dirs)
+		if err == nil {
+			return
+		}
+		if final() {
+			e.log.Warn("cgroup of a stopped sandbox not removed", "sandbox", id, "err", err)
 			return
 		}
 	}

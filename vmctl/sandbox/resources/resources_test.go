@@ -1,10 +1,15 @@
 package resources
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentbox/agentbox/vmctl/image"
 	"github.com/agentbox/agentbox/vmctl/sandbox"
@@ -97,5 +102,58 @@ func TestCheckRequest(t *testing.T) {
 		if err := CheckRequest(tc.vcpus, tc.mem, tc.r); err != nil {
 			t.Errorf("CheckRequest(%d, %d, %+v) = %v", tc.vcpus, tc.mem, tc.r, err)
 		}
+	}
+}
+
+// removeWhenEmpty removes the groups it was given once they are empty,
+// and only those: another domain's group of the same sandbox (listed in
+// its record by then) stays. A group that stays busy is given up, with a
+// log line, once the sandbox is final.
+func TestRemoveWhenEmpty(t *testing.T) {
+	root := t.TempDir()
+	own, next := filepath.Join(root, "qemu-1-sb"), filepath.Join(root, "qemu-2-sb")
+	for _, d := range []string{own, next} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	task := filepath.Join(own, "task") // a non-empty directory does not go, like a busy group
+	if err := os.WriteFile(task, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	e := New(nil, slog.New(slog.NewTextHandler(&logs, nil)))
+	done := make(chan struct{})
+	go func() {
+		e.removeWhenEmpty("sb", []string{own}, func() bool { return false }, time.Millisecond)
+		close(done)
+	}()
+	time.Sleep(20 * time.Millisecond)
+	if _, err := os.Stat(own); err != nil {
+		t.Fatalf("the busy group went: %v", err)
+	}
+	os.Remove(task) // its QEMU left
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("removeWhenEmpty did not return after its group emptied")
+	}
+	if _, err := os.Stat(own); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("own group after it emptied: %v, want it removed", err)
+	}
+	if _, err := os.Stat(next); err != nil {
+		t.Errorf("the next domain's group: %v, want it kept", err)
+	}
+	if logs.Len() != 0 {
+		t.Errorf("logged %q", logs.String())
+	}
+
+	// Busy for good, and the sandbox final: one warning, then it stops.
+	if err := os.WriteFile(filepath.Join(next, "task"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e.removeWhenEmpty("sb", []string{next}, func() bool { return true }, time.Millisecond)
+	if !strings.Contains(logs.String(), "cgroup of a stopped sandbox not removed") || !strings.Contains(logs.String(), next) {
+		t.Errorf("logged %q, want the warning naming %s", logs.String(), next)
 	}
 }

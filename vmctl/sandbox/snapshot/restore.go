@@ -45,8 +45,8 @@ type RestoreOptions struct {
 // gives the guest its own identity (hostname = the new domain name, a new
 // /etc/machine-id if the image has one; its own tap and addresses, but
 // the source's MAC, which the NIC's saved state keeps: see keepGuestMAC)
-// and fresh randomness (sandbox.ReseedGuest; the new domain's VM
-// generation ID, see domain.Spec.GenID).
+// and fresh randomness (sandbox.RefreshGuest reseeds it; the new
+// domain's VM generation ID, see domain.Spec.GenID).
 // Restoring one snapshot twice gives two independent sandboxes.
 //
 // Errors: sandbox.ErrNoSnapshot; ErrSnapshotUnusable when the image
@@ -251,7 +251,13 @@ func (s *Service) finishSteps(snap sandbox.Snapshotter, opts RestoreOptions) []s
 		}},
 		sandbox.StepAgent(timeout),
 		{Name: "identity", Run: func(ctx context.Context, b *sandbox.Build) error {
-			if err := sandbox.RefreshGuest(ctx, b.Agent); err != nil {
+			// Every fork of one snapshot starts from the same CRNG state:
+			// RefreshGuest reseeds it from the host (the genid device does
+			// too where the guest kernel has the vmgenid driver). An image
+			// whose agent predates the operation restores with a warning.
+			if err := sandbox.RefreshGuest(ctx, b.Agent); errors.Is(err, sandbox.ErrReseedUnsupported) {
+				s.log.Warn("restored guest not reseeded", "sandbox", b.Sandbox.ID, "err", err)
+			} else if err != nil {
 				return fmt.Errorf("refresh the restored guest: %w", err)
 			}
 			machineID, err := newMachineID()
@@ -260,15 +266,6 @@ func (s *Service) finishSteps(snap sandbox.Snapshotter, opts RestoreOptions) []s
 			}
 			if _, err := b.Agent.SetIdentity(ctx, b.Sandbox.Domain, machineID); err != nil {
 				return fmt.Errorf("give the restored guest its identity: %w", err)
-			}
-			// Every fork of one snapshot starts from the same CRNG state:
-			// reseed it from the host (the genid device does too where the
-			// guest kernel has the vmgenid driver). An image whose agent
-			// predates the operation restores with a warning.
-			if err := sandbox.ReseedGuest(ctx, b.Agent); errors.Is(err, sandbox.ErrReseedUnsupported) {
-				s.log.Warn("restored guest not reseeded", "sandbox", b.Sandbox.ID, "err", err)
-			} else if err != nil {
-				return err
 			}
 			b.Times.Agent = time.Since(agentStart)
 			return nil
