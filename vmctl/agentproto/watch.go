@@ -82,8 +82,10 @@ type WatchEvent struct {
 	TimeNs int64 `json:"time_ns"`
 }
 
-// WatchBatch is the most events one FrameData of OpWatch carries: at most
-// 256 × ~400 bytes of JSON, far below MaxPayload.
+// WatchBatch is the most events one FrameData of OpWatch carries. The
+// guest also keeps a frame's JSON far below MaxPayload (long paths), so a
+// burst of events (a directory scan reports one per entry) comes in as
+// many frames as it needs.
 const WatchBatch = 256
 
 // Validate checks the request's shape. Errors are *Error with CodeInvalid.

@@ -133,7 +133,7 @@ func (ws *execWSSession) run(ctx context.Context, prepare func(ws *execWSSession
 	ws.io = ctx
 	ctx, ws.cancel = context.WithCancel(ctx)
 	defer ws.cancel()
-	defer ws.stdinR.Close() // unblocks a reader still delivering stdin
+	defer ws.stdinR.Close() // also when prepare fails
 
 	command, err := prepare(ws, ctx)
 	if err != nil {
@@ -147,6 +147,9 @@ func (ws *execWSSession) run(ctx context.Context, prepare func(ws *execWSSession
 		ws.readLoop(ctx)
 	}()
 	status, err := command(ctx, ws.stdinR, wsOutput{ws, api.ExecWSStdout}, wsOutput{ws, api.ExecWSStderr})
+	// Nobody reads stdin any more: a stdin message the read loop is
+	// passing on (blocked in the pipe) is dropped, so the loop ends.
+	ws.stdinR.Close()
 	ws.finish(ctx, status, err)
 	ws.cancel()
 	ws.conn.CloseNow() // after a normal closure a no-op; else it ends the read loop's read

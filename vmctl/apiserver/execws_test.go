@@ -247,3 +247,40 @@ func TestExecWSAuth(t *testing.T) {
 		t.Fatalf("last %+v", last)
 	}
 }
+
+// TestExecWSStdinAfterEnd: stdin the command never reads (it ended, or
+// its agent stream stopped taking input) does not keep the session: the
+// client gets the exit and the handler ends (Shutdown finds nothing
+// running).
+func TestExecWSStdinAfterEnd(t *testing.T) {
+	b := &apitest.Backend{}
+	b.ExecInteractiveFn = func(ctx context.Context, ref string, req api.ExecRequest, stdin io.Reader, started func(apiserver.ExecControl), stdout, stderr io.Writer) (api.ExitStatus, error) {
+		started(&apitest.Control{ID: "e1", PID: 1})
+		// One byte of the message: the rest stays pending in the
+		// session's write of it, and the command ends.
+		if _, err := io.ReadFull(stdin, make([]byte, 1)); err != nil {
+			return api.ExitStatus{}, err
+		}
+		return api.ExitStatus{ExitCode: 3}, nil
+	}
+	srv, err := apiserver.NewServer(apiserver.Config{Backend: b})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv.Handler())
+	t.Cleanup(hs.Close)
+	conn := wsDial(t, hs.URL)
+	wsSend(t, conn, websocket.MessageText, `{"type":"start","exec":{"cmd":["sh"]}}`)
+	if typ, data, err := conn.Read(context.Background()); err != nil || typ != websocket.MessageText || !strings.Contains(string(data), `"started"`) {
+		t.Fatalf("first message %q, %v", data, err)
+	}
+	wsSend(t, conn, websocket.MessageBinary, "\x00ls\r")
+	if last := wsLast(t, conn, nil); last.Type != api.ExecWSExit || last.Exit.ExitCode != 3 {
+		t.Fatalf("last %+v", last)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(ctx); err != nil {
+		t.Fatalf("Shutdown: %v: the session's handler did not end", err)
+	}
+}

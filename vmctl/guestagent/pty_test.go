@@ -122,8 +122,10 @@ func TestTtyResize(t *testing.T) {
 func TestTtyCtrlCInterrupts(t *testing.T) {
 	c, _ := newClient(t)
 	// An interactive-like shell: sleep in the foreground, the shell
-	// survives ^C (its trap) and goes on.
-	s := startTty(t, c, argv("sh", "-c", `trap 'echo interrupted' INT; echo ready; sleep 100; echo survived; read x; echo "got $x"`), agentproto.TtySize{Rows: 24, Cols: 80})
+	// survives ^C (its trap) and goes on. "ready" comes from the
+	// foreground child itself, so the ^C cannot arrive before it runs
+	// (the shell would take it alone, and sleep the full 100 s).
+	s := startTty(t, c, argv("sh", "-c", `trap 'echo interrupted' INT; sh -c 'echo ready; exec sleep 100'; echo survived; read x; echo "got $x"`), agentproto.TtySize{Rows: 24, Cols: 80})
 	s.waitOutput(t, `ready\r\n`)
 	start := time.Now()
 	s.send(t, "\x03") // the byte, not a signal: the terminal makes SIGINT of it

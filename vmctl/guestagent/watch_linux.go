@@ -4,6 +4,7 @@ package guestagent
 // golang.org/x/sys/unix rather than through fsnotify; DESIGN.md says why.
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -431,12 +432,46 @@ func (w *watcher) emit(op agentproto.WatchOp, p, to string) {
 	w.batch = append(w.batch, ev)
 }
 
-// send sends the queued events as one FrameData.
+// watchFrameBytes bounds the JSON of one FrameData of events, far below
+// agentproto.MaxPayload: one event is at most two paths of PATH_MAX
+// (escaped, up to 6 bytes per byte) and its info.
+const watchFrameBytes = 256 << 10
+
+// send sends the queued events as FrameData frames of at most
+// agentproto.WatchBatch events and watchFrameBytes bytes each: a directory
+// scan (addTree) queues one event per entry it found, any number of them.
 func (w *watcher) send() error {
-	if len(w.batch) == 0 {
-		return nil
+	defer func() {
+		clear(w.batch) // release the Info pointers
+		w.batch = w.batch[:0]
+	}()
+	frame := make([]byte, 0, 4<<10)
+	n := 0
+	flush := func() error {
+		if n == 0 {
+			return nil
+		}
+		err := w.fw.WriteFrame(agentproto.FrameData, append(frame, ']'))
+		frame, n = frame[:0], 0
+		return err
 	}
-	err := w.fw.WriteJSON(agentproto.FrameData, w.batch)
-	w.batch = w.batch[:0]
-	return err
+	for _, ev := range w.batch {
+		b, err := json.Marshal(ev)
+		if err != nil {
+			return fmt.Errorf("watch: encode event: %w", err)
+		}
+		if n == agentproto.WatchBatch || (n > 0 && len(frame)+1+len(b)+1 > watchFrameBytes) {
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+		if n == 0 {
+			frame = append(frame, '[')
+		} else {
+			frame = append(frame, ',')
+		}
+		frame = append(frame, b...)
+		n++
+	}
+	return flush()
 }

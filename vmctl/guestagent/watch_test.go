@@ -462,3 +462,36 @@ func BenchmarkWatchLatency(b *testing.B) {
 	b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
 	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
 }
+
+// TestWatchLargeTreeMovedIn: a directory moved into a recursive watch is
+// scanned and each of its entries reported as CREATE; thousands of them
+// (here well over a frame's MaxPayload of JSON) arrive in several frames,
+// all of them, and the watch goes on.
+func TestWatchLargeTreeMovedIn(t *testing.T) {
+	c, _ := newClient(t)
+	dir, outside := t.TempDir(), t.TempDir()
+	big := filepath.Join(outside, "big")
+	must(t, os.Mkdir(big, 0o755))
+	const files = 5000
+	long := fmt.Sprintf("%0200d", 0) // ~5000 × 400 bytes of JSON: ~2 MiB
+	want := map[string]bool{}
+	for i := range files {
+		name := fmt.Sprintf("f%05d-%s", i, long)
+		must(t, os.WriteFile(filepath.Join(big, name), nil, 0o644))
+		want[filepath.Join(dir, "big", name)] = true
+	}
+	we := startWatch(t, c, dir, true)
+	in := filepath.Join(dir, "big")
+	must(t, os.Rename(big, in))
+	we.expect("CREATE " + in)
+	for range files {
+		ev := we.next()
+		if ev.Op != agentproto.WatchCreate || !want[ev.Path] {
+			t.Fatalf("unexpected %s", line(ev))
+		}
+		delete(want, ev.Path)
+	}
+	marker := filepath.Join(in, "marker")
+	must(t, os.WriteFile(marker, nil, 0o644))
+	we.expect("CREATE " + marker)
+}
