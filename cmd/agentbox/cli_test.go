@@ -310,6 +310,11 @@ func TestCLIRunThroughDaemon(t *testing.T) {
 	if c := d.backend.creates[1]; c.VCPUs != 2 || c.Limits.TTLSeconds != 3600+120 {
 		t.Errorf("run's second create request %+v", c)
 	}
+	// -t without a terminal is refused before anything is created.
+	d.cli(t, strings.NewReader("x"), "run", "-it", "--image", img, "--", "cat").check(t, 125, "", "agentbox: -t needs a terminal on stdin: run it from one, or drop -t to pipe stdin (-i)\n")
+	if len(d.backend.creates) != 2 {
+		t.Errorf("run -t without a terminal created a sandbox: %d creates", len(d.backend.creates))
+	}
 	if got := strings.Join(d.backend.deletes, ","); got != "000000abc001 force=true,000000abc002 force=true" {
 		t.Errorf("deletes %s", got)
 	}

@@ -78,6 +78,11 @@ func runAction(c *cli.Context) error {
 	if _, err := accel.ParseMode(c.String("accel")); err != nil {
 		return err
 	}
+	if c.Bool("tty") { // refuse before anything boots
+		if _, err := terminal(c); err != nil {
+			return err
+		}
+	}
 
 	// Ctrl-C or SIGTERM: kill the guest command, tear everything down, exit
 	// 128+N. The sandbox's own life is not bound to ctx: teardown runs

@@ -308,6 +308,11 @@ func (d *Daemon) openRecordedPorts(b *box) {
 		}
 		d.appendAudit(ae)
 		d.ports.mu.Lock()
+		if e.fwd != nil && b.life.Err() != nil { // stopped or removed meanwhile: closePorts has run
+			e.fwd.Close()
+			d.ports.mu.Unlock()
+			return
+		}
 		d.addPortLocked(b.sb.ID, e)
 		d.ports.mu.Unlock()
 	}
