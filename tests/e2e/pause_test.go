@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -13,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -310,9 +312,9 @@ func TestDaemonPauseToDisk(t *testing.T) {
 }
 
 // TestDaemonIdlePauseToDisk: an idle timeout with idle_action
-// pause-to-disk pauses the sandbox to disk instead of removing it; an
-// exec with ?resume=true resumes it and runs; a bad idle action is
-// refused.
+// pause-to-disk pauses the sandbox to disk instead of removing it; four
+// concurrent execs with ?resume=true resume it once and all run; a bad
+// idle action is refused.
 func TestDaemonIdlePauseToDisk(t *testing.T) {
 	d := startDaemon(t)
 	d.apiError("POST", "/v1/sandboxes", "application/json", []byte(createBody(t, `"limits":{"idle_action":"sleep"}`)), http.StatusBadRequest, "invalid_argument")
@@ -333,10 +335,30 @@ func TestDaemonIdlePauseToDisk(t *testing.T) {
 	if p.Paused == nil || !p.Paused.ToDisk {
 		t.Fatalf("idle sandbox: %+v, want paused to disk", p)
 	}
-	body, _ := d.call("POST", "/v1/sandboxes/idler/exec?resume=true", `{"cmd":["echo","awake"]}`, http.StatusOK)
-	// "awake\n" in base64, then the exit.
-	if !strings.Contains(string(body), `"type":"stdout","data":"YXdha2UK"`) || !strings.Contains(string(body), `"exit":{"exit_code":0`) {
-		t.Fatalf("exec ?resume=true answered %s", body)
+	// Four at once: one resumes it, the others wait for that and run too
+	// (none is answered 409 because another resumed it first).
+	const n = 4
+	type answer struct {
+		status int
+		body   []byte
+		err    error
+	}
+	answers := make([]answer, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
+			defer cancel()
+			a := &answers[i]
+			a.status, a.body, _, a.err = d.roundTrip(ctx, "POST", "/v1/sandboxes/idler/exec?resume=true", []byte(`{"cmd":["echo","awake"]}`), "application/json")
+		})
+	}
+	wg.Wait()
+	for i, a := range answers {
+		// "awake\n" in base64, then the exit.
+		if a.err != nil || a.status != http.StatusOK || !strings.Contains(string(a.body), `"type":"stdout","data":"YXdha2UK"`) || !strings.Contains(string(a.body), `"exit":{"exit_code":0`) {
+			t.Fatalf("exec ?resume=true %d of %d: status %d, %v: %s", i+1, n, a.status, a.err, a.body)
+		}
 	}
 	if p := d.paused("idler"); p.State != "running" {
 		t.Fatalf("after exec ?resume=true: %+v", p)

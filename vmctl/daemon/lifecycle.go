@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -57,10 +58,10 @@ func (d *Daemon) pause(ctx context.Context, sb *sandbox.Sandbox, toDisk bool, re
 // ResumeSandbox implements apiserver.LifecycleBackend: a paused sandbox
 // runs again in place. With ifPaused a sandbox that is not paused is left
 // as it is and no error (the ?resume=true of an exec, file or process
-// call). Errors: 409 conflict when it is not paused; 429
-// capacity_exceeded when a sandbox paused to disk does not fit; 412
-// snapshot_unusable when its saved state cannot be loaded (it is failed
-// then).
+// call), also when a concurrent call resumed it first. Errors: 409
+// conflict when it is not paused; 429 capacity_exceeded when a sandbox
+// paused to disk does not fit; 422 snapshot_unusable when its saved
+// state cannot be loaded (it is failed then).
 func (d *Daemon) ResumeSandbox(ctx context.Context, ref string, ifPaused bool) (api.Sandbox, error) {
 	if err := d.adm.admitting(); err != nil {
 		return api.Sandbox{}, err
@@ -83,6 +84,11 @@ func (d *Daemon) ResumeSandbox(ctx context.Context, ref string, ifPaused bool) (
 		args["on"] = "request"
 	}
 	err = d.mgr.Resume(ctx, sb, opts)
+	if ifPaused && errors.Is(err, sandbox.ErrConflict) && sb.State() == sandbox.StateRunning {
+		// Another call resumed it while this one waited for its turn
+		// (concurrent ?resume=true calls): it runs, as asked.
+		return d.view(sb), nil
+	}
 	d.auditAction(ctx, sb.ID, audit.ActionResume, args, start, err)
 	if err != nil {
 		return api.Sandbox{}, err

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"regexp"
 	"slices"
 	"syscall"
 	"time"
@@ -349,8 +350,9 @@ type StartOptions struct {
 // kept overlay: same ID, name, labels, limits and network policy, its
 // files as the guest left them, no processes. Its network is made anew:
 // the same tap name (it derives from the ID) and MAC, a /30 allocated
-// again (the same one unless another sandbox took it meanwhile). A saved
-// state left by a failed resume from disk is dropped.
+// again (the same one unless another sandbox took it meanwhile). Saved
+// states of pauses to disk in its overlay (a failed resume's, or one an
+// interrupted pause left) are dropped.
 //
 // Errors: ErrConflict when sb is not stopped or failed (running, paused:
 // the message says so); ErrUnsupported for a sandbox from before
@@ -383,9 +385,9 @@ func (m *Manager) Start(ctx context.Context, sb *Sandbox, opts StartOptions) err
 		return err
 	}
 	defer m.unreserve(sb)
-	if r.Paused != nil && r.Paused.ToDisk {
-		m.dropSavedState(ctx, sb, r.Paused)
-	}
+	// The saved state of a failed resume from disk, and any an
+	// interrupted pause or resume left: a cold boot needs none of them.
+	m.dropStaleSavedStates(ctx, sb, "", nil)
 	sb.mu.Lock()
 	sb.rec.Paused = nil
 	sb.mu.Unlock()
@@ -466,6 +468,44 @@ func (m *Manager) dropSavedState(ctx context.Context, sb *Sandbox, p *PauseRecor
 	}
 	if err := overlay.DeleteSnapshotOffline(context.WithoutCancel(ctx), p.File, p.Tag); err != nil && !errors.Is(err, overlay.ErrNoSnapshot) && !errors.Is(err, os.ErrNotExist) {
 		m.log.Warn("delete the saved state of a paused sandbox", "sandbox", sb.ID, "tag", p.Tag, "err", err)
+	}
+}
+
+// pauseTagRE matches the tags of saved states of pauses to disk ("p" and
+// 12 hex digits, see Pause); snapshots ("s…") and warm templates never do.
+var pauseTagRE = regexp.MustCompile(`^p[0-9a-f]{12}$`)
+
+// dropStaleSavedStates deletes from sb's overlay every saved state of a
+// pause to disk that its record does not name (keep is the one it names,
+// or ""): those a daemon killed mid-pause (after the save, before the
+// record said paused) or mid-resume (after the record said running,
+// before the delete) left, each as large as the guest's memory. With
+// live, the overlay is held by sb's running domain and the states are
+// deleted through it; otherwise no QEMU holds it (qemu-img). Failures are
+// logged: the states cost disk only.
+func (m *Manager) dropStaleSavedStates(ctx context.Context, sb *Sandbox, keep string, live Snapshotter) {
+	ctx = context.WithoutCancel(ctx)
+	list, err := overlay.Snapshots(ctx, sb.Overlay)
+	if err != nil {
+		if !errors.Is(err, os.ErrNotExist) {
+			m.log.Warn("list the saved states in a sandbox's overlay", "sandbox", sb.ID, "err", err)
+		}
+		return
+	}
+	for _, o := range list {
+		if !pauseTagRE.MatchString(o.Tag) || o.Tag == keep {
+			continue
+		}
+		if live != nil {
+			err = live.DeleteSnapshot(ctx, sb.Domain, o.Tag)
+		} else {
+			err = overlay.DeleteSnapshotOffline(ctx, sb.Overlay, o.Tag)
+		}
+		if err != nil {
+			m.log.Warn("delete a saved state left by an interrupted pause or resume", "sandbox", sb.ID, "tag", o.Tag, "err", err)
+			continue
+		}
+		m.log.Info("deleted a saved state left by an interrupted pause or resume", "sandbox", sb.ID, "tag", o.Tag)
 	}
 }
 

@@ -44,7 +44,10 @@ var sandboxFileRE = regexp.MustCompile(`^([0-9a-f]{12})(\.qga)?\.sock$`)
 // agree with what the hypervisor runs — libvirt is the truth:
 //   - a running (or stopping) sandbox whose domain still runs is adopted:
 //     the stop watch and the agent connection are made again, so exec
-//     works; a stopping one is stopped;
+//     works; a stopping one is stopped; a running one whose vCPUs a
+//     killed daemon left stopped (mid-pause, mid-save) runs again, and
+//     saved states of pauses to disk its record does not name are
+//     deleted from its overlay;
 //   - a running sandbox whose domain is gone is marked failed ("domain
 //     vanished while the daemon was down");
 //   - a sandbox left creating by a crash is failed and its domain
@@ -153,6 +156,16 @@ func (m *Manager) Reconcile(ctx context.Context) (Report, error) {
 				m.log.Info("paused sandbox adopted", "sandbox", sb.ID, "domain", sb.Domain)
 				continue
 			}
+			// A daemon killed while the vCPUs were stopped (mid-pause,
+			// during a pause to disk's save, or a restore's copy of this
+			// overlay) left the domain paused although the record says
+			// running: its agent cannot answer until it runs again.
+			snap, _ := m.cfg.Driver.(Snapshotter)
+			if snap != nil {
+				if err := snap.ResumeDomain(ctx, sb.Domain); err != nil {
+					m.log.Warn("let an adopted domain's vCPUs run", "sandbox", sb.ID, "domain", sb.Domain, "err", err)
+				}
+			}
 			c, err := sb.connectAgent(ctx, adoptTimeout)
 			if err != nil {
 				m.cfg.Driver.DestroyDomain(context.WithoutCancel(ctx), sb.Domain)
@@ -164,6 +177,9 @@ func (m *Manager) Reconcile(ctx context.Context) (Report, error) {
 			sb.agent = c
 			sb.mu.Unlock()
 			m.adoptNetwork(ctx, sb)
+			if snap != nil {
+				m.dropStaleSavedStates(ctx, sb, "", snap)
+			}
 			rep.Adopted = append(rep.Adopted, sb.ID)
 			m.log.Info("sandbox adopted", "sandbox", sb.ID, "domain", sb.Domain)
 		}

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -46,6 +47,7 @@ type fakeDomain struct {
 	paused bool
 	ln     net.Listener
 	cancel context.CancelFunc
+	proc   *os.Process // the guest agent: stopped (SIGSTOP) while paused, as a guest's vCPUs are
 }
 
 func newFakeDriver(t *testing.T) *fakeDriver {
@@ -81,8 +83,11 @@ func (f *fakeDriver) start(spec domain.Spec, paused bool) error {
 		return err
 	}
 	go cmd.Wait()
+	if paused {
+		cmd.Process.Signal(syscall.SIGSTOP)
+	}
 	f.mu.Lock()
-	f.doms[spec.Name] = &fakeDomain{spec: spec, paused: paused, ln: ln, cancel: func() { cmd.Process.Kill() }}
+	f.doms[spec.Name] = &fakeDomain{spec: spec, paused: paused, ln: ln, cancel: func() { cmd.Process.Kill() }, proc: cmd.Process}
 	f.mu.Unlock()
 	return nil
 }
@@ -207,7 +212,7 @@ func (f *fakeDriver) PauseDomain(ctx context.Context, name string) error {
 	d.paused = true
 	f.pauses++
 	f.mu.Unlock()
-	return nil
+	return d.proc.Signal(syscall.SIGSTOP)
 }
 
 func (f *fakeDriver) ResumeDomain(ctx context.Context, name string) error {
@@ -218,7 +223,7 @@ func (f *fakeDriver) ResumeDomain(ctx context.Context, name string) error {
 	f.mu.Lock()
 	d.paused = false
 	f.mu.Unlock()
-	return nil
+	return d.proc.Signal(syscall.SIGCONT)
 }
 
 func (f *fakeDriver) SaveSnapshot(ctx context.Context, name, tag string) error {
