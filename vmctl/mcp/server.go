@@ -116,7 +116,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.srv = sdk.NewServer(&sdk.Implementation{Name: "agentbox", Title: "agentbox sandboxes", Version: version}, &sdk.ServerOptions{
 		Instructions: instructions,
-		Logger:       s.log,
+		Logger:       sdkLogger(s.log),
 		InitializedHandler: func(ctx context.Context, req *sdk.InitializedRequest) {
 			s.sessionID(req.Session)
 		},
@@ -207,7 +207,7 @@ func (s *Server) Serve(ctx context.Context, t sdk.Transport) error {
 // closed, and then cleaned up like one the client ended.
 func (s *Server) HTTPHandler(idle time.Duration) http.Handler {
 	return sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s.srv }, &sdk.StreamableHTTPOptions{
-		Logger:         s.log,
+		Logger:         sdkLogger(s.log),
 		SessionTimeout: idle,
 	})
 }
@@ -230,4 +230,34 @@ func (s *Server) Close() error {
 	}
 	s.cleanups.Wait()
 	return errors.Join(errs...)
+}
+
+// sdkLogger is the MCP SDK's logger: log's warnings and errors (its info
+// lines, one per session and request, only at debug level).
+func sdkLogger(log *slog.Logger) *slog.Logger {
+	return slog.New(&minLevel{Handler: log.Handler(), min: slog.LevelWarn})
+}
+
+// minLevel drops records below min unless its handler logs debug.
+type minLevel struct {
+	slog.Handler
+	min slog.Level
+}
+
+// Enabled implements slog.Handler.
+func (h *minLevel) Enabled(ctx context.Context, l slog.Level) bool {
+	if h.Handler.Enabled(ctx, slog.LevelDebug) {
+		return true
+	}
+	return l >= h.min && h.Handler.Enabled(ctx, l)
+}
+
+// WithAttrs implements slog.Handler.
+func (h *minLevel) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return &minLevel{Handler: h.Handler.WithAttrs(attrs), min: h.min}
+}
+
+// WithGroup implements slog.Handler.
+func (h *minLevel) WithGroup(name string) slog.Handler {
+	return &minLevel{Handler: h.Handler.WithGroup(name), min: h.min}
 }
