@@ -43,6 +43,9 @@ func (t handlerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		sreq.Body = http.NoBody
 	}
 	pr, pw := io.Pipe()
+	// As over a connection, a cancelled request's body fails with the
+	// context's error (not a clean end), whatever the handler does.
+	context.AfterFunc(ctx, func() { pw.CloseWithError(context.Cause(ctx)) })
 	w := &pipeWriter{header: make(http.Header), pw: pw, began: make(chan struct{})}
 	go func() {
 		defer func() {
@@ -56,6 +59,10 @@ func (t handlerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 				return
 			}
 			w.begin(http.StatusOK)
+			if ctx.Err() != nil {
+				pw.CloseWithError(context.Cause(ctx))
+				return
+			}
 			pw.Close()
 		}()
 		t.h.ServeHTTP(w, sreq)
