@@ -17,10 +17,13 @@ build:
 
 # Every Go module the build and the tests need, from the Go module proxy into
 # the module cache (an empty one too): what runs after it may be offline, as
-# the vendor-hash check is (GOPROXY=off).
+# the vendor-hash check is (GOPROXY=off). Then the npm packages of the MCP
+# tests (the MCP Inspector, the TypeScript MCP SDK), exactly as
+# tests/mcp/package-lock.json pins them, into tests/mcp/node_modules.
 deps:
 	$(GO) mod download
 	$(GO) mod verify
+	cd tests/mcp && npm ci --no-audit --no-fund
 
 # Debian packages, qemu.conf, virtlogd and libvirtd (tests/host-setup.sh).
 host-setup:

@@ -2,4 +2,4 @@
 # (SRI sha256) of the `vendor/` directory that `go mod vendor` writes for the
 # source of ./source.nix. tests/nix/check-vendor-hash.sh recomputes it (and
 # rewrites this file with --update) whenever go.mod, go.sum or an import changes.
-"sha256-PdO/pePoGmywwAT4EQnJePFxv29SEbvjz13ckpmTxos="
+"sha256-UQ2yKpljvMrcQ+Vcp8We1oKhHxuL7T3qhMxMxdVFo9U="

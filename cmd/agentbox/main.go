@@ -56,6 +56,7 @@ func newApp() *cli.App {
 		Commands: []*cli.Command{
 			runCommand(),
 			serveCommand(),
+			mcpCommand(),
 			createCommand(),
 			execCommand(),
 			psCommand(),

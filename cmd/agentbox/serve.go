@@ -58,7 +58,7 @@ func serveCommand() *cli.Command {
 			&cli.Int64Flag{Name: "audit-max-bytes", Value: 64 << 20, Usage: "rotate the audit log at this many `BYTES`"},
 			&cli.IntFlag{Name: "audit-max-files", Value: 10, Usage: "rotated audit log files to keep"},
 			&cli.BoolFlag{Name: "audit-full-tty", Usage: "keep every key typed into a terminal session (`exec -it`) in its audit entry, up to 1 MiB, not just the first KiB"},
-		}, append(networkFlags(), resourceServeFlags()...)...),
+		}, append(append(networkFlags(), resourceServeFlags()...), serveMCPFlags()...)...),
 		OnUsageError: usageError,
 		Action:       serveAction,
 	}
@@ -178,6 +178,12 @@ func serveAction(c *cli.Context) error {
 		d.Shutdown(context.Background())
 		return err
 	}
+	closeMCP, err := serveMCP(c, srv, logger) // mcp.go
+	if err != nil {
+		closeAll()
+		d.Shutdown(context.Background())
+		return err
+	}
 	rep := d.Report()
 	where := c.String("socket")
 	if tcpAddr != "" {
@@ -206,7 +212,7 @@ func serveAction(c *cli.Context) error {
 	sddaemon.SdNotify(false, sddaemon.SdNotifyStopping)
 	shutCtx, cancel := context.WithTimeout(context.Background(), c.Duration("shutdown-timeout"))
 	defer cancel()
-	err = errors.Join(serveErr, srv.Shutdown(shutCtx), d.Shutdown(shutCtx))
+	err = errors.Join(serveErr, closeMCP(), srv.Shutdown(shutCtx), d.Shutdown(shutCtx))
 	if errors.Is(err, context.DeadlineExceeded) {
 		logger.Warn("shutdown deadline reached; remaining requests were cut")
 		err = nil

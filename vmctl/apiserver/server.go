@@ -151,6 +151,15 @@ func NewServer(cfg Config) (*Server, error) {
 // which adds peer credentials and, on TCP, authentication.
 func (s *Server) Handler() http.Handler { return s.handler }
 
+// Handle serves h for pattern (an http.ServeMux pattern outside /v1,
+// e.g. "/mcp") on every listener, behind the same authentication as the
+// API: the unix socket names the caller by uid, TCP needs the bearer
+// token (or a verified client certificate); h finds the caller with
+// api.CallerFrom. Call it before Serve.
+func (s *Server) Handle(pattern string, h http.Handler) {
+	s.mux.Handle(pattern, h)
+}
+
 // Serve accepts connections on l until Shutdown and returns nil after a
 // Shutdown (also when called after it: then it closes l at once), else the
 // accept error. A unix listener (l.Addr().Network() is
@@ -306,7 +315,11 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		s.serveError(rw, r, route, api.Errorf(http.StatusNotFound, api.CodeNotFound, "no API route %s %s: see GET /v1/openapi.yaml for the routes", r.Method, api.QuoteShort(r.URL.Path)))
 		return
 	}
-	_, route, _ = strings.Cut(pattern, " ")
+	if m, p, ok := strings.Cut(pattern, " "); ok {
+		route = p
+	} else {
+		route = m // a Handle pattern without method
+	}
 	s.mux.ServeHTTP(rw, r)
 }
 
