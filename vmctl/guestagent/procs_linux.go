@@ -99,27 +99,27 @@ func (lp *localProc) Pid() int {
 // Signal implements procs.Proc: the command's process group.
 func (lp *localProc) Signal(_ context.Context, sig syscall.Signal) error {
 	if lp.p == nil {
-		return procs.ErrExited
+		return agentproto.ErrProcExited
 	}
 	if err := getReaper().signalGroup(lp.p.child, sig); err != nil {
 		if errors.Is(err, errProcessDone) {
-			return fmt.Errorf("%w: %w", procs.ErrExited, err)
+			return fmt.Errorf("%w: %w", agentproto.ErrProcExited, err)
 		}
 		return fmt.Errorf("kill %d: %w", -lp.p.child.pid, err)
 	}
 	return nil
 }
 
-// Resize implements procs.Terminal: the window size of the command's
-// terminal (SIGWINCH to its foreground group). Errors wrap procs.ErrNoTty
-// without a terminal, procs.ErrExited once the terminal was closed.
+// Resize implements procs.Terminal: the window size of the command's terminal
+// (SIGWINCH to its foreground group). Errors wrap agentproto.ErrProcNoTty
+// without a terminal, agentproto.ErrProcExited once the terminal was closed.
 func (lp *localProc) Resize(size agentproto.TtySize) error {
 	if lp.p == nil || lp.p.tty == nil {
-		return procs.ErrNoTty
+		return agentproto.ErrProcNoTty
 	}
 	if err := setWinsize(lp.p.tty, size); err != nil {
 		if errors.Is(err, os.ErrClosed) {
-			return fmt.Errorf("%w: %w", procs.ErrExited, err)
+			return fmt.Errorf("%w: %w", agentproto.ErrProcExited, err)
 		}
 		return err
 	}
@@ -212,32 +212,6 @@ func procInfo(in procs.Info) agentproto.ProcInfo {
 	return out
 }
 
-// procError maps the table's errors to protocol codes.
-func procError(err error) error {
-	code := agentproto.ErrorCode("")
-	switch {
-	case errors.Is(err, procs.ErrNotFound):
-		code = agentproto.CodeNotFound
-	case errors.Is(err, procs.ErrExists):
-		code = agentproto.CodeExists
-	case errors.Is(err, procs.ErrExited):
-		code = agentproto.CodeProcExited
-	case errors.Is(err, procs.ErrStdinClosed):
-		code = agentproto.CodeStdinClosed
-	case errors.Is(err, procs.ErrTooMany):
-		code = agentproto.CodeProcLimit
-	case errors.Is(err, procs.ErrRunning):
-		code = agentproto.CodeProcRunning
-	case errors.Is(err, procs.ErrNoTty):
-		code = agentproto.CodeNoTty
-	case errors.Is(err, procs.ErrClosed):
-		code = agentproto.CodeUnsupported
-	default:
-		return err
-	}
-	return &agentproto.Error{Code: code, Message: err.Error()}
-}
-
 // untilHostCloses returns a context cancelled when the host closes its
 // side of the stream (or sends anything: no frames are expected).
 func untilHostCloses(st *yamux.Stream) (context.Context, context.CancelFunc) {
@@ -256,11 +230,11 @@ func (s *server) procSpawn(fw *agentproto.Writer, req *agentproto.ProcSpawnReque
 	stdinOpen := req.Exec.Stdin || req.Exec.Tty != nil
 	info, err := s.procs.table.Start(s.procs.life, req.ID, req.Exec, req.StdinData, stdinOpen, startLocal(s.opts))
 	if err != nil {
-		return procError(err)
+		return agentproto.ProcError(err)
 	}
 	if info.Pid == 0 { // it could not start: answer with its end
 		if info, err = s.procs.table.Wait(s.life, req.ID); err != nil {
-			return procError(err)
+			return agentproto.ProcError(err)
 		}
 	}
 	return fw.WriteJSON(agentproto.FrameResponse, procInfo(info))
@@ -272,7 +246,7 @@ func (s *server) procList(fw *agentproto.Writer, req *agentproto.ProcListRequest
 	if req.ID != "" {
 		info, err := s.procs.table.Get(req.ID)
 		if err != nil {
-			return procError(err)
+			return agentproto.ProcError(err)
 		}
 		list.Procs = []agentproto.ProcInfo{procInfo(info)}
 	} else {
@@ -292,7 +266,7 @@ func (s *server) procWait(st *yamux.Stream, fw *agentproto.Writer, req *agentpro
 	defer cancel()
 	info, err := s.procs.table.Wait(ctx, req.ID)
 	if err != nil {
-		return procError(err)
+		return agentproto.ProcError(err)
 	}
 	return fw.WriteJSON(agentproto.FrameResponse, procInfo(info))
 }
@@ -316,14 +290,14 @@ func (s *server) procOutput(st *yamux.Stream, fw *agentproto.Writer, req *agentp
 		return nil
 	})
 	end := agentproto.ProcOutputEnd{Info: procInfo(info), Next: next}
-	var de *procs.DroppedError
+	var de *agentproto.ProcDroppedError
 	switch {
 	case errors.As(err, &de):
 		end.Dropped, end.Next = true, de.Offset
 	case err != nil && ctx.Err() != nil:
 		return nil // the host went away
 	case err != nil:
-		return procError(err)
+		return agentproto.ProcError(err)
 	}
 	return fw.WriteJSON(agentproto.FrameResponse, end)
 }
@@ -365,7 +339,7 @@ func (r *stdinFrames) Read(p []byte) (int, error) {
 func (s *server) procStdin(fr *agentproto.Reader, fw *agentproto.Writer, req *agentproto.ProcStdinRequest) error {
 	n, err := s.procs.table.WriteStdin(s.life, req.ID, &stdinFrames{fr: fr}, req.Close)
 	if err != nil {
-		return procError(err)
+		return agentproto.ProcError(err)
 	}
 	return fw.WriteJSON(agentproto.FrameResponse, agentproto.ProcStdinResult{Bytes: n})
 }
@@ -373,7 +347,7 @@ func (s *server) procStdin(fr *agentproto.Reader, fw *agentproto.Writer, req *ag
 // procSignal handles OpProcSignal.
 func (s *server) procSignal(fw *agentproto.Writer, req *agentproto.ProcSignalRequest) error {
 	if err := s.procs.table.Signal(s.life, req.ID, syscall.Signal(req.Signal)); err != nil {
-		return procError(err)
+		return agentproto.ProcError(err)
 	}
 	return fw.WriteJSON(agentproto.FrameResponse, agentproto.Empty{})
 }
@@ -381,7 +355,7 @@ func (s *server) procSignal(fw *agentproto.Writer, req *agentproto.ProcSignalReq
 // procForget handles OpProcForget.
 func (s *server) procForget(fw *agentproto.Writer, req *agentproto.ProcRef) error {
 	if err := s.procs.table.Forget(req.ID); err != nil {
-		return procError(err)
+		return agentproto.ProcError(err)
 	}
 	return fw.WriteJSON(agentproto.FrameResponse, agentproto.Empty{})
 }
@@ -390,7 +364,7 @@ func (s *server) procForget(fw *agentproto.Writer, req *agentproto.ProcRef) erro
 func (s *server) procResize(fw *agentproto.Writer, req *agentproto.ProcResizeRequest) error {
 	info, err := s.procs.table.Resize(req.ID, req.Tty)
 	if err != nil {
-		return procError(err)
+		return agentproto.ProcError(err)
 	}
 	return fw.WriteJSON(agentproto.FrameResponse, procInfo(info))
 }
