@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"sync"
 	"syscall"
 	"time"
 
@@ -134,66 +133,20 @@ func (lp *localProc) Wait() (agentproto.ExitStatus, error) {
 	return lp.status, nil
 }
 
-// run pumps the output, enforces the timeout and ctx, and records the end
-// like an attached exec (see server.exec).
+// run pumps the output to stdout and stderr, enforces the timeout and
+// ctx, and records the end like an attached exec (process.supervise).
 func (lp *localProc) run(ctx context.Context, timeout time.Duration, stdout, stderr io.Writer) {
 	p := lp.p
-	r := getReaper()
-	stopCtx := context.AfterFunc(ctx, func() { _ = r.signalGroup(p.child, syscall.SIGKILL) })
+	stopCtx := context.AfterFunc(ctx, func() { _ = getReaper().signalGroup(p.child, syscall.SIGKILL) })
 	defer stopCtx()
-	var timer *time.Timer
-	if timeout > 0 {
-		timer = time.AfterFunc(timeout, func() {
-			p.timedOut.Store(true)
-			if r.signalGroup(p.child, syscall.SIGKILL) != nil {
-				p.timedOut.Store(false)
-			}
-		})
-	}
-	var pumps sync.WaitGroup
-	pumps.Go(func() { p.pumpTo(p.stdout, stdout) })
-	pumps.Go(func() { p.pumpTo(p.stderr, stderr) })
-	<-p.child.done
-	if timer != nil {
-		timer.Stop()
-	}
-	p.exited.Store(true)
-	deadline := time.Now().Add(drainIdle)
-	p.stdout.SetReadDeadline(deadline)
-	p.stderr.SetReadDeadline(deadline)
-	hard := time.AfterFunc(drainMax, func() {
-		p.stopDrain.Store(true)
-		p.stdout.SetReadDeadline(time.Unix(1, 0))
-		p.stderr.SetReadDeadline(time.Unix(1, 0))
+	lp.status = p.supervise(timeout, func(t agentproto.FrameType) func([]byte) {
+		w := stdout
+		if t == agentproto.FrameStderr {
+			w = stderr
+		}
+		return func(b []byte) { _, _ = w.Write(b) } // the table's writers never fail
 	})
-	pumps.Wait()
-	hard.Stop()
-	p.closeStdin()
-	lp.status = exitStatus(p.child.status, p.timedOut.Load())
 	close(lp.done)
-}
-
-// pumpTo is pump (exec_linux.go) writing to w instead of frames: it reads
-// f until EOF or, once the process exited, until it stays idle.
-func (p *process) pumpTo(f *os.File, w io.Writer) {
-	defer f.Close()
-	buf := make([]byte, agentproto.ChunkSize)
-	send := func(b []byte) { _, _ = w.Write(b) } // the table's writers never fail
-	for {
-		n, err := f.Read(buf)
-		if n > 0 {
-			send(buf[:n])
-			if p.exited.Load() && !p.stopDrain.Load() {
-				f.SetReadDeadline(time.Now().Add(drainIdle))
-			}
-		}
-		if errors.Is(err, os.ErrDeadlineExceeded) && !p.stopDrain.Load() {
-			drainNow(f, buf, send)
-		}
-		if err != nil {
-			return
-		}
-	}
 }
 
 // procInfo converts the table's Info to its protocol form.
