@@ -1,15 +1,10 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"net/http/httptest"
-	"net/netip"
-	"os"
 	"regexp"
 	"slices"
 	"strconv"
@@ -90,24 +85,13 @@ func served(t *testing.T, addr, when string) {
 // wrong-state errors say what to do; a stop and start keep a file. The
 // daemon logs no cgroup it could not remove.
 func TestDaemonPauseToDisk(t *testing.T) {
-	n := os.Getpid()%200 + 1
-	pool := netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 215, byte(n), 0}), 24)
-	table := fmt.Sprintf("abxpause%d", os.Getpid())
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	must(t, "listen on loopback", err)
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "hello from the host") }))
-	srv.Listener = ln
-	srv.Start()
-	t.Cleanup(srv.Close)
-	port := ln.Addr().(*net.TCPAddr).Port
-	t.Cleanup(func() { deleteTable(t, table) }) // after the daemon's cleanup
-	d := newDaemon(t, "--network-table", table, "--network-pool", pool.String())
+	port, fetch := helloServer(t)
+	d := newDaemon(t, netFlags(t, 215, "abxpause")...)
 	if err := d.start(); err != nil {
 		t.Fatal(err)
 	}
 	sb := d.create(createBody(t, fmt.Sprintf(`"name":"hib","memory_mib":256,"boot_timeout_ms":180000,"network":{"mode":"allowlist","allow":["host:%d"]}`, port)))
-	fetch := []string{"python3", "-c", fmt.Sprintf(`import urllib.request; print(urllib.request.urlopen("http://host.agentbox.internal:%d/", timeout=30).read().decode())`, port)}
-	if got := strings.TrimSpace(d.out(sb.ID, fetch...)); got != "hello from the host" {
+	if got := strings.TrimSpace(d.out(sb.ID, fetch...)); got != hostHello {
 		t.Fatalf("fetch from the host gave %q", got)
 	}
 	r := d.cli(nil, "exec", "-d", "hib", "--", "python3", "-c", pauseCounter)
@@ -211,30 +195,16 @@ func TestDaemonPauseToDisk(t *testing.T) {
 	if net1 := d.network(sb.ID); net1.Tap != net0.Tap || net1.Address != net0.Address || net1.MAC != net0.MAC {
 		t.Errorf("network after resume %+v, before %+v: want the same tap, address, MAC", net1, net0)
 	}
-	first := bytes.Count(f1.got, []byte("\n"))
 	f2.untilLines(t, 10)
 	served(t, addr, "after the restart and resume")
-	if got := strings.TrimSpace(d.out(sb.ID, fetch...)); got != "hello from the host" {
+	if got := strings.TrimSpace(d.out(sb.ID, fetch...)); got != hostHello {
 		t.Fatalf("after resume from disk: fetch from the host gave %q", got)
 	}
 	r = d.cli(nil, "ps", "hib")
 	if r.code != 0 || !regexp.MustCompile(`(?m)^`+proc+`\s+\d+\s+running\s`).Match(r.stdout) {
 		t.Fatalf("ps after the restart and resume (exit %d):\n%s%s", r.code, r.stdout, r.stderr)
 	}
-	if r := d.cli(nil, "kill", "hib", proc); r.code != 0 {
-		t.Fatalf("kill: exit %d, stderr %q", r.code, r.stderr)
-	}
-	if code := f2.end(t); code != 137 {
-		t.Fatalf("output -f after kill: exit %d, want 137 (stderr %q)", code, f2.stderr.String())
-	}
-	all := append(append([]byte(nil), f1.got...), f2.got...)
-	got := strings.Split(strings.TrimSuffix(string(all), "\n"), "\n")
-	for i, l := range got {
-		if l != strconv.Itoa(i+1) {
-			t.Fatalf("line %d of the output is %q, want %d (first stream %d lines, then from offset %d)", i+1, l, i+1, first, offset)
-		}
-	}
-	t.Logf("%d lines, %d before the daemon's death", len(got), first)
+	d.killCounter(t, "hib", proc, f1, f2, offset)
 	var exits []string
 	for _, e := range d.audit(sb.ID) {
 		if e.Action == "process.exit" && e.ExecID == proc {
@@ -293,7 +263,7 @@ func TestDaemonPauseToDisk(t *testing.T) {
 	}
 	d.httpServer(sb.ID, 8000, "127.0.0.1")
 	served(t, addr, "after start")
-	if got := strings.TrimSpace(d.out(sb.ID, fetch...)); got != "hello from the host" {
+	if got := strings.TrimSpace(d.out(sb.ID, fetch...)); got != hostHello {
 		t.Errorf("after start: fetch from the host gave %q", got)
 	}
 	var acts []string

@@ -75,6 +75,31 @@ func (f *followCLI) end(t *testing.T) int {
 	return 0
 }
 
+// killCounter kills proc of sandbox sb (ID or name), a counter printing
+// 1, 2, 3, … a line each, with `agentbox kill` and checks what two
+// `output -f` showed of it: f1, cut by the daemon's death, then f2 from
+// offset (where f1 stopped) until the kill's exit 137, together each
+// number once and in order. It returns that output.
+func (d *daemon) killCounter(t *testing.T, sb, proc string, f1, f2 *followCLI, offset int64) []byte {
+	t.Helper()
+	first := bytes.Count(f1.got, []byte("\n"))
+	if r := d.cli(nil, "kill", sb, proc); r.code != 0 {
+		t.Fatalf("kill: exit %d, stderr %q", r.code, r.stderr)
+	}
+	if code := f2.end(t); code != 137 {
+		t.Fatalf("output -f after kill: exit %d, want 137 (stderr %q)", code, f2.stderr.String())
+	}
+	all := append(append([]byte(nil), f1.got...), f2.got...)
+	got := strings.Split(strings.TrimSuffix(string(all), "\n"), "\n")
+	for i, l := range got {
+		if l != strconv.Itoa(i+1) {
+			t.Fatalf("line %d of the output is %q, want %d (first stream %d lines, then from offset %d)", i+1, l, i+1, first, offset)
+		}
+	}
+	t.Logf("%d lines, %d before the daemon's death", len(got), first)
+	return all
+}
+
 func readAll(r *bufio.Reader) ([]byte, error) {
 	var b bytes.Buffer
 	_, err := b.ReadFrom(r)
@@ -142,22 +167,8 @@ func TestDaemonProcessesSurviveRestart(t *testing.T) {
 	}
 
 	f2 := d.follow(sb.ID, proc, resume)
-	lines := bytes.Count(f1.got, []byte("\n"))
 	f2.untilLines(t, 50) // ≥ 4 s of counting happened while no daemon ran
-	if res := d.cli(nil, "kill", sb.ID, proc); res.code != 0 {
-		t.Fatalf("kill: exit %d, stderr %q", res.code, res.stderr)
-	}
-	if code := f2.end(t); code != 137 {
-		t.Fatalf("output -f after kill: exit %d, want 137 (stderr %q)", code, f2.stderr.String())
-	}
-	all := append(append([]byte(nil), f1.got...), f2.got...)
-	got := strings.Split(strings.TrimSuffix(string(all), "\n"), "\n")
-	for i, l := range got {
-		if l != strconv.Itoa(i+1) {
-			t.Fatalf("line %d of the output is %q, want %d (first stream %d lines, then from offset %d)", i+1, l, i+1, lines, resume)
-		}
-	}
-	t.Logf("%d lines, %d before the daemon's death", len(got), lines)
+	all := d.killCounter(t, sb.ID, proc, f1, f2, resume)
 
 	var p wireProcess
 	d.callJSON("GET", "/v1/sandboxes/"+sb.ID+"/processes/"+proc, nil, http.StatusOK, &p)

@@ -2,11 +2,7 @@ package e2e
 
 import (
 	"fmt"
-	"net"
 	"net/http"
-	"net/http/httptest"
-	"net/netip"
-	"os"
 	"strings"
 	"testing"
 )
@@ -17,24 +13,13 @@ import (
 // MAC the guest really has; its network works (a host:PORT rule reaches
 // a server on this host's loopback).
 func TestSnapshotRestoreNetwork(t *testing.T) {
-	n := os.Getpid()%200 + 1
-	pool := netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 214, byte(n), 0}), 24)
-	table := fmt.Sprintf("abxsnap%d", os.Getpid())
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	must(t, "listen on loopback", err)
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "hello from the host") }))
-	srv.Listener = ln
-	srv.Start()
-	t.Cleanup(srv.Close)
-	port := ln.Addr().(*net.TCPAddr).Port
-	t.Cleanup(func() { deleteTable(t, table) }) // after the daemon's cleanup
-	d := newDaemon(t, "--network-table", table, "--network-pool", pool.String())
+	port, fetch := helloServer(t)
+	d := newDaemon(t, netFlags(t, 214, "abxsnap")...)
 	if err := d.start(); err != nil {
 		t.Fatal(err)
 	}
 	src := d.create(createBody(t, fmt.Sprintf(`"name":"netsrc","memory_mib":256,"boot_timeout_ms":180000,"network":{"mode":"allowlist","allow":["host:%d"]}`, port)))
-	fetch := []string{"python3", "-c", fmt.Sprintf(`import urllib.request; print(urllib.request.urlopen("http://host.agentbox.internal:%d/", timeout=30).read().decode())`, port)}
-	if got := strings.TrimSpace(d.out(src.ID, fetch...)); got != "hello from the host" {
+	if got := strings.TrimSpace(d.out(src.ID, fetch...)); got != hostHello {
 		t.Fatalf("source: fetch from the host gave %q", got)
 	}
 	d.save("netsrc", "netcp")
@@ -49,7 +34,7 @@ func TestSnapshotRestoreNetwork(t *testing.T) {
 	if mac != nf.MAC {
 		t.Errorf("the fork's guest NIC has MAC %q; inspect shows %q", mac, nf.MAC)
 	}
-	if got := strings.TrimSpace(d.out(fork.ID, fetch...)); got != "hello from the host" {
+	if got := strings.TrimSpace(d.out(fork.ID, fetch...)); got != hostHello {
 		t.Errorf("fork: fetch from the host gave %q", got)
 	}
 	d.call("DELETE", "/v1/snapshots/netcp", nil, http.StatusNoContent)

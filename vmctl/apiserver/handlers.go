@@ -1,8 +1,6 @@
 package apiserver
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -204,21 +202,9 @@ func processOutput(s *Server, w http.ResponseWriter, r *request) error {
 	defer cancel()
 	st := newNDJSONStream(w)
 	err = s.backend.ProcessOutput(ctx, r.id, r.pid, offset, follow, func(ev api.ExecEvent) error { return st.send(ev) })
-	switch {
-	case err == nil:
-	case s.drain.Err() != nil && r.Context().Err() == nil && errors.Is(err, context.Canceled):
-		// Shutting down: end the stream cleanly below.
-	case !st.started(), clientGone(r.Request, err):
-		return err
-	default:
-		e := s.apiError(r.Request, "/v1/sandboxes/{id}/processes/{pid}/output", err)
-		st.send(api.ExecEvent{Type: api.EventError, Error: e})
-		return nil
-	}
-	if !st.started() {
-		return st.start()
-	}
-	return nil
+	return s.endFollow(r, st, "/v1/sandboxes/{id}/processes/{pid}/output", err, func(e *api.Error) any {
+		return api.ExecEvent{Type: api.EventError, Error: e}
+	})
 }
 
 func writeStdin(s *Server, r *request) (api.StdinResult, error) {

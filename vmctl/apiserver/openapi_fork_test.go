@@ -45,31 +45,15 @@ func forkSuccessCases() []apiCase {
 // TestForkRouteErrors: bad timeouts and counts are refused before the
 // backend; a backend without the optional interfaces answers 501.
 func TestForkRouteErrors(t *testing.T) {
-	cases := []struct {
-		name, method, target, body string
-		status                     int
-		code                       string
-	}{
-		{"timeout zero", "POST", sb + "/timeout", `{"timeout_seconds":0}`, 400, api.CodeInvalidArgument},
-		{"timeout missing", "POST", sb + "/timeout", `{}`, 400, api.CodeInvalidArgument},
-		{"timeout negative", "POST", sb + "/timeout", `{"timeout_seconds":-5}`, 400, api.CodeInvalidArgument},
-		{"timeout too long", "POST", sb + "/timeout", `{"timeout_seconds":315360001}`, 400, api.CodeInvalidArgument},
-		{"count negative", "POST", "/v1/snapshots/before/restore", `{"count":-1}`, 400, api.CodeInvalidArgument},
-		{"count too many", "POST", "/v1/snapshots/before/restore", `{"count":65}`, 400, api.CodeInvalidArgument},
-		{"count name too long", "POST", "/v1/snapshots/before/restore", `{"count":10,"name":"` + strings.Repeat("a", 61) + `"}`, 400, api.CodeInvalidArgument},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			b := &apitest.Backend{}
-			status, code := serveOnce(t, b, c.method, c.target, c.body)
-			if status != c.status || code != c.code {
-				t.Errorf("answer %d %s, want %d %s", status, code, c.status, c.code)
-			}
-			if calls := b.Calls(); len(calls) != 0 {
-				t.Errorf("backend called: %v", calls)
-			}
-		})
-	}
+	checkRouteErrors(t, []routeError{
+		{"timeout zero", "POST", sb + "/timeout", `{"timeout_seconds":0}`, nil, 400, api.CodeInvalidArgument},
+		{"timeout missing", "POST", sb + "/timeout", `{}`, nil, 400, api.CodeInvalidArgument},
+		{"timeout negative", "POST", sb + "/timeout", `{"timeout_seconds":-5}`, nil, 400, api.CodeInvalidArgument},
+		{"timeout too long", "POST", sb + "/timeout", `{"timeout_seconds":315360001}`, nil, 400, api.CodeInvalidArgument},
+		{"count negative", "POST", "/v1/snapshots/before/restore", `{"count":-1}`, nil, 400, api.CodeInvalidArgument},
+		{"count too many", "POST", "/v1/snapshots/before/restore", `{"count":65}`, nil, 400, api.CodeInvalidArgument},
+		{"count name too long", "POST", "/v1/snapshots/before/restore", `{"count":10,"name":"` + strings.Repeat("a", 61) + `"}`, nil, 400, api.CodeInvalidArgument},
+	})
 }
 
 // TestRestoreCountCapacity: a refused restore of several keeps its status.

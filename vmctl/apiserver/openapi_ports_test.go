@@ -25,12 +25,7 @@ func portSuccessCases() []apiCase {
 // TestPortRouteErrors: bad ports and addresses are refused before the
 // backend, and the backend's errors keep their status.
 func TestPortRouteErrors(t *testing.T) {
-	cases := []struct {
-		name, method, target, body string
-		setup                      func(b *apitest.Backend)
-		status                     int
-		code                       string
-	}{
+	checkRouteErrors(t, []routeError{
 		{"guest port missing", "POST", sb + "/ports", `{}`, nil, 400, api.CodeInvalidArgument},
 		{"guest port 0", "POST", sb + "/ports", `{"guest_port":0}`, nil, 400, api.CodeInvalidArgument},
 		{"guest port too big", "POST", sb + "/ports", `{"guest_port":65536}`, nil, 400, api.CodeInvalidArgument},
@@ -53,20 +48,5 @@ func TestPortRouteErrors(t *testing.T) {
 				return api.Errorf(404, api.CodeNotFound, "no forward of guest port 8000")
 			}
 		}, 404, api.CodeNotFound},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			b := &apitest.Backend{}
-			if c.setup != nil {
-				c.setup(b)
-			}
-			status, code := serveOnce(t, b, c.method, c.target, c.body)
-			if status != c.status || code != c.code {
-				t.Errorf("%s %s: %d %s, want %d %s", c.method, c.target, status, code, c.status, c.code)
-			}
-			if called := len(b.Calls()) > 0; called != (c.setup != nil) {
-				t.Errorf("backend called = %v, want %v", called, c.setup != nil)
-			}
-		})
-	}
+	})
 }

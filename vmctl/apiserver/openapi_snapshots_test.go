@@ -2,13 +2,9 @@ package apiserver_test
 
 import (
 	"context"
-	"encoding/json"
-	"net/http/httptest"
-	"strings"
 	"testing"
 
 	"github.com/agentbox/agentbox/vmctl/api"
-	"github.com/agentbox/agentbox/vmctl/apiserver"
 	"github.com/agentbox/agentbox/vmctl/apiserver/apitest"
 )
 
@@ -40,12 +36,7 @@ func snapshotSuccessCases() []apiCase {
 // TestSnapshotRouteErrors: bad names are refused before the backend, and
 // the backend's errors keep their status.
 func TestSnapshotRouteErrors(t *testing.T) {
-	cases := []struct {
-		name, method, target, body string
-		setup                      func(b *apitest.Backend)
-		status                     int
-		code                       string
-	}{
+	checkRouteErrors(t, []routeError{
 		{"name missing", "POST", sb + "/snapshots", `{}`, nil, 400, api.CodeInvalidArgument},
 		{"name like an ID", "POST", sb + "/snapshots", `{"name":"0123456789ab"}`, nil, 400, api.CodeInvalidArgument},
 		{"name with a slash", "POST", sb + "/snapshots", `{"name":"a/b"}`, nil, 400, api.CodeInvalidArgument},
@@ -70,39 +61,5 @@ func TestSnapshotRouteErrors(t *testing.T) {
 				return api.Sandbox{}, api.Errorf(422, api.CodeSnapshotUnusable, "image changed")
 			}
 		}, 422, api.CodeSnapshotUnusable},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			b := &apitest.Backend{}
-			if c.setup != nil {
-				c.setup(b)
-			}
-			status, code := serveOnce(t, b, c.method, c.target, c.body)
-			if status != c.status || code != c.code {
-				t.Errorf("%s %s: %d %s, want %d %s", c.method, c.target, status, code, c.status, c.code)
-			}
-			if called := len(b.Calls()) > 0; called != (c.setup != nil) {
-				t.Errorf("backend called = %v, want %v", called, c.setup != nil)
-			}
-		})
-	}
-}
-
-// serveOnce answers one request with a server over b and returns the
-// status and error code.
-func serveOnce(t *testing.T, b *apitest.Backend, method, target, body string) (int, string) {
-	t.Helper()
-	srv, err := apiserver.NewServer(apiserver.Config{Backend: b})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := httptest.NewRequest(method, "http://localhost"+target, strings.NewReader(body))
-	if body != "" {
-		r.Header.Set("Content-Type", "application/json")
-	}
-	rec := httptest.NewRecorder()
-	srv.Handler().ServeHTTP(rec, r)
-	var er api.ErrorResponse
-	json.Unmarshal(rec.Body.Bytes(), &er)
-	return rec.Code, er.Error.Code
+	})
 }

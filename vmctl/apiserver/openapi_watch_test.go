@@ -2,7 +2,6 @@ package apiserver_test
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -46,44 +45,17 @@ func bodyHas(sub string) func(*testing.T, *httptest.ResponseRecorder) {
 // the watch is in place is an ordinary error answer; the stream's lines
 // are WatchEvents.
 func TestWatchRoute(t *testing.T) {
-	cases := []struct {
-		name, target string
-		setup        func(b *apitest.Backend)
-		status       int
-		code         string
-		called       bool
-	}{
-		{"no path", sb + "/files/watch", nil, 400, api.CodeInvalidArgument, false},
-		{"relative path", sb + "/files/watch?path=work", nil, 400, api.CodeInvalidArgument, false},
-		{"bad recursive", sb + "/files/watch?path=/work&recursive=maybe", nil, 400, api.CodeBadRequest, false},
-		{"unknown parameter", sb + "/files/watch?path=/work&follow=true", nil, 400, api.CodeBadRequest, false},
-		{"missing path", sb + "/files/watch?path=/nope", func(b *apitest.Backend) {
+	checkRouteErrors(t, []routeError{
+		{"no path", "GET", sb + "/files/watch", "", nil, 400, api.CodeInvalidArgument},
+		{"relative path", "GET", sb + "/files/watch?path=work", "", nil, 400, api.CodeInvalidArgument},
+		{"bad recursive", "GET", sb + "/files/watch?path=/work&recursive=maybe", "", nil, 400, api.CodeBadRequest},
+		{"unknown parameter", "GET", sb + "/files/watch?path=/work&follow=true", "", nil, 400, api.CodeBadRequest},
+		{"missing path", "GET", sb + "/files/watch?path=/nope", "", func(b *apitest.Backend) {
 			b.WatchFn = func(context.Context, string, string, bool, func() error, func(api.WatchEvent) error) error {
 				return api.Errorf(404, api.CodeNotFound, "watch /nope: no such file or directory")
 			}
-		}, 404, api.CodeNotFound, true},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			b := &apitest.Backend{}
-			if c.setup != nil {
-				c.setup(b)
-			}
-			srv, err := apiserver.NewServer(apiserver.Config{Backend: b})
-			if err != nil {
-				t.Fatal(err)
-			}
-			rec := httptest.NewRecorder()
-			srv.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "http://localhost"+c.target, nil))
-			var er api.ErrorResponse
-			if rec.Code != c.status || json.Unmarshal(rec.Body.Bytes(), &er) != nil || er.Error.Code != c.code {
-				t.Fatalf("answer %d %s, want %d %s", rec.Code, rec.Body, c.status, c.code)
-			}
-			if called := len(b.Calls()) > 0; called != c.called {
-				t.Fatalf("backend called = %v, want %v", called, c.called)
-			}
-		})
-	}
+		}, 404, api.CodeNotFound},
+	})
 
 	var got struct {
 		path      string

@@ -1,7 +1,9 @@
 package apiserver
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"sync"
 
@@ -86,6 +88,31 @@ func (st *ndjsonStream) started() bool {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	return st.begun
+}
+
+// endFollow ends a stream that follows something until the client goes
+// or Shutdown starts (its backend call ran under untilDrain), after that
+// call returned err. Without an error, and when Shutdown cut it, the
+// stream ends cleanly (the 200 goes out now if nothing did: resume with
+// the route's offset). An error before the first value is an ordinary
+// error answer with its status, as is one because the client went (there
+// is nobody to answer); any other error after it is sent as the event
+// errorEvent makes of it, the stream's last.
+func (s *Server) endFollow(r *request, st *ndjsonStream, route string, err error, errorEvent func(*api.Error) any) error {
+	switch {
+	case err == nil:
+	case s.drain.Err() != nil && r.Context().Err() == nil && errors.Is(err, context.Canceled):
+		// Shutting down: end the stream cleanly below.
+	case !st.started(), clientGone(r.Request, err):
+		return err
+	default:
+		st.send(errorEvent(s.apiError(r.Request, route, err)))
+		return nil
+	}
+	if !st.started() {
+		return st.start()
+	}
+	return nil
 }
 
 // output is an io.Writer that turns writes into typ ("stdout"/"stderr")

@@ -2,7 +2,6 @@ package apiserver
 
 import (
 	"context"
-	"errors"
 	"net/http"
 
 	"github.com/agentbox/agentbox/vmctl/api"
@@ -39,19 +38,7 @@ func watchFiles(s *Server, w http.ResponseWriter, r *request) error {
 	defer cancel()
 	st := newNDJSONStream(w)
 	err = s.backend.(WatchBackend).Watch(ctx, r.id, p, recursive, st.start, func(ev api.WatchEvent) error { return st.send(ev) })
-	switch {
-	case err == nil:
-	case s.drain.Err() != nil && r.Context().Err() == nil && errors.Is(err, context.Canceled):
-		// Shutting down: end the stream cleanly below.
-	case !st.started(), clientGone(r.Request, err):
-		return err
-	default:
-		e := s.apiError(r.Request, "/v1/sandboxes/{id}/files/watch", err)
-		st.send(api.WatchEvent{Op: api.WatchError, Error: e})
-		return nil
-	}
-	if !st.started() {
-		return st.start()
-	}
-	return nil
+	return s.endFollow(r, st, "/v1/sandboxes/{id}/files/watch", err, func(e *api.Error) any {
+		return api.WatchEvent{Op: api.WatchError, Error: e}
+	})
 }

@@ -26,6 +26,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
@@ -86,16 +87,17 @@ func Of(pid int, opts Options) (*Group, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cgroups of process %d: %w", pid, err)
 	}
-	unified := false
-	if opts.Unified != nil {
-		unified = *opts.Unified
-	} else {
-		var st unix.Statfs_t
-		if err := unix.Statfs(opts.Root, &st); err == nil && st.Type == unix.CGROUP2_SUPER_MAGIC {
-			unified = true
-		}
+	return &Group{pid: pid, root: opts.Root, unified: opts.unified(), paths: paths}, nil
+}
+
+// unified reports the layout at o.Root: o.Unified if set, else whether
+// Root itself is a cgroup2 mount.
+func (o Options) unified() bool {
+	if o.Unified != nil {
+		return *o.Unified
 	}
-	return &Group{pid: pid, root: opts.Root, unified: unified, paths: paths}, nil
+	var st unix.Statfs_t
+	return unix.Statfs(o.Root, &st) == nil && st.Type == unix.CGROUP2_SUPER_MAGIC
 }
 
 // Parse reads the lines of /proc/PID/cgroup ("ID:CONTROLLERS:PATH", see
@@ -283,6 +285,76 @@ func (g *Group) Remove() error {
 	}
 	g.made = kept
 	return errors.Join(errs...)
+}
+
+// domainGroup matches the name libvirt gives a domain's group in a v1
+// hierarchy without systemd, which SetPidsMax gives it in the pids
+// hierarchy too: qemu-ID-NAME.libvirt-qemu. The submatch is NAME.
+var domainGroup = regexp.MustCompile(`^qemu-[0-9]+-(.+)\.libvirt-qemu$`)
+
+// leftoverDepth bounds how deep RemoveLeftovers looks below the pids
+// hierarchy's root: libvirt's partition (/machine), its group, and one
+// level more for a nested partition.
+const leftoverDepth = 3
+
+// RemoveLeftovers removes the groups SetPidsMax made in the v1 pids
+// hierarchy for domains that are gone: those nobody removed because their
+// domain ended while no agentbox process watched it (a daemon that was
+// down or killed, an in-process run killed). It reads the directories
+// below ROOT/pids (at most leftoverDepth levels down) named as libvirt
+// names a domain's group whose domain name ours accepts, then asks live
+// for the names of the domains that run (after the reading, so a domain
+// that made its group meanwhile is among them), and removes the groups of
+// the others. A group still in use (it has tasks: EBUSY) stays, and so
+// does every group of other domains; on v2, where agentbox makes no
+// group, it does nothing. It returns the directories removed; errors:
+// live's, and removals that failed otherwise (joined).
+func RemoveLeftovers(opts Options, ours func(domain string) bool, live func() (map[string]bool, error)) ([]string, error) {
+	if opts.Root == "" {
+		opts.Root = DefaultRoot
+	}
+	if opts.unified() {
+		return nil, nil
+	}
+	base := filepath.Join(opts.Root, "pids")
+	type group struct{ dir, domain string }
+	var found []group
+	filepath.WalkDir(base, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.IsDir() {
+			return nil // unreadable or gone: nothing of ours to remove there
+		}
+		if m := domainGroup.FindStringSubmatch(d.Name()); m != nil && ours(m[1]) {
+			found = append(found, group{p, m[1]})
+			return filepath.SkipDir
+		}
+		if rel, _ := filepath.Rel(base, p); rel != "." && strings.Count(rel, string(filepath.Separator)) >= leftoverDepth-1 {
+			return filepath.SkipDir
+		}
+		return nil
+	})
+	if len(found) == 0 {
+		return nil, nil
+	}
+	running, err := live()
+	if err != nil {
+		return nil, fmt.Errorf("remove leftover pids groups: %w", err)
+	}
+	var removed []string
+	var errs []error
+	for _, g := range found {
+		if running[g.domain] {
+			continue
+		}
+		switch err := unix.Rmdir(g.dir); {
+		case err == nil:
+			removed = append(removed, g.dir)
+		case errors.Is(err, unix.ENOENT), errors.Is(err, unix.EBUSY), errors.Is(err, unix.ENOTEMPTY):
+			// Gone meanwhile, or still in use.
+		default:
+			errs = append(errs, fmt.Errorf("remove group %s: %w", g.dir, err))
+		}
+	}
+	return removed, errors.Join(errs...)
 }
 
 // Made returns the directories SetPidsMax created and Remove has not yet

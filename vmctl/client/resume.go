@@ -11,9 +11,8 @@ import (
 // memory or to disk is resumed first, and the call then runs, instead of
 // failing with 409 sandbox_not_running. A running sandbox is left as it
 // is. Those calls are Exec, StartInteractive and ExecInteractive,
-// StartProcess and ExecWithStdin, WriteStdin, KillProcess, Upload,
-// Download, Stat, List, Mkdir, RemoveFile and ForwardPort; the others are
-// unchanged. The two clients share their connections. A resume that
+// StartProcess, WriteStdin, KillProcess, Upload, Download, Stat, List,
+// Mkdir, RemoveFile and ForwardPort; the others are unchanged. The two clients share their connections. A resume that
 // fails is the call's error: 429 capacity_exceeded (the sandbox stays
 // paused), 412 snapshot_unusable (it is failed then).
 func (c *Client) Resuming() *Client {

@@ -214,6 +214,7 @@ func New(ctx context.Context, cfg Config) (_ *Daemon, err error) {
 	if err != nil {
 		return nil, err
 	}
+	d.mgr.AddHooks(sandbox.Hooks{Reconciling: d.limits.Reconciling}) // cgroups of domains that ended while no daemon ran
 	d.usage = &usageMonitor{
 		interval: cfg.UsageInterval, thresholds: cfg.Thresholds, log: log,
 		list: d.mgr.List, sample: d.limits.Usage, audit: d.appendAudit, publish: d.events.publish, stop: d.mgr.Stop,

@@ -122,23 +122,6 @@ func (s *server) exec(st *yamux.Stream, fr *agentproto.Reader, fw *agentproto.Wr
 		_ = r.signalGroup(p.child, syscall.SIGKILL) // host gone
 	}
 
-	var timer *time.Timer
-	if req.TimeoutMs > 0 {
-		timer = time.AfterFunc(time.Duration(req.TimeoutMs)*time.Millisecond, func() {
-			// Mark before killing: the exit status may be read as soon as
-			// the group dies, before this goroutine runs again.
-			p.timedOut.Store(true)
-			if r.signalGroup(p.child, syscall.SIGKILL) != nil {
-				p.timedOut.Store(false) // the group was already gone
-			}
-		})
-	}
-
-	var pumps sync.WaitGroup
-	for _, o := range p.outputs() {
-		pumps.Go(func() { p.pump(o.f, o.t, fw) })
-	}
-
 	var exitSent atomic.Bool
 	hostDone := make(chan struct{})
 	go func() {
@@ -146,26 +129,7 @@ func (s *server) exec(st *yamux.Stream, fr *agentproto.Reader, fw *agentproto.Wr
 		s.readHost(p, fr, &exitSent)
 	}()
 
-	<-p.child.done
-	if timer != nil {
-		timer.Stop()
-	}
-	p.exited.Store(true)
-	deadline := time.Now().Add(drainIdle)
-	for _, o := range p.outputs() {
-		o.f.SetReadDeadline(deadline)
-	}
-	hard := time.AfterFunc(drainMax, func() {
-		p.stopDrain.Store(true)
-		for _, o := range p.outputs() {
-			o.f.SetReadDeadline(time.Unix(1, 0))
-		}
-	})
-	pumps.Wait()
-	hard.Stop()
-	p.closeStdin()
-
-	status := exitStatus(p.child.status, p.timedOut.Load())
+	status := p.supervise(time.Duration(req.TimeoutMs)*time.Millisecond, frameSink(fw))
 	exitSent.Store(true)
 	if err := fw.WriteJSON(agentproto.FrameExit, status); err != nil {
 		s.log.Warn("cannot send exit status", "pid", p.child.pid, "err", err)
@@ -244,19 +208,74 @@ func (p *process) outputs() []output {
 	return []output{{p.stdout, agentproto.FrameStdout}, {p.stderr, agentproto.FrameStderr}}
 }
 
-// pump forwards f (stdout or stderr) as frames of type t in chunks of at
-// most ChunkSize bytes until EOF or, once the process exited, until the
-// pipe stays idle for drainIdle. If the host stops accepting frames it
-// keeps reading and discards, so the command never blocks on a full pipe.
-func (p *process) pump(f *os.File, t agentproto.FrameType, fw *agentproto.Writer) {
-	defer f.Close()
-	buf := make([]byte, agentproto.ChunkSize)
-	forward := true
-	send := func(b []byte) {
-		if forward && fw.WriteFrame(t, b) != nil {
-			forward = false
+// supervise runs p to its end: it pumps each of p's outputs to the
+// sender sink makes for its frame type (FrameStdout, FrameStderr), kills
+// the process group when timeout (if > 0) has passed, and once the main
+// process exited drains the outputs (until they stay idle for drainIdle,
+// for at most drainMax). It returns the exit status once every pump has
+// ended, with stdin closed. The attached exec (frames to the host) and
+// the detached processes (the table's buffers) share it.
+func (p *process) supervise(timeout time.Duration, sink func(agentproto.FrameType) func([]byte)) agentproto.ExitStatus {
+	r := getReaper()
+	var timer *time.Timer
+	if timeout > 0 {
+		timer = time.AfterFunc(timeout, func() {
+			// Mark before killing: the exit status may be read as soon as
+			// the group dies, before this goroutine runs again.
+			p.timedOut.Store(true)
+			if r.signalGroup(p.child, syscall.SIGKILL) != nil {
+				p.timedOut.Store(false) // the group was already gone
+			}
+		})
+	}
+
+	var pumps sync.WaitGroup
+	for _, o := range p.outputs() {
+		send := sink(o.t)
+		pumps.Go(func() { p.pump(o.f, send) })
+	}
+
+	<-p.child.done
+	if timer != nil {
+		timer.Stop()
+	}
+	p.exited.Store(true)
+	deadline := time.Now().Add(drainIdle)
+	for _, o := range p.outputs() {
+		o.f.SetReadDeadline(deadline)
+	}
+	hard := time.AfterFunc(drainMax, func() {
+		p.stopDrain.Store(true)
+		for _, o := range p.outputs() {
+			o.f.SetReadDeadline(time.Unix(1, 0))
+		}
+	})
+	pumps.Wait()
+	hard.Stop()
+	p.closeStdin()
+	return exitStatus(p.child.status, p.timedOut.Load())
+}
+
+// frameSink is supervise's sink of an attached exec: each output goes to
+// the host as frames of its type. Once the host stops accepting frames
+// the sender discards, so the command never blocks on a full pipe.
+func frameSink(fw *agentproto.Writer) func(agentproto.FrameType) func([]byte) {
+	return func(t agentproto.FrameType) func([]byte) {
+		forward := true
+		return func(b []byte) {
+			if forward && fw.WriteFrame(t, b) != nil {
+				forward = false
+			}
 		}
 	}
+}
+
+// pump passes f (stdout or stderr) to send in chunks of at most ChunkSize
+// bytes until EOF or, once the process exited, until the pipe stays idle
+// for drainIdle.
+func (p *process) pump(f *os.File, send func([]byte)) {
+	defer f.Close()
+	buf := make([]byte, agentproto.ChunkSize)
 	for {
 		n, err := f.Read(buf)
 		if n > 0 {

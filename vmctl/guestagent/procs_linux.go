@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"sync"
 	"syscall"
 	"time"
 
@@ -99,27 +98,27 @@ func (lp *localProc) Pid() int {
 // Signal implements procs.Proc: the command's process group.
 func (lp *localProc) Signal(_ context.Context, sig syscall.Signal) error {
 	if lp.p == nil {
-		return procs.ErrExited
+		return agentproto.ErrProcExited
 	}
 	if err := getReaper().signalGroup(lp.p.child, sig); err != nil {
 		if errors.Is(err, errProcessDone) {
-			return fmt.Errorf("%w: %w", procs.ErrExited, err)
+			return fmt.Errorf("%w: %w", agentproto.ErrProcExited, err)
 		}
 		return fmt.Errorf("kill %d: %w", -lp.p.child.pid, err)
 	}
 	return nil
 }
 
-// Resize implements procs.Terminal: the window size of the command's
-// terminal (SIGWINCH to its foreground group). Errors wrap procs.ErrNoTty
-// without a terminal, procs.ErrExited once the terminal was closed.
+// Resize implements procs.Terminal: the window size of the command's terminal
+// (SIGWINCH to its foreground group). Errors wrap agentproto.ErrProcNoTty
+// without a terminal, agentproto.ErrProcExited once the terminal was closed.
 func (lp *localProc) Resize(size agentproto.TtySize) error {
 	if lp.p == nil || lp.p.tty == nil {
-		return procs.ErrNoTty
+		return agentproto.ErrProcNoTty
 	}
 	if err := setWinsize(lp.p.tty, size); err != nil {
 		if errors.Is(err, os.ErrClosed) {
-			return fmt.Errorf("%w: %w", procs.ErrExited, err)
+			return fmt.Errorf("%w: %w", agentproto.ErrProcExited, err)
 		}
 		return err
 	}
@@ -134,66 +133,20 @@ func (lp *localProc) Wait() (agentproto.ExitStatus, error) {
 	return lp.status, nil
 }
 
-// run pumps the output, enforces the timeout and ctx, and records the end
-// like an attached exec (see server.exec).
+// run pumps the output to stdout and stderr, enforces the timeout and
+// ctx, and records the end like an attached exec (process.supervise).
 func (lp *localProc) run(ctx context.Context, timeout time.Duration, stdout, stderr io.Writer) {
 	p := lp.p
-	r := getReaper()
-	stopCtx := context.AfterFunc(ctx, func() { _ = r.signalGroup(p.child, syscall.SIGKILL) })
+	stopCtx := context.AfterFunc(ctx, func() { _ = getReaper().signalGroup(p.child, syscall.SIGKILL) })
 	defer stopCtx()
-	var timer *time.Timer
-	if timeout > 0 {
-		timer = time.AfterFunc(timeout, func() {
-			p.timedOut.Store(true)
-			if r.signalGroup(p.child, syscall.SIGKILL) != nil {
-				p.timedOut.Store(false)
-			}
-		})
-	}
-	var pumps sync.WaitGroup
-	pumps.Go(func() { p.pumpTo(p.stdout, stdout) })
-	pumps.Go(func() { p.pumpTo(p.stderr, stderr) })
-	<-p.child.done
-	if timer != nil {
-		timer.Stop()
-	}
-	p.exited.Store(true)
-	deadline := time.Now().Add(drainIdle)
-	p.stdout.SetReadDeadline(deadline)
-	p.stderr.SetReadDeadline(deadline)
-	hard := time.AfterFunc(drainMax, func() {
-		p.stopDrain.Store(true)
-		p.stdout.SetReadDeadline(time.Unix(1, 0))
-		p.stderr.SetReadDeadline(time.Unix(1, 0))
+	lp.status = p.supervise(timeout, func(t agentproto.FrameType) func([]byte) {
+		w := stdout
+		if t == agentproto.FrameStderr {
+			w = stderr
+		}
+		return func(b []byte) { _, _ = w.Write(b) } // the table's writers never fail
 	})
-	pumps.Wait()
-	hard.Stop()
-	p.closeStdin()
-	lp.status = exitStatus(p.child.status, p.timedOut.Load())
 	close(lp.done)
-}
-
-// pumpTo is pump (exec_linux.go) writing to w instead of frames: it reads
-// f until EOF or, once the process exited, until it stays idle.
-func (p *process) pumpTo(f *os.File, w io.Writer) {
-	defer f.Close()
-	buf := make([]byte, agentproto.ChunkSize)
-	send := func(b []byte) { _, _ = w.Write(b) } // the table's writers never fail
-	for {
-		n, err := f.Read(buf)
-		if n > 0 {
-			send(buf[:n])
-			if p.exited.Load() && !p.stopDrain.Load() {
-				f.SetReadDeadline(time.Now().Add(drainIdle))
-			}
-		}
-		if errors.Is(err, os.ErrDeadlineExceeded) && !p.stopDrain.Load() {
-			drainNow(f, buf, send)
-		}
-		if err != nil {
-			return
-		}
-	}
 }
 
 // procInfo converts the table's Info to its protocol form.
@@ -210,32 +163,6 @@ func procInfo(in procs.Info) agentproto.ProcInfo {
 		out.Argv = []string{}
 	}
 	return out
-}
-
-// procError maps the table's errors to protocol codes.
-func procError(err error) error {
-	code := agentproto.ErrorCode("")
-	switch {
-	case errors.Is(err, procs.ErrNotFound):
-		code = agentproto.CodeNotFound
-	case errors.Is(err, procs.ErrExists):
-		code = agentproto.CodeExists
-	case errors.Is(err, procs.ErrExited):
-		code = agentproto.CodeProcExited
-	case errors.Is(err, procs.ErrStdinClosed):
-		code = agentproto.CodeStdinClosed
-	case errors.Is(err, procs.ErrTooMany):
-		code = agentproto.CodeProcLimit
-	case errors.Is(err, procs.ErrRunning):
-		code = agentproto.CodeProcRunning
-	case errors.Is(err, procs.ErrNoTty):
-		code = agentproto.CodeNoTty
-	case errors.Is(err, procs.ErrClosed):
-		code = agentproto.CodeUnsupported
-	default:
-		return err
-	}
-	return &agentproto.Error{Code: code, Message: err.Error()}
 }
 
 // untilHostCloses returns a context cancelled when the host closes its
@@ -256,11 +183,11 @@ func (s *server) procSpawn(fw *agentproto.Writer, req *agentproto.ProcSpawnReque
 	stdinOpen := req.Exec.Stdin || req.Exec.Tty != nil
 	info, err := s.procs.table.Start(s.procs.life, req.ID, req.Exec, req.StdinData, stdinOpen, startLocal(s.opts))
 	if err != nil {
-		return procError(err)
+		return agentproto.ProcError(err)
 	}
 	if info.Pid == 0 { // it could not start: answer with its end
 		if info, err = s.procs.table.Wait(s.life, req.ID); err != nil {
-			return procError(err)
+			return agentproto.ProcError(err)
 		}
 	}
 	return fw.WriteJSON(agentproto.FrameResponse, procInfo(info))
@@ -272,7 +199,7 @@ func (s *server) procList(fw *agentproto.Writer, req *agentproto.ProcListRequest
 	if req.ID != "" {
 		info, err := s.procs.table.Get(req.ID)
 		if err != nil {
-			return procError(err)
+			return agentproto.ProcError(err)
 		}
 		list.Procs = []agentproto.ProcInfo{procInfo(info)}
 	} else {
@@ -292,7 +219,7 @@ func (s *server) procWait(st *yamux.Stream, fw *agentproto.Writer, req *agentpro
 	defer cancel()
 	info, err := s.procs.table.Wait(ctx, req.ID)
 	if err != nil {
-		return procError(err)
+		return agentproto.ProcError(err)
 	}
 	return fw.WriteJSON(agentproto.FrameResponse, procInfo(info))
 }
@@ -316,14 +243,14 @@ func (s *server) procOutput(st *yamux.Stream, fw *agentproto.Writer, req *agentp
 		return nil
 	})
 	end := agentproto.ProcOutputEnd{Info: procInfo(info), Next: next}
-	var de *procs.DroppedError
+	var de *agentproto.ProcDroppedError
 	switch {
 	case errors.As(err, &de):
 		end.Dropped, end.Next = true, de.Offset
 	case err != nil && ctx.Err() != nil:
 		return nil // the host went away
 	case err != nil:
-		return procError(err)
+		return agentproto.ProcError(err)
 	}
 	return fw.WriteJSON(agentproto.FrameResponse, end)
 }
@@ -365,7 +292,7 @@ func (r *stdinFrames) Read(p []byte) (int, error) {
 func (s *server) procStdin(fr *agentproto.Reader, fw *agentproto.Writer, req *agentproto.ProcStdinRequest) error {
 	n, err := s.procs.table.WriteStdin(s.life, req.ID, &stdinFrames{fr: fr}, req.Close)
 	if err != nil {
-		return procError(err)
+		return agentproto.ProcError(err)
 	}
 	return fw.WriteJSON(agentproto.FrameResponse, agentproto.ProcStdinResult{Bytes: n})
 }
@@ -373,7 +300,7 @@ func (s *server) procStdin(fr *agentproto.Reader, fw *agentproto.Writer, req *ag
 // procSignal handles OpProcSignal.
 func (s *server) procSignal(fw *agentproto.Writer, req *agentproto.ProcSignalRequest) error {
 	if err := s.procs.table.Signal(s.life, req.ID, syscall.Signal(req.Signal)); err != nil {
-		return procError(err)
+		return agentproto.ProcError(err)
 	}
 	return fw.WriteJSON(agentproto.FrameResponse, agentproto.Empty{})
 }
@@ -381,7 +308,7 @@ func (s *server) procSignal(fw *agentproto.Writer, req *agentproto.ProcSignalReq
 // procForget handles OpProcForget.
 func (s *server) procForget(fw *agentproto.Writer, req *agentproto.ProcRef) error {
 	if err := s.procs.table.Forget(req.ID); err != nil {
-		return procError(err)
+		return agentproto.ProcError(err)
 	}
 	return fw.WriteJSON(agentproto.FrameResponse, agentproto.Empty{})
 }
@@ -390,7 +317,7 @@ func (s *server) procForget(fw *agentproto.Writer, req *agentproto.ProcRef) erro
 func (s *server) procResize(fw *agentproto.Writer, req *agentproto.ProcResizeRequest) error {
 	info, err := s.procs.table.Resize(req.ID, req.Tty)
 	if err != nil {
-		return procError(err)
+		return agentproto.ProcError(err)
 	}
 	return fw.WriteJSON(agentproto.FrameResponse, procInfo(info))
 }

@@ -71,7 +71,7 @@ func (t *Table) Output(ctx context.Context, id string, offset int64, follow bool
 	case err != nil && ctx.Err() != nil:
 		return e.info(), fmt.Errorf("process %s: follow output: %w", id, ctx.Err())
 	case err != nil:
-		return e.info(), fmt.Errorf("process %s: output: %w", id, guestErr(err))
+		return e.info(), fmt.Errorf("process %s: output: %w", id, agentproto.ProcSentinel(err))
 	}
 	info := e.update(ctx, end.Info)
 	if info.State == StateRunning && end.Info.State != agentproto.ProcRunning {
@@ -82,31 +82,4 @@ func (t *Table) Output(ctx context.Context, id string, offset int64, follow bool
 		return info, &DroppedError{ID: id, Offset: end.Next, Dropped: end.Info.OutputDropped, Kept: agentproto.ProcRingBytes}
 	}
 	return info, nil
-}
-
-// guestErr maps the guest's proc-* error codes to the package's
-// sentinels, keeping err's text; other errors are returned as they are.
-func guestErr(err error) error {
-	var pe *agentproto.Error
-	if !errors.As(err, &pe) {
-		return err
-	}
-	var s error
-	switch pe.Code {
-	case agentproto.CodeNotFound:
-		s = ErrNotFound
-	case agentproto.CodeExists:
-		s = ErrExists
-	case agentproto.CodeProcExited:
-		s = ErrExited
-	case agentproto.CodeStdinClosed:
-		s = ErrStdinClosed
-	case agentproto.CodeProcLimit:
-		s = ErrTooMany
-	case agentproto.CodeNoTty:
-		s = ErrNoTty
-	default:
-		return err
-	}
-	return fmt.Errorf("%w (%s)", s, pe.Message)
 }

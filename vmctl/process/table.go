@@ -13,18 +13,19 @@ import (
 	"github.com/agentbox/agentbox/vmctl/agentproto"
 )
 
-// Process states, the values of Info.State. They equal api.ProcessRunning,
+// Process states, the values of Info.State: the agent protocol's (so the
+// guest's and the host's tables agree). They equal api.ProcessRunning,
 // api.ProcessExited and api.ProcessLost and are part of the API.
 const (
 	// StateRunning: the command runs (or has not reported its end yet).
-	StateRunning = "running"
+	StateRunning = agentproto.ProcRunning
 	// StateExited: the command ended and Info.Exit says how (exit code,
 	// signal, timeout, or why it could not start).
-	StateExited = "exited"
+	StateExited = agentproto.ProcExited
 	// StateLost: the guest could not be asked how the command ended (the
 	// guest died, or forgot it), or the table was closed by CloseAll;
 	// Info.Error says which. Its real fate is unknown.
-	StateLost = "lost"
+	StateLost = agentproto.ProcLost
 )
 
 // DefaultMaxProcesses is how many processes a table keeps, running and
@@ -186,7 +187,7 @@ func (t *Table) Start(ctx context.Context, id string, req agentproto.ExecRequest
 	delete(t.pending, id)
 	if err != nil {
 		t.mu.Unlock()
-		return Info{}, fmt.Errorf("process %s: start: %w", id, guestErr(err))
+		return Info{}, fmt.Errorf("process %s: start: %w", id, agentproto.ProcSentinel(err))
 	}
 	e := newEntry(gi, time.Now())
 	t.procs[id] = e
@@ -428,7 +429,7 @@ func (t *Table) Signal(ctx context.Context, id string, sig syscall.Signal) error
 		return fmt.Errorf("process %s: %w: nothing to signal", id, ErrExited)
 	}
 	if err := t.g.SignalProcess(ctx, id, sig); err != nil {
-		return fmt.Errorf("process %s: signal %d: %w", id, int(sig), guestErr(err))
+		return fmt.Errorf("process %s: signal %d: %w", id, int(sig), agentproto.ProcSentinel(err))
 	}
 	return nil
 }
@@ -453,7 +454,7 @@ func (t *Table) WriteStdin(ctx context.Context, id string, r io.Reader, closeAft
 	}
 	n, err := t.g.WriteProcessStdin(ctx, id, r, closeAfter)
 	if err != nil {
-		err = guestErr(err)
+		err = agentproto.ProcSentinel(err)
 		if errors.Is(err, ErrStdinClosed) {
 			return n, fmt.Errorf("process %s: write stdin: %w: start the process with stdin_open, and close stdin only with the last write", id, err)
 		}
@@ -480,7 +481,7 @@ func (t *Table) Resize(ctx context.Context, id string, size agentproto.TtySize) 
 	}
 	gi, err := t.g.ResizeProcess(ctx, id, size)
 	if err != nil {
-		return Info{}, fmt.Errorf("process %s: resize: %w", id, guestErr(err))
+		return Info{}, fmt.Errorf("process %s: resize: %w", id, agentproto.ProcSentinel(err))
 	}
 	return e.update(ctx, gi), nil
 }
@@ -588,7 +589,7 @@ func (t *Table) Resume(ctx context.Context, adopt func(Info) (recorded bool)) er
 func (t *Table) Adopt(ctx context.Context, adopt func(Info) (recorded bool)) error {
 	list, err := t.g.ListProcesses(ctx)
 	if err != nil {
-		return fmt.Errorf("process: adopt: %w", guestErr(err))
+		return fmt.Errorf("process: adopt: %w", agentproto.ProcSentinel(err))
 	}
 	for _, gi := range list {
 		t.mu.Lock()

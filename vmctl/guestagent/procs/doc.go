@@ -24,7 +24,7 @@
 //     the oldest ended one.
 //
 // The table keeps at most Options.MaxProcesses processes; starts are
-// refused with [ErrTooMany] when all of them still run.
+// refused with [agentproto.ErrProcLimit] when all of them still run.
 //
 // Lifetimes: a command's life is bound to the context passed to Start,
 // which must be the agent's lifetime context, never a host session's.

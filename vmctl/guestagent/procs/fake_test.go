@@ -35,14 +35,14 @@ func (f *fake) Pid() int { return f.pid }
 func (f *fake) Signal(ctx context.Context, sig syscall.Signal) error {
 	select {
 	case <-f.done:
-		return procs.ErrExited
+		return agentproto.ErrProcExited
 	default:
 	}
 	select {
 	case f.sigs <- sig:
 		return nil
 	case <-f.done:
-		return procs.ErrExited
+		return agentproto.ErrProcExited
 	case <-ctx.Done():
 		return ctx.Err()
 	}

@@ -151,13 +151,14 @@ func (b *buffer) from(next int64) []Chunk {
 //
 // The Info returned is the snapshot taken with the last batch of chunks
 // passed: when its State is not running, every output byte up to
-// Info.OutputBytes was passed, so the caller can send the "exit" event
-// from it. It is also returned with the errors below, except ErrNotFound.
+// Info.OutputBytes was passed, so the caller can send the "exit" event from
+// it. It is also returned with the errors below, except
+// agentproto.ErrProcNotFound.
 //
-// Errors: ErrNotFound; a *DroppedError (errors.Is ErrDropped) when offset,
-// or a follower that fell behind by more than the buffer, is below
-// Info.OutputDropped (chunks before it were passed already); emit's error
-// as is; ctx.Err() wrapped.
+// Errors: agentproto.ErrProcNotFound; a *agentproto.ProcDroppedError
+// (errors.Is agentproto.ErrProcDropped) when offset, or a follower that fell
+// behind by more than the buffer, is below Info.OutputDropped (chunks before
+// it were passed already); emit's error as is; ctx.Err() wrapped.
 func (t *Table) Output(ctx context.Context, id string, offset int64, follow bool, emit func(Chunk) error) (Info, error) {
 	e, err := t.lookup(id)
 	if err != nil {
@@ -169,7 +170,7 @@ func (t *Table) Output(ctx context.Context, id string, offset int64, follow bool
 		info := e.infoLocked()
 		if dropped := e.out.total - e.out.kept; next < dropped {
 			e.mu.Unlock()
-			return info, &DroppedError{ID: id, Offset: next, Dropped: dropped, Kept: int(e.limit)}
+			return info, &agentproto.ProcDroppedError{ID: id, Offset: next, Dropped: dropped, Kept: int(e.limit)}
 		}
 		batch := e.out.from(next)
 		var wake <-chan struct{}

@@ -20,7 +20,7 @@ type ttyFake struct {
 func (f ttyFake) Resize(size agentproto.TtySize) error {
 	select {
 	case <-f.done:
-		return procs.ErrExited
+		return agentproto.ErrProcExited
 	default:
 	}
 	f.sizes <- size
@@ -70,23 +70,23 @@ func TestResize(t *testing.T) {
 		t.Fatalf("a process without a terminal has Tty %v", info.Tty)
 	}
 	_, err = tb.Resize("p1", agentproto.TtySize{Rows: 10, Cols: 10})
-	if !errors.Is(err, procs.ErrNoTty) || !errors.Is(err, errdefs.ErrInvalidArgument) {
-		t.Fatalf("Resize without a terminal: %v, want ErrNoTty (invalid argument)", err)
+	if !errors.Is(err, agentproto.ErrProcNoTty) || !errors.Is(err, errdefs.ErrInvalidArgument) {
+		t.Fatalf("Resize without a terminal: %v, want agentproto.ErrProcNoTty (invalid argument)", err)
 	}
 	if want := "process p1: process has no terminal: only a process started with a terminal (tty) has a size to change"; err.Error() != want {
 		t.Fatalf("Resize without a terminal: %q, want %q", err, want)
 	}
-	if _, err := tb.Resize("nope", agentproto.TtySize{Rows: 10, Cols: 10}); !errors.Is(err, procs.ErrNotFound) {
-		t.Fatalf("Resize of an unknown id: %v, want ErrNotFound", err)
+	if _, err := tb.Resize("nope", agentproto.TtySize{Rows: 10, Cols: 10}); !errors.Is(err, agentproto.ErrProcNotFound) {
+		t.Fatalf("Resize of an unknown id: %v, want agentproto.ErrProcNotFound", err)
 	}
 
-	// Ended: ErrExited, the last size stays in its Info.
+	// Ended: agentproto.ErrProcExited, the last size stays in its Info.
 	if err := tb.Signal(ctx, "t1", 9); err != nil {
 		t.Fatal(err)
 	}
 	wait(t, tb, "t1")
-	if _, err := tb.Resize("t1", agentproto.TtySize{Rows: 10, Cols: 10}); !errors.Is(err, procs.ErrExited) {
-		t.Fatalf("Resize of an ended process: %v, want ErrExited", err)
+	if _, err := tb.Resize("t1", agentproto.TtySize{Rows: 10, Cols: 10}); !errors.Is(err, agentproto.ErrProcExited) {
+		t.Fatalf("Resize of an ended process: %v, want agentproto.ErrProcExited", err)
 	}
 	if len(sizes) != 0 {
 		t.Fatalf("the terminal of an ended process was resized to %+v", <-sizes)

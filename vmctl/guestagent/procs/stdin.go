@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+
+	"github.com/agentbox/agentbox/vmctl/agentproto"
 )
 
 // stdinChunk is how many bytes WriteStdin hands to the pipe at a time.
@@ -24,9 +26,9 @@ const stdinChunk = 32 << 10
 // delivered when the command reads it, and later writers wait for that.
 // When r fails, stdin stays open too and the error wraps r's.
 //
-// Errors: ErrNotFound, ErrExited (the process ended, also while writing),
-// ErrStdinClosed (never opened, or closed by an earlier closeAfter), r's
-// error wrapped, ctx.Err() wrapped.
+// Errors: agentproto.ErrProcNotFound, agentproto.ErrProcExited (the process
+// ended, also while writing), agentproto.ErrProcStdinClosed (never opened, or
+// closed by an earlier closeAfter), r's error wrapped, ctx.Err() wrapped.
 func (t *Table) WriteStdin(ctx context.Context, id string, r io.Reader, closeAfter bool) (int64, error) {
 	e, err := t.lookup(id)
 	if err != nil {
@@ -38,7 +40,7 @@ func (t *Table) WriteStdin(ctx context.Context, id string, r io.Reader, closeAft
 	select {
 	case e.stdinSem <- struct{}{}:
 	case <-e.done:
-		return 0, fmt.Errorf("process %s: write stdin: %w", id, ErrExited)
+		return 0, fmt.Errorf("process %s: write stdin: %w", id, agentproto.ErrProcExited)
 	case <-ctx.Done():
 		return 0, fmt.Errorf("process %s: write stdin: waiting for an earlier writer: %w", id, ctx.Err())
 	}
@@ -73,8 +75,8 @@ func (t *Table) WriteStdin(ctx context.Context, id string, r io.Reader, closeAft
 				case w := <-res:
 					n += int64(w.n)
 					if w.err != nil {
-						if errors.Is(w.err, ErrExited) {
-							return n, fmt.Errorf("process %s: write stdin: %w", id, ErrExited)
+						if errors.Is(w.err, agentproto.ErrProcExited) {
+							return n, fmt.Errorf("process %s: write stdin: %w", id, agentproto.ErrProcExited)
 						}
 						return n, fmt.Errorf("process %s: write stdin: %w", id, w.err)
 					}
@@ -107,16 +109,16 @@ func (t *Table) WriteStdin(ctx context.Context, id string, r io.Reader, closeAft
 	return n, nil
 }
 
-// stdinUsable returns ErrExited or ErrStdinClosed (wrapped) when stdin
-// takes no bytes.
+// stdinUsable returns agentproto.ErrProcExited or
+// agentproto.ErrProcStdinClosed (wrapped) when stdin takes no bytes.
 func (e *entry) stdinUsable() error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	switch {
 	case e.state != StateRunning:
-		return fmt.Errorf("process %s: write stdin: %w", e.id, ErrExited)
+		return fmt.Errorf("process %s: write stdin: %w", e.id, agentproto.ErrProcExited)
 	case !e.stdinOpen:
-		return fmt.Errorf("process %s: write stdin: %w: start the process with stdin_open, and close stdin only with the last write", e.id, ErrStdinClosed)
+		return fmt.Errorf("process %s: write stdin: %w: start the process with stdin_open, and close stdin only with the last write", e.id, agentproto.ErrProcStdinClosed)
 	}
 	return nil
 }

@@ -14,18 +14,19 @@ import (
 	"github.com/agentbox/agentbox/vmctl/agentproto"
 )
 
-// Process states, the values of Info.State. They equal api.ProcessRunning,
+// Process states, the values of Info.State: the agent protocol's (so the
+// guest's and the host's tables agree). They equal api.ProcessRunning,
 // api.ProcessExited and api.ProcessLost and are part of the API.
 const (
 	// StateRunning: the command runs (or has not reported its end yet).
-	StateRunning = "running"
+	StateRunning = agentproto.ProcRunning
 	// StateExited: the command ended and Info.Exit says how (exit code,
 	// signal, timeout, or why it could not start).
-	StateExited = "exited"
+	StateExited = agentproto.ProcExited
 	// StateLost: the command's agent connection ended before its exit
 	// status arrived (guest death, agent disconnect), or the table was
 	// closed by CloseAll; Info.Error says which. Its real fate is unknown.
-	StateLost = "lost"
+	StateLost = agentproto.ProcLost
 )
 
 // Defaults of Options.
@@ -47,7 +48,7 @@ type Proc interface {
 	// command did not start.
 	Pid() int
 	// Signal sends sig to the command's process group. An error wrapping
-	// ErrExited means the command already ended.
+	// agentproto.ErrProcExited means the command already ended.
 	Signal(ctx context.Context, sig syscall.Signal) error
 	// Wait blocks until the command ended and returns its status. It
 	// must return only after every output byte was written to the
@@ -62,8 +63,8 @@ type Proc interface {
 // ExecRequest.Tty): its size can change.
 type Terminal interface {
 	Proc
-	// Resize sets the terminal's window size. An error wrapping ErrExited
-	// means the command already ended.
+	// Resize sets the terminal's window size. An error wrapping
+	// agentproto.ErrProcExited means the command already ended.
 	Resize(size agentproto.TtySize) error
 }
 
@@ -82,8 +83,8 @@ type Options struct {
 	BufferBytes int
 	// MaxProcesses is how many processes the table keeps, ended ones
 	// included. To start one more, the oldest ended process is forgotten;
-	// when all of them still run, Start fails with ErrTooMany. 0 means
-	// DefaultMaxProcesses (256).
+	// when all of them still run, Start fails with
+	// agentproto.ErrProcLimit. 0 means DefaultMaxProcesses (256).
 	MaxProcesses int
 	// OnExit, if set, is called once per process when it ends (exited or
 	// lost), with its final Info, from the goroutine that saw the end
@@ -192,10 +193,11 @@ type entry struct {
 // stdin and then EOF (/dev/null when stdin is empty), and StdinOpen is
 // false from the start.
 //
-// Errors: ErrExists, ErrTooMany, ErrClosed (all wrapped with the id), or
-// start's error wrapped. When the table is closed while start runs, the
-// new command is killed, OnExit is not called and the error wraps
-// ErrClosed.
+// Errors: agentproto.ErrProcExists, agentproto.ErrProcLimit,
+// agentproto.ErrProcTableClosed (all wrapped with the id), or start's error
+// wrapped. When the table is closed while start runs, the new command is
+// killed, OnExit is not called and the error wraps
+// agentproto.ErrProcTableClosed.
 func (t *Table) Start(ctx context.Context, id string, req agentproto.ExecRequest, stdin []byte, stdinOpen bool, start StartFunc) (Info, error) {
 	if id == "" {
 		return Info{}, errors.New("process: start: empty id: give each process a unique id")
@@ -204,13 +206,13 @@ func (t *Table) Start(ctx context.Context, id string, req agentproto.ExecRequest
 	switch {
 	case t.closed:
 		t.mu.Unlock()
-		return Info{}, fmt.Errorf("process %s: %w: the sandbox is going away", id, ErrClosed)
+		return Info{}, fmt.Errorf("process %s: %w: the sandbox is going away", id, agentproto.ErrProcTableClosed)
 	case t.procs[id] != nil || t.pending[id]:
 		t.mu.Unlock()
-		return Info{}, fmt.Errorf("process %s: %w: choose another id", id, ErrExists)
+		return Info{}, fmt.Errorf("process %s: %w: choose another id", id, agentproto.ErrProcExists)
 	case len(t.order)+len(t.pending) >= t.opts.MaxProcesses && !t.evictLocked():
 		t.mu.Unlock()
-		return Info{}, fmt.Errorf("process %s: %w: all %d kept processes still run; wait for or kill one", id, ErrTooMany, t.opts.MaxProcesses)
+		return Info{}, fmt.Errorf("process %s: %w: all %d kept processes still run; wait for or kill one", id, agentproto.ErrProcLimit, t.opts.MaxProcesses)
 	}
 	t.pending[id] = true
 	t.mu.Unlock()
@@ -243,7 +245,7 @@ func (t *Table) Start(ctx context.Context, id string, req agentproto.ExecRequest
 		delete(t.pending, id)
 		t.mu.Unlock()
 		if e.stdinR != nil {
-			e.stdinR.CloseWithError(ErrExited)
+			e.stdinR.CloseWithError(agentproto.ErrProcExited)
 		}
 		return Info{}, fmt.Errorf("process %s: start: %w", id, err)
 	}
@@ -253,7 +255,7 @@ func (t *Table) Start(ctx context.Context, id string, req agentproto.ExecRequest
 		initial := bytes.Clone(stdin)
 		go func() {
 			defer func() { <-e.stdinSem }()
-			_, _ = e.stdinW.Write(initial) // fails with ErrExited if it ends first
+			_, _ = e.stdinW.Write(initial) // fails with agentproto.ErrProcExited if it ends first
 		}()
 	}
 
@@ -266,7 +268,7 @@ func (t *Table) Start(ctx context.Context, id string, req agentproto.ExecRequest
 			kill(e)
 			_, _ = p.Wait()
 		})
-		return Info{}, fmt.Errorf("process %s: %w: the sandbox is going away", id, ErrClosed)
+		return Info{}, fmt.Errorf("process %s: %w: the sandbox is going away", id, agentproto.ErrProcTableClosed)
 	}
 	t.procs[id] = e
 	t.order = append(t.order, e)
@@ -299,18 +301,19 @@ func (t *Table) wait(e *entry) {
 	}
 }
 
-// lookup returns the entry of id or an error wrapping ErrNotFound.
+// lookup returns the entry of id or an error wrapping
+// agentproto.ErrProcNotFound.
 func (t *Table) lookup(id string) (*entry, error) {
 	t.mu.Lock()
 	e := t.procs[id]
 	t.mu.Unlock()
 	if e == nil {
-		return nil, fmt.Errorf("process %s: %w: list the sandbox's processes (agentbox ps SANDBOX, GET /v1/sandboxes/{id}/processes) for valid ids", id, ErrNotFound)
+		return nil, fmt.Errorf("process %s: %w: list the sandbox's processes (agentbox ps SANDBOX, GET /v1/sandboxes/{id}/processes) for valid ids", id, agentproto.ErrProcNotFound)
 	}
 	return e, nil
 }
 
-// Get returns the process's current Info. Errors: ErrNotFound.
+// Get returns the process's current Info. Errors: agentproto.ErrProcNotFound.
 func (t *Table) Get(id string) (Info, error) {
 	e, err := t.lookup(id)
 	if err != nil {
@@ -332,7 +335,7 @@ func (t *Table) List() []Info {
 }
 
 // Wait blocks until the process ended (exited or lost) or ctx is done and
-// returns its Info. Errors: ErrNotFound, ctx.Err().
+// returns its Info. Errors: agentproto.ErrProcNotFound, ctx.Err().
 func (t *Table) Wait(ctx context.Context, id string) (Info, error) {
 	e, err := t.lookup(id)
 	if err != nil {
@@ -347,20 +350,20 @@ func (t *Table) Wait(ctx context.Context, id string) (Info, error) {
 }
 
 // Signal sends sig to the process's group in the guest. Errors:
-// ErrNotFound, ErrExited (it already ended, also when it ended just
-// before the signal arrived), or the Proc's error (agent disconnected,
-// ctx.Err()) wrapped.
+// agentproto.ErrProcNotFound, agentproto.ErrProcExited (it already ended,
+// also when it ended just before the signal arrived), or the Proc's error
+// (agent disconnected, ctx.Err()) wrapped.
 func (t *Table) Signal(ctx context.Context, id string, sig syscall.Signal) error {
 	e, err := t.lookup(id)
 	if err != nil {
 		return err
 	}
 	if e.ended() || e.pid == 0 {
-		return fmt.Errorf("process %s: %w: nothing to signal", id, ErrExited)
+		return fmt.Errorf("process %s: %w: nothing to signal", id, agentproto.ErrProcExited)
 	}
 	if err := e.proc.Signal(ctx, sig); err != nil {
-		if errors.Is(err, ErrExited) {
-			return fmt.Errorf("process %s: %w: nothing to signal", id, ErrExited)
+		if errors.Is(err, agentproto.ErrProcExited) {
+			return fmt.Errorf("process %s: %w: nothing to signal", id, agentproto.ErrProcExited)
 		}
 		return fmt.Errorf("process %s: signal %d: %w", id, int(sig), err)
 	}
@@ -368,13 +371,13 @@ func (t *Table) Signal(ctx context.Context, id string, sig syscall.Signal) error
 }
 
 // CloseAll closes the table for good (its sandbox is stopped or removed):
-// Start fails with ErrClosed from now on, every process still running
-// becomes lost with reason as its Error and is sent SIGKILL. Each process
-// is ended (OnExit called) and then killed in its own goroutine, so the
-// OnExits of different processes run concurrently with each other and
-// with the kills; CloseAll returns once every OnExit returned and each
-// kill was delivered or failed (a kill takes at most KillTimeout). Ended
-// processes stay readable.
+// Start fails with agentproto.ErrProcTableClosed from now on, every process
+// still running becomes lost with reason as its Error and is sent SIGKILL.
+// Each process is ended (OnExit called) and then killed in its own goroutine,
+// so the OnExits of different processes run concurrently with each other and
+// with the kills; CloseAll returns once every OnExit returned and each kill
+// was delivered or failed (a kill takes at most KillTimeout). Ended processes
+// stay readable.
 //
 // A daemon that shuts down and leaves sandboxes running for adoption
 // should not call it: closing the agent connection ends the commands, and
@@ -406,12 +409,12 @@ func kill(e *entry) {
 	_ = e.proc.Signal(ctx, syscall.SIGKILL)
 }
 
-// end marks e ended with state (once: the first caller wins, later ones
-// get false) and returns its final Info. notify, if not nil, is called
-// with that Info before the end is visible to readers (state, output
-// followers, Wait), so what it records (the daemon's audit entry and exec
-// history) is there by the time anyone sees the process ended. It
-// closes stdin (pending writes fail with ErrExited) and wakes followers.
+// end marks e ended with state (once: the first caller wins, later ones get
+// false) and returns its final Info. notify, if not nil, is called with that
+// Info before the end is visible to readers (state, output followers, Wait),
+// so what it records (the daemon's audit entry and exec history) is there by
+// the time anyone sees the process ended. It closes stdin (pending writes
+// fail with agentproto.ErrProcExited) and wakes followers.
 func (e *entry) end(state string, exit *agentproto.ExitStatus, reason string, notify func(Info)) (bool, Info) {
 	e.mu.Lock()
 	if e.state != StateRunning || e.ending {
@@ -437,7 +440,7 @@ func (e *entry) end(state string, exit *agentproto.ExitStatus, reason string, no
 	close(e.done)
 	e.mu.Unlock()
 	if e.stdinR != nil {
-		e.stdinR.CloseWithError(ErrExited)
+		e.stdinR.CloseWithError(agentproto.ErrProcExited)
 	}
 	return true, info
 }
@@ -483,27 +486,28 @@ func (e *entry) infoLocked() Info {
 	return in
 }
 
-// Forget removes an ended process from the table (its output and status
-// are gone). Errors: ErrNotFound; ErrRunning (wrapped) while it runs:
-// signal it and wait first.
+// Forget removes an ended process from the table (its output and status are
+// gone). Errors: agentproto.ErrProcNotFound; agentproto.ErrProcRunning
+// (wrapped) while it runs: signal it and wait first.
 func (t *Table) Forget(id string) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	e := t.procs[id]
 	if e == nil {
-		return fmt.Errorf("process %s: %w", id, ErrNotFound)
+		return fmt.Errorf("process %s: %w", id, agentproto.ErrProcNotFound)
 	}
 	if !e.ended() {
-		return fmt.Errorf("process %s: %w: kill it and wait for its end first", id, ErrRunning)
+		return fmt.Errorf("process %s: %w: kill it and wait for its end first", id, agentproto.ErrProcRunning)
 	}
 	delete(t.procs, id)
 	t.order = slices.DeleteFunc(t.order, func(x *entry) bool { return x == e })
 	return nil
 }
 
-// Resize sets the size of the process's terminal and returns its Info
-// with the new size. Errors: ErrNotFound, ErrExited (it already ended),
-// ErrNoTty (it runs without a terminal), the Terminal's error wrapped.
+// Resize sets the size of the process's terminal and returns its Info with
+// the new size. Errors: agentproto.ErrProcNotFound, agentproto.ErrProcExited
+// (it already ended), agentproto.ErrProcNoTty (it runs without a terminal),
+// the Terminal's error wrapped.
 func (t *Table) Resize(id string, size agentproto.TtySize) (Info, error) {
 	e, err := t.lookup(id)
 	if err != nil {
@@ -515,13 +519,13 @@ func (t *Table) Resize(id string, size agentproto.TtySize) (Info, error) {
 	e.mu.Unlock()
 	switch {
 	case !hasTty || !ok:
-		return Info{}, fmt.Errorf("process %s: %w: only a process started with a terminal (tty) has a size to change", id, ErrNoTty)
+		return Info{}, fmt.Errorf("process %s: %w: only a process started with a terminal (tty) has a size to change", id, agentproto.ErrProcNoTty)
 	case e.ended():
-		return Info{}, fmt.Errorf("process %s: resize: %w", id, ErrExited)
+		return Info{}, fmt.Errorf("process %s: resize: %w", id, agentproto.ErrProcExited)
 	}
 	if err := term.Resize(size); err != nil {
-		if errors.Is(err, ErrExited) {
-			return Info{}, fmt.Errorf("process %s: resize: %w", id, ErrExited)
+		if errors.Is(err, agentproto.ErrProcExited) {
+			return Info{}, fmt.Errorf("process %s: resize: %w", id, agentproto.ErrProcExited)
 		}
 		return Info{}, fmt.Errorf("process %s: resize: %w", id, err)
 	}

@@ -95,10 +95,10 @@ func TestOffsetsAcrossStreams(t *testing.T) {
 	got, _, _ = collect(t, tb, ctx, "p1", -4, false)
 	eqChunks(t, "negative offset", got, ch("stdout", 0, "ab"), ch("stderr", 2, "cde"), ch("stdout", 5, "fgh"), ch("stderr", 8, "i"))
 
-	if _, err := tb.Get("nope"); !errors.Is(err, procs.ErrNotFound) {
+	if _, err := tb.Get("nope"); !errors.Is(err, agentproto.ErrProcNotFound) {
 		t.Fatalf("Get unknown: %v", err)
 	}
-	if _, _, err := collect(t, tb, ctx, "nope", 0, false); !errors.Is(err, procs.ErrNotFound) {
+	if _, _, err := collect(t, tb, ctx, "nope", 0, false); !errors.Is(err, agentproto.ErrProcNotFound) {
 		t.Fatalf("Output unknown: %v", err)
 	}
 }
@@ -201,11 +201,11 @@ func TestBufferDropsOldest(t *testing.T) {
 	}
 	for _, off := range []int64{0, 4} {
 		got, oi, err := collect(t, tb, context.Background(), "p", off, false)
-		var de *procs.DroppedError
-		if !errors.Is(err, procs.ErrDropped) || !errors.As(err, &de) || len(got) != 0 {
+		var de *agentproto.ProcDroppedError
+		if !errors.Is(err, agentproto.ErrProcDropped) || !errors.As(err, &de) || len(got) != 0 {
 			t.Fatalf("offset %d: %v, %s", off, err, fmtChunks(got))
 		}
-		if *de != (procs.DroppedError{ID: "p", Offset: off, Dropped: 5, Kept: 10}) {
+		if *de != (agentproto.ProcDroppedError{ID: "p", Offset: off, Dropped: 5, Kept: 10}) {
 			t.Fatalf("offset %d: %+v", off, *de)
 		}
 		if !strings.Contains(err.Error(), "resume from offset 5") || oi.OutputDropped != 5 {
@@ -236,7 +236,7 @@ func TestBufferDropsOldest(t *testing.T) {
 }
 
 // TestFollowerFallsBehind: output overflows the buffer while a follower's
-// emit is blocked; its next round ends with ErrDropped.
+// emit is blocked; its next round ends with agentproto.ErrProcDropped.
 func TestFollowerFallsBehind(t *testing.T) {
 	tb := procs.NewTable(procs.Options{BufferBytes: 4})
 	more, written := make(chan struct{}), make(chan struct{})
@@ -257,7 +257,7 @@ func TestFollowerFallsBehind(t *testing.T) {
 		<-written
 		return nil
 	})
-	var de *procs.DroppedError
+	var de *agentproto.ProcDroppedError
 	if !errors.As(err, &de) || de.Offset != 4 || de.Dropped != 8 {
 		t.Fatalf("Output = %v", err)
 	}
@@ -312,10 +312,10 @@ func TestStdinRoundTrip(t *testing.T) {
 	if string(all) != "hello world\nbye" {
 		t.Fatalf("output %q", all)
 	}
-	if _, err := tb.WriteStdin(ctx, "e", strings.NewReader("late"), false); !errors.Is(err, procs.ErrExited) {
+	if _, err := tb.WriteStdin(ctx, "e", strings.NewReader("late"), false); !errors.Is(err, agentproto.ErrProcExited) {
 		t.Fatalf("WriteStdin after exit: %v", err)
 	}
-	if _, err := tb.WriteStdin(ctx, "none", nil, true); !errors.Is(err, procs.ErrNotFound) {
+	if _, err := tb.WriteStdin(ctx, "none", nil, true); !errors.Is(err, agentproto.ErrProcNotFound) {
 		t.Fatalf("WriteStdin unknown: %v", err)
 	}
 }
@@ -342,7 +342,7 @@ func TestStdinClosed(t *testing.T) {
 	if in, _ := tb.Get("open"); in.StdinOpen || in.State != procs.StateRunning {
 		t.Fatalf("info %+v", in)
 	}
-	if _, err := tb.WriteStdin(ctx, "open", strings.NewReader("y"), false); !errors.Is(err, procs.ErrStdinClosed) {
+	if _, err := tb.WriteStdin(ctx, "open", strings.NewReader("y"), false); !errors.Is(err, agentproto.ErrProcStdinClosed) {
 		t.Fatalf("WriteStdin after close: %v", err)
 	}
 
@@ -352,7 +352,7 @@ func TestStdinClosed(t *testing.T) {
 		t.Fatalf("Start = %+v, %v", info, err)
 	}
 	until(t, tb, "bytes", "stdin=\"abc\" nil=false\n")
-	if _, err := tb.WriteStdin(ctx, "bytes", strings.NewReader("y"), false); !errors.Is(err, procs.ErrStdinClosed) {
+	if _, err := tb.WriteStdin(ctx, "bytes", strings.NewReader("y"), false); !errors.Is(err, agentproto.ErrProcStdinClosed) {
 		t.Fatalf("WriteStdin without stdinOpen: %v", err)
 	}
 	// Neither: /dev/null, a nil reader.
@@ -440,7 +440,7 @@ func TestWriteStdinCancelled(t *testing.T) {
 }
 
 // TestWriteStdinUnblockedByExit: a write blocked on a command that never
-// reads fails with ErrExited when the command ends.
+// reads fails with agentproto.ErrProcExited when the command ends.
 func TestWriteStdinUnblockedByExit(t *testing.T) {
 	tb := procs.NewTable(procs.Options{})
 	started := make(chan *fake, 1)
@@ -455,7 +455,7 @@ func TestWriteStdinUnblockedByExit(t *testing.T) {
 	r := &hookReader{data: "never read", hook: func() {
 		go func() { signalled <- tb.Signal(context.Background(), "p", syscall.SIGKILL) }()
 	}}
-	if _, err := tb.WriteStdin(context.Background(), "p", r, false); !errors.Is(err, procs.ErrExited) {
+	if _, err := tb.WriteStdin(context.Background(), "p", r, false); !errors.Is(err, agentproto.ErrProcExited) {
 		t.Fatalf("WriteStdin = %v", err)
 	}
 	if err := <-signalled; err != nil {
@@ -498,10 +498,10 @@ func TestSignal(t *testing.T) {
 	if info.State != procs.StateExited || info.Exit.Signal != 15 || info.Exit.ShellCode() != 143 {
 		t.Fatalf("info %+v exit %+v", info, info.Exit)
 	}
-	if err := tb.Signal(ctx, "p", syscall.SIGTERM); !errors.Is(err, procs.ErrExited) {
+	if err := tb.Signal(ctx, "p", syscall.SIGTERM); !errors.Is(err, agentproto.ErrProcExited) {
 		t.Fatalf("Signal after exit: %v", err)
 	}
-	if err := tb.Signal(ctx, "q", syscall.SIGTERM); !errors.Is(err, procs.ErrNotFound) {
+	if err := tb.Signal(ctx, "q", syscall.SIGTERM); !errors.Is(err, agentproto.ErrProcNotFound) {
 		t.Fatalf("Signal unknown: %v", err)
 	}
 	tb.WaitWaiters()
@@ -511,7 +511,7 @@ func TestSignal(t *testing.T) {
 }
 
 // TestSignalRace: the command ends between the table's check and the
-// signal's delivery; the Proc's "done" error becomes ErrExited.
+// signal's delivery; the Proc's "done" error becomes agentproto.ErrProcExited.
 func TestSignalRace(t *testing.T) {
 	tb := procs.NewTable(procs.Options{})
 	release := make(chan struct{})
@@ -521,7 +521,7 @@ func TestSignalRace(t *testing.T) {
 	if _, err := tb.Start(context.Background(), "p", argv("x"), nil, false, start); err != nil {
 		t.Fatal(err)
 	}
-	if err := tb.Signal(context.Background(), "p", syscall.SIGTERM); !errors.Is(err, procs.ErrExited) {
+	if err := tb.Signal(context.Background(), "p", syscall.SIGTERM); !errors.Is(err, agentproto.ErrProcExited) {
 		t.Fatalf("Signal = %v", err)
 	}
 	close(release)
@@ -533,7 +533,7 @@ type doneProc struct{ release chan struct{} }
 
 func (p *doneProc) Pid() int { return 7 }
 func (p *doneProc) Signal(context.Context, syscall.Signal) error {
-	return fmt.Errorf("agent: signal: %w", procs.ErrExited)
+	return fmt.Errorf("agent: signal: %w", agentproto.ErrProcExited)
 }
 func (p *doneProc) Wait() (agentproto.ExitStatus, error) {
 	<-p.release
@@ -556,7 +556,7 @@ func TestLostAndStartFailure(t *testing.T) {
 		info.Error != "agent: exec x: agent: disconnected from guest agent: EOF" {
 		t.Fatalf("lost info %+v", info)
 	}
-	if _, err := tb.WriteStdin(ctx, "lost", strings.NewReader("x"), false); !errors.Is(err, procs.ErrExited) {
+	if _, err := tb.WriteStdin(ctx, "lost", strings.NewReader("x"), false); !errors.Is(err, agentproto.ErrProcExited) {
 		t.Fatalf("WriteStdin on lost: %v", err)
 	}
 
@@ -573,7 +573,7 @@ func TestLostAndStartFailure(t *testing.T) {
 	if info.State != procs.StateExited || info.Pid != 0 || !reflect.DeepEqual(*info.Exit, notFound) || info.Exit.ShellCode() != 127 {
 		t.Fatalf("start failure info %+v", info)
 	}
-	if err := tb.Signal(ctx, "nf", syscall.SIGTERM); !errors.Is(err, procs.ErrExited) {
+	if err := tb.Signal(ctx, "nf", syscall.SIGTERM); !errors.Is(err, agentproto.ErrProcExited) {
 		t.Fatalf("Signal: %v", err)
 	}
 	// A killed command whose status arrived (ctx ended) is exited too.
@@ -595,7 +595,7 @@ func TestLostAndStartFailure(t *testing.T) {
 	if !errors.Is(err, boom) {
 		t.Fatalf("Start = %v", err)
 	}
-	if _, err := tb.Get("fail"); !errors.Is(err, procs.ErrNotFound) {
+	if _, err := tb.Get("fail"); !errors.Is(err, agentproto.ErrProcNotFound) {
 		t.Fatalf("failed start kept: %v", err)
 	}
 	tb.WaitWaiters()
@@ -617,7 +617,7 @@ type endedProc struct {
 
 func (p *endedProc) Pid() int { return 0 }
 func (p *endedProc) Signal(context.Context, syscall.Signal) error {
-	return procs.ErrExited
+	return agentproto.ErrProcExited
 }
 func (p *endedProc) Wait() (agentproto.ExitStatus, error) { return p.st, p.err }
 
@@ -647,16 +647,16 @@ func TestMaxProcesses(t *testing.T) {
 	if _, err := tb.Start(ctx, "b", argv("x"), nil, false, long); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := tb.Start(ctx, "b", argv("x"), nil, false, long); !errors.Is(err, procs.ErrExists) {
+	if _, err := tb.Start(ctx, "b", argv("x"), nil, false, long); !errors.Is(err, agentproto.ErrProcExists) {
 		t.Fatalf("reused id: %v", err)
 	}
 	if _, err := tb.Start(ctx, "c", argv("x"), nil, false, long); err != nil {
 		t.Fatalf("Start c (evicts a): %v", err)
 	}
-	if _, err := tb.Get("a"); !errors.Is(err, procs.ErrNotFound) {
+	if _, err := tb.Get("a"); !errors.Is(err, agentproto.ErrProcNotFound) {
 		t.Fatalf("a not forgotten: %v", err)
 	}
-	if _, err := tb.Start(ctx, "d", argv("x"), nil, false, long); !errors.Is(err, procs.ErrTooMany) || !strings.Contains(err.Error(), "all 2 kept processes still run") {
+	if _, err := tb.Start(ctx, "d", argv("x"), nil, false, long); !errors.Is(err, agentproto.ErrProcLimit) || !strings.Contains(err.Error(), "all 2 kept processes still run") {
 		t.Fatalf("Start d: %v", err)
 	}
 	var ids []string
@@ -736,10 +736,10 @@ func TestCloseAll(t *testing.T) {
 	if fi := <-followed; fi.State != procs.StateLost {
 		t.Fatalf("follower's info %+v", fi)
 	}
-	if err := <-wrote; !errors.Is(err, procs.ErrExited) {
+	if err := <-wrote; !errors.Is(err, agentproto.ErrProcExited) {
 		t.Fatalf("blocked WriteStdin: %v", err)
 	}
-	if _, err := tb.Start(ctx, "new", argv("x"), nil, false, long); !errors.Is(err, procs.ErrClosed) {
+	if _, err := tb.Start(ctx, "new", argv("x"), nil, false, long); !errors.Is(err, agentproto.ErrProcTableClosed) {
 		t.Fatalf("Start after CloseAll: %v", err)
 	}
 	if in, _ := tb.Get("done"); in.State != procs.StateExited {
@@ -759,7 +759,7 @@ func TestCloseAll(t *testing.T) {
 }
 
 // TestCloseAllDuringStart: the table closes while a StartFunc runs; the
-// new command is killed and Start fails with ErrClosed.
+// new command is killed and Start fails with agentproto.ErrProcTableClosed.
 func TestCloseAllDuringStart(t *testing.T) {
 	var ex exits
 	tb := procs.NewTable(procs.Options{OnExit: ex.record})
@@ -781,14 +781,14 @@ func TestCloseAllDuringStart(t *testing.T) {
 	<-inStart
 	tb.CloseAll("sandbox stopped")
 	close(proceed)
-	if err := <-errc; !errors.Is(err, procs.ErrClosed) {
+	if err := <-errc; !errors.Is(err, agentproto.ErrProcTableClosed) {
 		t.Fatalf("Start = %v", err)
 	}
 	<-f.done
 	if f.st.Signal != 9 {
 		t.Fatalf("command not killed: %+v", f.st)
 	}
-	if _, err := tb.Get("p"); !errors.Is(err, procs.ErrNotFound) {
+	if _, err := tb.Get("p"); !errors.Is(err, agentproto.ErrProcNotFound) {
 		t.Fatalf("Get = %v", err)
 	}
 	tb.WaitWaiters()

@@ -155,6 +155,9 @@ type Enforcer struct {
 	// one libvirtd cannot do says nothing about another driver (a fake
 	// one in tests).
 	noLibvirtHardLimit atomic.Bool
+	// cgroups is where Reconciling looks for leftover groups: the host's
+	// (zero), a fake root in tests.
+	cgroups cgroup.Options
 }
 
 var _ sandbox.Limits = (*Enforcer)(nil)
@@ -363,6 +366,41 @@ func (e *Enforcer) Release(sb *sandbox.Sandbox) {
 	}
 	if err := removeDirs(r.MadeCgroups); err != nil {
 		e.log.Warn("cgroup of a stopped sandbox not removed", "sandbox", sb.ID, "err", err)
+	}
+}
+
+// Reconciling removes the pids cgroups agentbox made for domains that
+// are gone (cgroup.RemoveLeftovers): a domain that ended while no daemon
+// watched it (the daemon was down or killed, an in-process run was
+// killed) leaves its group behind, which neither removeWhenEmpty nor
+// Release will ever see. Only groups of agentbox's domains (named
+// sandbox.DomainPrefix…) that the driver does not list as running go;
+// each is reported in rep.Cleaned as "cgroup DIR". Failures are logged.
+// A driver that is no sandbox.UsageDriver (a fake one) never had groups
+// made, and its list says nothing of the host's domains: nothing is
+// touched then. It is a sandbox.Hooks Reconciling hook.
+func (e *Enforcer) Reconciling(ctx context.Context, _ map[string]bool, rep *sandbox.Report) {
+	if _, ok := e.driver.(sandbox.UsageDriver); !ok {
+		return
+	}
+	removed, err := cgroup.RemoveLeftovers(e.cgroups,
+		func(name string) bool { return strings.HasPrefix(name, sandbox.DomainPrefix) },
+		func() (map[string]bool, error) {
+			doms, err := e.driver.ListDomains(ctx)
+			running := map[string]bool{}
+			for _, d := range doms {
+				running[d.Name] = d.Running
+			}
+			return running, err
+		})
+	for _, dir := range removed {
+		rep.Cleaned = append(rep.Cleaned, "cgroup "+dir)
+	}
+	if len(removed) > 0 {
+		e.log.Info("removed the cgroups of domains that ended while no daemon watched them", "groups", removed)
+	}
+	if err != nil {
+		e.log.Warn("cgroups of ended domains not removed", "err", err)
 	}
 }
 
