@@ -95,7 +95,7 @@ class Response:
     def header(self, name: str, default: str = "") -> str:
         """The value of header name, default when absent."""
         v = self.headers.get(name)
-        return default if v is None else v
+        return default if v is None else str(v)
 
     def read(self, n: int = -1) -> bytes:
         """Up to n bytes of the body (all with -1); b"" at its end."""

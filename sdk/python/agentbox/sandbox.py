@@ -8,7 +8,7 @@ import time
 from typing import TYPE_CHECKING, Any, BinaryIO, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Union
 
 from ._transport import Response, iter_ndjson
-from .errors import AgentboxError, ConnectionLostError, UnavailableError, error_from
+from .errors import AgentboxError, ConnectionLostError, NotFoundError, OutputDroppedError, UnavailableError, error_from
 from .types import (
     ExecResult,
     ExitStatus,
@@ -123,6 +123,7 @@ class ExecStream:
 
     def __next__(self) -> OutputChunk:
         while not self._done:
+            ev: Optional[Dict[str, Any]]
             if self._pending is not None:
                 ev, self._pending = self._pending, None
             else:
@@ -282,8 +283,8 @@ class OutputStream:
                 self._done = True
                 if self._resp is not None:
                     self._resp.close()
-                e = ev.get("error") or {}
-                raise error_from(e.get("code", "internal"), e.get("message", "output ended with an error"), None, e.get("details"))
+                werr = ev.get("error") or {}
+                raise error_from(werr.get("code", "internal"), werr.get("message", "output ended with an error"), None, werr.get("details"))
         raise StopIteration
 
     def read(self) -> bytes:
@@ -347,8 +348,6 @@ class Process:
     def wait(self, reconnect: float = 60.0) -> ExitStatus:
         """Waits until the process ends and returns how (its output is not
         kept). Raises :class:`~agentbox.AgentboxError` for a lost process."""
-        from .errors import OutputDroppedError
-
         info = self.refresh()
         while info.state == "running":
             # Follow from the end of its output to learn of its end; output
@@ -465,8 +464,6 @@ class Files:
 
     def exists(self, path: str) -> bool:
         """Whether path exists."""
-        from .errors import NotFoundError
-
         try:
             self.stat(path)
             return True
@@ -587,8 +584,6 @@ class Sandbox:
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        from .errors import NotFoundError
-
         try:
             self.remove(force=True)
         except NotFoundError:
