@@ -59,6 +59,22 @@ func (sb *Sandbox) holdsResources() bool {
 	return sb.reserved || !sb.rec.State.Final() && !sb.rec.PausedToDisk()
 }
 
+// Exclusive runs fn while holding sb's operation lock, the one Pause,
+// Resume, Start, Stop and Remove hold for their whole run: none of them
+// runs on sb during fn (they wait for it), and fn waits for one under
+// way. It is for work outside this package that changes sb's domain
+// behind the manager's back and must not interleave with its lifecycle:
+// a restore pausing its running source to copy its overlay
+// (vmctl/sandbox/snapshot), a snapshot save. fn must not call those
+// methods on sb (the lock is not reentrant); take the lock before any
+// lock of sb's files (Remove holds it while its hooks take them). It
+// returns fn's error.
+func (sb *Sandbox) Exclusive(fn func() error) error {
+	sb.opMu.Lock()
+	defer sb.opMu.Unlock()
+	return fn()
+}
+
 // snapshotter returns the driver as a Snapshotter (pause and resume need
 // its PauseDomain, ResumeDomain and snapshot jobs), or ErrUnsupported.
 func (m *Manager) snapshotter() (Snapshotter, error) {
