@@ -123,7 +123,8 @@ func (d *Daemon) ResumeSandbox(ctx context.Context, ref string, ifPaused bool) (
 // StartSandbox implements apiserver.LifecycleBackend: a stopped (or
 // failed) sandbox boots again on its kept overlay. Errors: 409 conflict
 // when it is running or paused; 422 invalid_image when its image cannot
-// be loaded; 429 capacity_exceeded.
+// be loaded, 422 invalid_argument when its disk is gone or its image
+// changed (sandbox.ErrCannotStart); 429 capacity_exceeded.
 func (d *Daemon) StartSandbox(ctx context.Context, ref string) (api.Sandbox, error) {
 	if err := d.adm.admitting(); err != nil {
 		return api.Sandbox{}, err

@@ -372,8 +372,8 @@ type StartOptions struct {
 //
 // Errors: ErrConflict when sb is not stopped or failed (running, paused:
 // the message says so); ErrUnsupported for a sandbox from before
-// snapshots (no spec kept); ErrInvalid when its overlay is gone or the
-// image changed; the admission's error (nothing changed). A boot that
+// snapshots (no spec kept); ErrCannotStart when its overlay is gone or
+// the image changed; the admission's error (nothing changed). A boot that
 // fails undoes its steps and leaves sb failed with the reason.
 func (m *Manager) Start(ctx context.Context, sb *Sandbox, opts StartOptions) error {
 	ctx = context.WithoutCancel(ctx)
@@ -392,10 +392,10 @@ func (m *Manager) Start(ctx context.Context, sb *Sandbox, opts StartOptions) err
 	case opts.Image == nil:
 		return fmt.Errorf("%w: start of sandbox %s: no image", ErrInvalid, sb.ID)
 	case opts.Image.Digest != r.ImageDigest:
-		return fmt.Errorf("%w: sandbox %s was created on image sha256:%s and %s now holds sha256:%s: its disk only works on that image; put it back or create a new sandbox", ErrInvalid, sb.ID, r.ImageDigest, opts.Image.Dir, opts.Image.Digest)
+		return fmt.Errorf("%w: sandbox %s was created on image sha256:%s and %s now holds sha256:%s: its disk only works on that image; put it back or create a new sandbox", ErrCannotStart, sb.ID, r.ImageDigest, opts.Image.Dir, opts.Image.Digest)
 	}
 	if _, err := os.Stat(sb.Overlay); err != nil {
-		return fmt.Errorf("%w: sandbox %s: its disk %s is gone (%v): create a new sandbox", ErrInvalid, sb.ID, sb.Overlay, err)
+		return fmt.Errorf("%w: sandbox %s: its disk %s is gone (%v): create a new sandbox", ErrCannotStart, sb.ID, sb.Overlay, err)
 	}
 	if err := m.reserve(sb, opts.Admit); err != nil {
 		return err
