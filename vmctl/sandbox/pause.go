@@ -226,7 +226,12 @@ type ResumeOptions struct {
 // state is deleted. The idle clock starts again.
 //
 // Errors: ErrConflict when sb is not paused; the admission's error (sb
-// stays paused). A resume from disk that fails otherwise — the saved
+// stays paused). A resume in memory whose vCPUs do not run again leaves
+// sb paused; one whose guest agent then does not answer (only asked
+// when this process has no connection to it, after a daemon restart)
+// leaves sb failed with the reason, its domain destroyed and what it
+// held on the host (cgroups, network, sockets) released, as at a stop.
+// A resume from disk that fails otherwise — the saved
 // state gone, damaged or of another image, the guest not answering —
 // leaves sb failed with the reason and no domain (ErrSnapshotUnusable for
 // the saved state; the step's error says "resume step <name>: …").
@@ -295,7 +300,10 @@ func (m *Manager) Resume(ctx context.Context, sb *Sandbox, opts ResumeOptions) e
 
 // resumeInMemory lets the paused domain's vCPUs run, reconnects the
 // agent if this process has no connection yet (a daemon restarted while
-// the sandbox was paused), refreshes the guest and marks sb running.
+// the sandbox was paused), refreshes the guest and marks sb running. If
+// the vCPUs do not run again, sb stays paused; if the agent does not
+// answer, sb fails and its domain is destroyed and released like a
+// stopped one's.
 func (m *Manager) resumeInMemory(ctx context.Context, snap Snapshotter, sb *Sandbox, timeout time.Duration) error {
 	if err := snap.ResumeDomain(ctx, sb.Domain); err != nil {
 		return fmt.Errorf("resume sandbox %s: %w", sb.ID, err)
@@ -306,8 +314,19 @@ func (m *Manager) resumeInMemory(ctx context.Context, snap Snapshotter, sb *Sand
 	if c == nil {
 		var err error
 		if c, err = sb.connectAgent(ctx, timeout); err != nil {
+			// A guest that runs but does not answer cannot be used: the
+			// sandbox fails with the reason and its domain goes with
+			// everything it held on the host, as at a stop (cgroups,
+			// network, sockets); Start boots it again.
 			sb.setState(StateFailed, "guest agent did not answer after resume: "+err.Error())
-			m.cfg.Driver.DestroyDomain(ctx, sb.Domain)
+			sb.release()
+			derr := m.cfg.Driver.DestroyDomain(ctx, sb.Domain)
+			m.cfg.Limits.Release(sb)
+			sb.unwatch()
+			m.teardownNetwork(ctx, sb)
+			if derr != nil {
+				err = errors.Join(err, fmt.Errorf("destroy its domain: %w", derr))
+			}
 			return fmt.Errorf("resume sandbox %s: %w", sb.ID, err)
 		}
 		sb.mu.Lock()
