@@ -70,9 +70,6 @@ func processWS(s *Server, w http.ResponseWriter, r *request) error {
 		}
 		offset = &n
 	}
-	if err := checkUpgrade(r, "GET /v1/sandboxes/{id}/processes/{pid}/output streams the output without one"); err != nil {
-		return err
-	}
 	if _, err := s.backend.GetProcess(r.Context(), r.id, r.pid); err != nil {
 		return err
 	}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 
@@ -23,12 +24,10 @@ const execWSStartLimit = 2*api.MaxJSONBodyBytes + 1024
 // execWS serves the interactive exec (GET /v1/sandboxes/{id}/exec/ws; the
 // messages are documented in vmctl/api/execws.go). Before the upgrade,
 // errors are ordinary answers (400 for a request that is no WebSocket
-// upgrade, 404 for an unknown sandbox); after it, they are an "error"
-// message and the handler returns nil (the connection is no longer HTTP).
+// upgrade, answered by its route's webSocket wrapper; 404 for an unknown
+// sandbox); after it, they are an "error" message and the handler returns
+// nil (the connection is no longer HTTP).
 func execWS(s *Server, w http.ResponseWriter, r *request) error {
-	if err := checkUpgrade(r, "POST /v1/sandboxes/{id}/exec runs a command without one"); err != nil {
-		return err
-	}
 	if _, err := s.backend.GetSandbox(r.Context(), r.id); err != nil {
 		return err
 	}
@@ -45,13 +44,17 @@ func execWS(s *Server, w http.ResponseWriter, r *request) error {
 	})
 }
 
-// checkUpgrade answers 400 unless r asks for a WebSocket upgrade; instead
-// names the route to use without one.
-func checkUpgrade(r *request, instead string) error {
-	if !headerHasToken(r.Header, "Connection", "upgrade") || !headerHasToken(r.Header, "Upgrade", "websocket") {
-		return badRequest("%s is a WebSocket endpoint: connect with a WebSocket client (Connection: Upgrade, Upgrade: websocket); %s", r.URL.Path, instead)
+// webSocket wraps the handler h of a WebSocket route: a request that does
+// not ask for the upgrade is answered 400 (instead names the route to use
+// without one) before h runs, so before anything else happens, such as
+// the resume of ?resume=true (resumable goes inside it).
+func webSocket(instead string, h handler) handler {
+	return func(s *Server, w http.ResponseWriter, r *http.Request, q url.Values) error {
+		if !headerHasToken(r.Header, "Connection", "upgrade") || !headerHasToken(r.Header, "Upgrade", "websocket") {
+			return badRequest("%s is a WebSocket endpoint: connect with a WebSocket client (Connection: Upgrade, Upgrade: websocket); %s", r.URL.Path, instead)
+		}
+		return h(s, w, r, q)
 	}
-	return nil
 }
 
 // serveWS upgrades r to a WebSocket and runs one session on it (route

@@ -24,7 +24,9 @@ type LifecycleBackend interface {
 	ResumeSandbox(ctx context.Context, ref string, ifPaused bool) (api.Sandbox, error)
 	// StartSandbox boots a stopped (or failed) sandbox again on its kept
 	// disk. Errors: 404, 409 conflict (running or paused), 422
-	// invalid_image, 429 capacity_exceeded, 500 boot_failed.
+	// invalid_image (its image cannot be loaded) or invalid_argument (its
+	// disk is gone, or its image changed), 429 capacity_exceeded, 500
+	// boot_failed.
 	StartSandbox(ctx context.Context, ref string) (api.Sandbox, error)
 }
 

@@ -23,8 +23,9 @@ func lifecycleSuccessCases() []apiCase {
 }
 
 // TestResumeQuery: ?resume=true resumes (if paused) before the call, and
-// only then; a bad value is refused before the backend; the backend's
-// refusal to resume ends the call.
+// only then; a bad value, and a WebSocket route's request without the
+// upgrade, are refused before the backend; the backend's refusal to
+// resume ends the call.
 func TestResumeQuery(t *testing.T) {
 	cases := []struct {
 		name, method, target, body string
@@ -48,6 +49,9 @@ func TestResumeQuery(t *testing.T) {
 		{"port forward without", "POST", sb + "/ports", `{"guest_port":8000}`, nil, 201, "",
 			[]string{"ForwardPort " + apitest.SandboxID}},
 		{"bad bool", "POST", sb + "/exec?resume=yes", `{"cmd":["true"]}`, nil, 400, api.CodeBadRequest, nil},
+		// A plain GET of a WebSocket route is refused before the resume.
+		{"exec ws without upgrade", "GET", sb + "/exec/ws?resume=true", "", nil, 400, api.CodeBadRequest, nil},
+		{"process ws without upgrade", "GET", sb + "/processes/p1/ws?resume=true", "", nil, 400, api.CodeBadRequest, nil},
 		{"not on list", "GET", "/v1/sandboxes?resume=true", "", nil, 400, api.CodeBadRequest, nil},
 		{"resume fails", "POST", sb + "/exec?resume=true", `{"cmd":["true"]}`, func(b *apitest.Backend) {
 			b.Lifecycle.ResumeFn = func(context.Context, string, bool) (api.Sandbox, error) {

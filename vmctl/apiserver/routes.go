@@ -43,7 +43,8 @@ func Routes() []Route {
 // (route.go): reply (200 JSON), created (201 JSON with Location), status
 // (an empty answer), withBody (decode and validate the JSON body first) or
 // stream (writes its own answer); path values are checked before any of
-// them runs.
+// them runs. WebSocket routes check the upgrade first (webSocket), before
+// ?resume=true resumes (resumable).
 var routes = []route{
 	{"GET", "/v1/info", nil, reply(http.StatusOK, info)},
 	{"GET", "/v1/openapi.yaml", nil, stream(openAPI)},
@@ -65,7 +66,7 @@ var routes = []route{
 	{"GET", "/v1/sandboxes/{id}/execs", []string{"limit"}, reply(http.StatusOK, execHistory)},
 
 	{"POST", "/v1/sandboxes/{id}/exec", []string{"resume"}, resumable(stream(exec))},
-	{"GET", "/v1/sandboxes/{id}/exec/ws", []string{"resume"}, resumable(stream(execWS))},
+	{"GET", "/v1/sandboxes/{id}/exec/ws", []string{"resume"}, webSocket("POST /v1/sandboxes/{id}/exec runs a command without one", resumable(stream(execWS)))},
 	{"POST", "/v1/sandboxes/{id}/processes", []string{"resume"}, resumable(created(processLocation, withBody(validateDetached, startProcess)))},
 	{"GET", "/v1/sandboxes/{id}/processes", nil, reply(http.StatusOK, listProcesses)},
 	{"GET", "/v1/sandboxes/{id}/processes/{pid}", nil, reply(http.StatusOK, getProcess)},
@@ -73,7 +74,7 @@ var routes = []route{
 	{"POST", "/v1/sandboxes/{id}/processes/{pid}/stdin", []string{"close", "resume"}, resumable(reply(http.StatusOK, writeStdin))},
 	{"POST", "/v1/sandboxes/{id}/processes/{pid}/kill", []string{"resume"}, resumable(status(http.StatusNoContent, noValue(withBody((*api.KillRequest).Validate, killProcess))))},
 	{"POST", "/v1/sandboxes/{id}/processes/{pid}/resize", nil, needs[ProcessTerminalBackend]("process terminals", reply(http.StatusOK, withBody((*api.TtySize).Validate, resizeProcess)))},
-	{"GET", "/v1/sandboxes/{id}/processes/{pid}/ws", []string{"offset", "resume"}, needs[ProcessTerminalBackend]("process terminals", resumable(stream(processWS)))},
+	{"GET", "/v1/sandboxes/{id}/processes/{pid}/ws", []string{"offset", "resume"}, needs[ProcessTerminalBackend]("process terminals", webSocket("GET /v1/sandboxes/{id}/processes/{pid}/output streams the output without one", resumable(stream(processWS))))},
 
 	{"PUT", "/v1/sandboxes/{id}/files", []string{"path", "mode", "parents", "resume"}, resumable(reply(http.StatusCreated, upload))},
 	{"GET", "/v1/sandboxes/{id}/files", []string{"path", "resume"}, resumable(stream(download))},

@@ -25,14 +25,18 @@ import (
 // beginExec begins a command on b's sandbox (sandbox.BeginExec: counted
 // against its max_execs, busy until endExec) and returns its exec ID and
 // the agent request with the sandbox's default timeout; errors:
-// sandbox.ErrExecLimit. An attached command also holds up Shutdown until
-// endExec.
+// sandbox.ErrExecLimit; ErrNotRunning when an idle action paused or
+// stopped the sandbox meanwhile (paused: the message says how to
+// resume). An attached command also holds up Shutdown until endExec.
 func (d *Daemon) beginExec(b *box, req api.ExecRequest, attached bool) (string, agentproto.ExecRequest, error) {
 	areq := agentproto.ExecRequest{Argv: req.Cmd, Env: req.Env, Dir: req.Cwd, UID: req.UID, GID: req.GID, TimeoutMs: req.TimeoutMs}
 	if req.Tty != nil {
 		areq.Tty = &agentproto.TtySize{Rows: uint16(req.Tty.Rows), Cols: uint16(req.Tty.Cols)}
 	}
 	id, areq, err := b.sb.BeginExec(areq)
+	if errors.Is(err, sandbox.ErrNotRunning) && b.sb.State() == sandbox.StatePaused {
+		err = sandbox.ErrNotRunning.WithMessage(pausedMessage(b.sb)) // lifecycle.go
+	}
 	if err != nil {
 		return "", areq, err
 	}

@@ -41,18 +41,35 @@ func (d *Daemon) PauseSandbox(ctx context.Context, ref string, req api.PauseRequ
 // detached processes are no longer followed (procs.go): they continue in
 // the saved guest; a pause that fails follows them again.
 func (d *Daemon) pause(ctx context.Context, sb *sandbox.Sandbox, toDisk bool, reason string) error {
+	suspended, err := d.pauseSuspending(ctx, sb, toDisk, reason)
+	d.followAgain(ctx, sb, suspended)
+	return err
+}
+
+// pauseSuspending is pause without following the processes again after
+// a failed pause to disk: it returns the box whose processes it stopped
+// following, or nil, for followAgain.
+func (d *Daemon) pauseSuspending(ctx context.Context, sb *sandbox.Sandbox, toDisk bool, reason string) (*box, error) {
 	if !toDisk {
-		return d.mgr.Pause(ctx, sb, false, reason)
+		return nil, d.mgr.Pause(ctx, sb, false, reason)
 	}
 	b := d.box(sb.ID)
-	if b != nil && sb.State() == sandbox.StateRunning {
+	if b == nil || sb.State() != sandbox.StateRunning {
+		b = nil
+	} else {
 		d.suspendProcesses(b)
 	}
-	err := d.mgr.Pause(ctx, sb, true, reason+" (to disk)")
-	if err != nil && b != nil && sb.State() == sandbox.StateRunning {
+	return b, d.mgr.Pause(ctx, sb, true, reason+" (to disk)")
+}
+
+// followAgain follows the detached processes of b (pauseSuspending's
+// result; nil: none) again when its sandbox still runs: its pause to
+// disk failed. Outside an idle action: adopting a process marks the
+// sandbox busy, which waits for the idle action (sandbox.RunIfIdle).
+func (d *Daemon) followAgain(ctx context.Context, sb *sandbox.Sandbox, b *box) {
+	if b != nil && sb.State() == sandbox.StateRunning {
 		d.resumeProcesses(ctx, b)
 	}
-	return err
 }
 
 // ResumeSandbox implements apiserver.LifecycleBackend: a paused sandbox
@@ -70,8 +87,14 @@ func (d *Daemon) ResumeSandbox(ctx context.Context, ref string, ifPaused bool) (
 	if err != nil {
 		return api.Sandbox{}, err
 	}
-	if ifPaused && sb.State() != sandbox.StatePaused {
-		return d.view(sb), nil
+	if ifPaused {
+		// An idle action under way ends first (the call then resumes the
+		// sandbox it paused), and none begins before the call: its idle
+		// clock starts again.
+		sb.KeepAwake()
+		if sb.State() != sandbox.StatePaused {
+			return d.view(sb), nil
+		}
 	}
 	start := time.Now()
 	r := sb.Record()
@@ -100,7 +123,8 @@ func (d *Daemon) ResumeSandbox(ctx context.Context, ref string, ifPaused bool) (
 // StartSandbox implements apiserver.LifecycleBackend: a stopped (or
 // failed) sandbox boots again on its kept overlay. Errors: 409 conflict
 // when it is running or paused; 422 invalid_image when its image cannot
-// be loaded; 429 capacity_exceeded.
+// be loaded, 422 invalid_argument when its disk is gone or its image
+// changed (sandbox.ErrCannotStart); 429 capacity_exceeded.
 func (d *Daemon) StartSandbox(ctx context.Context, ref string) (api.Sandbox, error) {
 	if err := d.adm.admitting(); err != nil {
 		return api.Sandbox{}, err
@@ -155,26 +179,38 @@ func pausedMessage(sb *sandbox.Sandbox) string {
 }
 
 // idle takes the idle action of b's sandbox (Limits.IdleAction) when its
-// idle timeout is reached: remove (the default, reap), stop, pause or
-// pause-to-disk; audited as a reap with the action. A failed action is
-// retried after another idle timeout.
-func (d *Daemon) idle(b *box) {
+// idle timeout is reached at now: remove (the default, reap), stop, pause
+// or pause-to-disk; audited as a reap with the action. The action runs
+// only if the sandbox is still idle, and no command or file operation
+// begins while it runs (sandbox.RunIfIdle): one that began since the
+// check keeps it running, one that begins during the action waits and
+// finds it paused (with ?resume=true it resumes it) or stopped. A failed
+// action is retried after another idle timeout.
+func (d *Daemon) idle(b *box, now time.Time) {
+	ctx := context.Background()
 	action := b.sb.ExecAccount().Limits.IdleAction
 	why := sandbox.ExpiredIdle
 	if action == "" || action == api.IdleActionRemove {
-		d.reap(b, why)
+		b.sb.RunIfIdle(now, func() error { d.reap(b, why); return nil })
 		return
 	}
 	start := time.Now()
-	var err error
-	switch action {
-	case api.IdleActionStop:
-		err = d.mgr.Stop(context.Background(), b.sb, why)
-	case api.IdleActionPause, api.IdleActionPauseToDisk:
-		err = d.pause(context.Background(), b.sb, action == api.IdleActionPauseToDisk, why)
-	default:
-		err = fmt.Errorf("unknown idle action %q", action)
+	var suspended *box
+	ran, err := b.sb.RunIfIdle(now, func() (err error) {
+		switch action {
+		case api.IdleActionStop:
+			return d.mgr.Stop(ctx, b.sb, why)
+		case api.IdleActionPause, api.IdleActionPauseToDisk:
+			suspended, err = d.pauseSuspending(ctx, b.sb, action == api.IdleActionPauseToDisk, why)
+			return err
+		default:
+			return fmt.Errorf("unknown idle action %q", action)
+		}
+	})
+	if !ran {
+		return // busy again since the check
 	}
+	d.followAgain(ctx, b.sb, suspended)
 	e := audit.Entry{Time: start.UTC(), Sandbox: b.sb.ID, Caller: "daemon", Action: audit.ActionReap,
 		Args: map[string]any{"reason": why, "action": action}, DurationMs: ms(time.Since(start))}
 	if err != nil {

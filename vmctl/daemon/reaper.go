@@ -26,7 +26,7 @@ func (d *Daemon) reaper(ctx context.Context) {
 				switch why := b.sb.Expired(now); why {
 				case "":
 				case sandbox.ExpiredIdle:
-					d.idle(b)
+					d.idle(b, now)
 				default:
 					d.reap(b, why)
 				}

@@ -25,6 +25,10 @@ var (
 	ErrRunning = errdefs.New(errdefs.ErrFailedPrecondition, "sandbox_running", "sandbox running")
 	// ErrConflict: the sandbox's state does not allow the change.
 	ErrConflict = errdefs.New(errdefs.ErrConflict, "", "sandbox state conflict")
+	// ErrCannotStart: a stopped sandbox cannot boot again as it is (its
+	// disk is gone, or its image changed under it); the message says
+	// what to do. The sandbox's state, not the request, is at fault.
+	ErrCannotStart = errdefs.New(errdefs.ErrFailedPrecondition, "", "sandbox cannot start")
 )
 
 // Exec error categories, wrapped with %w.

@@ -98,6 +98,9 @@ type execAccount struct {
 	mu   sync.Mutex
 	a    ExecAccount
 	busy int // commands and file operations in flight (never idle while > 0)
+	// idling is non-nil while an idle action runs (RunIfIdle, idle.go)
+	// and closed when it ended.
+	idling chan struct{}
 }
 
 // account returns sb's accounting, reading it from the record's Extra on
@@ -172,10 +175,13 @@ func (sb *Sandbox) Touch() {
 
 // Busy marks the sandbox busy, so never idle, until the returned func is
 // called; that ends it and records activity (Touch). File operations run
-// under it; commands under BeginExec and EndExec.
+// under it; commands under BeginExec and EndExec. While an idle action
+// runs (RunIfIdle) it waits for its end: the operation then finds the
+// sandbox as the action left it (ErrNotRunning when paused or stopped).
 func (sb *Sandbox) Busy() (done func()) {
 	acct := sb.account()
 	acct.mu.Lock()
+	acct.waitIdleAction()
 	acct.busy++
 	acct.mu.Unlock()
 	return sb.EndExec
@@ -184,12 +190,19 @@ func (sb *Sandbox) Busy() (done func()) {
 // BeginExec counts one more command against the sandbox's MaxExecs and
 // keeps the sandbox busy until EndExec. It returns the command's id ("e"
 // and 6 digits, in start order) and req with the sandbox's default
-// timeout (ExecLimits.ExecTimeoutMs) when req gives none. Errors:
-// ErrExecLimit when MaxExecs commands have begun (its details say
-// max_execs).
+// timeout (ExecLimits.ExecTimeoutMs) when req gives none. While an idle
+// action runs (RunIfIdle) it waits for its end, so a command never runs
+// into the pause or stop of an idle sandbox. Errors: ErrExecLimit when
+// MaxExecs commands have begun (its details say max_execs);
+// ErrNotRunning (not counted) when the idle action it waited for left
+// the sandbox paused or stopped.
 func (sb *Sandbox) BeginExec(req agentproto.ExecRequest) (string, agentproto.ExecRequest, error) {
 	acct := sb.account()
 	acct.mu.Lock()
+	if acct.waitIdleAction() && sb.State() != StateRunning {
+		acct.mu.Unlock()
+		return "", req, sb.NotRunning()
+	}
 	defer acct.mu.Unlock()
 	if lim := acct.a.Limits.MaxExecs; lim > 0 && acct.a.ExecCount >= lim {
 		msg := fmt.Sprintf("sandbox %s has run its %d commands (max_execs): create a new sandbox", sb.ID, lim)
@@ -224,7 +237,7 @@ func (sb *Sandbox) Expired(now time.Time) string {
 	sb.mu.Unlock()
 	acct := sb.account()
 	acct.mu.Lock()
-	lim, last, busy := acct.a.Limits, acct.a.LastActivity, acct.busy
+	lim, idle := acct.a.Limits, acct.idleLocked(now, state)
 	acct.mu.Unlock()
 	if lim.TTLSeconds > 0 && now.Sub(created) >= time.Duration(lim.TTLSeconds)*time.Second {
 		return ExpiredTTL
@@ -233,8 +246,7 @@ func (sb *Sandbox) Expired(now time.Time) string {
 		now.Sub(paused.At) >= time.Duration(lim.PausedTTLSeconds)*time.Second {
 		return ExpiredPausedTTL
 	}
-	if lim.IdleTimeoutSeconds > 0 && busy == 0 && state == StateRunning && !last.IsZero() &&
-		now.Sub(last) >= time.Duration(lim.IdleTimeoutSeconds)*time.Second {
+	if idle {
 		return ExpiredIdle
 	}
 	return ""

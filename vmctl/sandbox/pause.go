@@ -59,6 +59,22 @@ func (sb *Sandbox) holdsResources() bool {
 	return sb.reserved || !sb.rec.State.Final() && !sb.rec.PausedToDisk()
 }
 
+// Exclusive runs fn while holding sb's operation lock, the one Pause,
+// Resume, Start, Stop and Remove hold for their whole run: none of them
+// runs on sb during fn (they wait for it), and fn waits for one under
+// way. It is for work outside this package that changes sb's domain
+// behind the manager's back and must not interleave with its lifecycle:
+// a restore pausing its running source to copy its overlay
+// (vmctl/sandbox/snapshot), a snapshot save. fn must not call those
+// methods on sb (the lock is not reentrant); take the lock before any
+// lock of sb's files (Remove holds it while its hooks take them). It
+// returns fn's error.
+func (sb *Sandbox) Exclusive(fn func() error) error {
+	sb.opMu.Lock()
+	defer sb.opMu.Unlock()
+	return fn()
+}
+
 // snapshotter returns the driver as a Snapshotter (pause and resume need
 // its PauseDomain, ResumeDomain and snapshot jobs), or ErrUnsupported.
 func (m *Manager) snapshotter() (Snapshotter, error) {
@@ -210,7 +226,12 @@ type ResumeOptions struct {
 // state is deleted. The idle clock starts again.
 //
 // Errors: ErrConflict when sb is not paused; the admission's error (sb
-// stays paused). A resume from disk that fails otherwise — the saved
+// stays paused). A resume in memory whose vCPUs do not run again leaves
+// sb paused; one whose guest agent then does not answer (only asked
+// when this process has no connection to it, after a daemon restart)
+// leaves sb failed with the reason, its domain destroyed and what it
+// held on the host (cgroups, network, sockets) released, as at a stop.
+// A resume from disk that fails otherwise — the saved
 // state gone, damaged or of another image, the guest not answering —
 // leaves sb failed with the reason and no domain (ErrSnapshotUnusable for
 // the saved state; the step's error says "resume step <name>: …").
@@ -279,7 +300,10 @@ func (m *Manager) Resume(ctx context.Context, sb *Sandbox, opts ResumeOptions) e
 
 // resumeInMemory lets the paused domain's vCPUs run, reconnects the
 // agent if this process has no connection yet (a daemon restarted while
-// the sandbox was paused), refreshes the guest and marks sb running.
+// the sandbox was paused), refreshes the guest and marks sb running. If
+// the vCPUs do not run again, sb stays paused; if the agent does not
+// answer, sb fails and its domain is destroyed and released like a
+// stopped one's.
 func (m *Manager) resumeInMemory(ctx context.Context, snap Snapshotter, sb *Sandbox, timeout time.Duration) error {
 	if err := snap.ResumeDomain(ctx, sb.Domain); err != nil {
 		return fmt.Errorf("resume sandbox %s: %w", sb.ID, err)
@@ -290,8 +314,19 @@ func (m *Manager) resumeInMemory(ctx context.Context, snap Snapshotter, sb *Sand
 	if c == nil {
 		var err error
 		if c, err = sb.connectAgent(ctx, timeout); err != nil {
+			// A guest that runs but does not answer cannot be used: the
+			// sandbox fails with the reason and its domain goes with
+			// everything it held on the host, as at a stop (cgroups,
+			// network, sockets); Start boots it again.
 			sb.setState(StateFailed, "guest agent did not answer after resume: "+err.Error())
-			m.cfg.Driver.DestroyDomain(ctx, sb.Domain)
+			sb.release()
+			derr := m.cfg.Driver.DestroyDomain(ctx, sb.Domain)
+			m.cfg.Limits.Release(sb)
+			sb.unwatch()
+			m.teardownNetwork(ctx, sb)
+			if derr != nil {
+				err = errors.Join(err, fmt.Errorf("destroy its domain: %w", derr))
+			}
 			return fmt.Errorf("resume sandbox %s: %w", sb.ID, err)
 		}
 		sb.mu.Lock()
@@ -356,8 +391,8 @@ type StartOptions struct {
 //
 // Errors: ErrConflict when sb is not stopped or failed (running, paused:
 // the message says so); ErrUnsupported for a sandbox from before
-// snapshots (no spec kept); ErrInvalid when its overlay is gone or the
-// image changed; the admission's error (nothing changed). A boot that
+// snapshots (no spec kept); ErrCannotStart when its overlay is gone or
+// the image changed; the admission's error (nothing changed). A boot that
 // fails undoes its steps and leaves sb failed with the reason.
 func (m *Manager) Start(ctx context.Context, sb *Sandbox, opts StartOptions) error {
 	ctx = context.WithoutCancel(ctx)
@@ -376,10 +411,10 @@ func (m *Manager) Start(ctx context.Context, sb *Sandbox, opts StartOptions) err
 	case opts.Image == nil:
 		return fmt.Errorf("%w: start of sandbox %s: no image", ErrInvalid, sb.ID)
 	case opts.Image.Digest != r.ImageDigest:
-		return fmt.Errorf("%w: sandbox %s was created on image sha256:%s and %s now holds sha256:%s: its disk only works on that image; put it back or create a new sandbox", ErrInvalid, sb.ID, r.ImageDigest, opts.Image.Dir, opts.Image.Digest)
+		return fmt.Errorf("%w: sandbox %s was created on image sha256:%s and %s now holds sha256:%s: its disk only works on that image; put it back or create a new sandbox", ErrCannotStart, sb.ID, r.ImageDigest, opts.Image.Dir, opts.Image.Digest)
 	}
 	if _, err := os.Stat(sb.Overlay); err != nil {
-		return fmt.Errorf("%w: sandbox %s: its disk %s is gone (%v): create a new sandbox", ErrInvalid, sb.ID, sb.Overlay, err)
+		return fmt.Errorf("%w: sandbox %s: its disk %s is gone (%v): create a new sandbox", ErrCannotStart, sb.ID, sb.Overlay, err)
 	}
 	if err := m.reserve(sb, opts.Admit); err != nil {
 		return err

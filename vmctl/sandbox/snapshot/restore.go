@@ -112,7 +112,7 @@ type Source struct {
 	VCPUs     int
 	MemoryMiB int
 	// Running is the source sandbox while its domain holds File (paused
-	// for the copy), or nil.
+	// for the copy, under its operation lock: see copyFile), or nil.
 	Running *sandbox.Sandbox
 	// Base is the source sandbox's record when the state was saved: the
 	// restored record starts from it, so what other parts of the manager
@@ -314,21 +314,34 @@ func keepGuestMAC(b *sandbox.Build, saved domain.Spec) {
 
 // copyFile copies src's qcow2 file to dst (reflink where the filesystem
 // has it). A running source is paused for the copy: QMP stop drains and
-// flushes its block I/O, so the copy is consistent.
-func (s *Service) copyFile(ctx context.Context, src Source, dst string, times *sandbox.RestoreTimes) (err error) {
+// flushes its block I/O, so the copy is consistent. The source's
+// operation lock is held meanwhile, so no pause, resume, stop or remove
+// of it interleaves: a pause in memory during the copy would be undone by
+// the copy's resume (the sandbox recorded paused, its vCPUs running), a
+// pause to disk would leave the copy's resume without a domain. It is
+// taken before the file's lock, in the order Remove takes them.
+func (s *Service) copyFile(ctx context.Context, src Source, dst string, times *sandbox.RestoreTimes) error {
+	if src.Running == nil {
+		return s.copyLocked(ctx, src, dst, times)
+	}
+	return src.Running.Exclusive(func() error { return s.copyLocked(ctx, src, dst, times) })
+}
+
+// copyLocked is copyFile under the source's operation lock (if any).
+func (s *Service) copyLocked(ctx context.Context, src Source, dst string, times *sandbox.RestoreTimes) (err error) {
 	lock := s.FileLock(src.File)
 	lock.Lock()
 	defer lock.Unlock()
 	start := time.Now()
 	if sb := src.Running; sb != nil && sb.State() == sandbox.StateRunning {
-		snap, err := s.Snapshotter()
-		if err != nil {
-			return err
+		snap, serr := s.Snapshotter()
+		if serr != nil {
+			return serr
 		}
 		if err := snap.PauseDomain(ctx, sb.Domain); err != nil {
 			return fmt.Errorf("pause source sandbox %s for the copy: %w", sb.ID, err)
 		}
-		defer func() {
+		defer func() { // err is copyLocked's result
 			if rerr := snap.ResumeDomain(context.WithoutCancel(ctx), sb.Domain); rerr != nil {
 				err = errors.Join(err, fmt.Errorf("resume source sandbox %s: %w", sb.ID, rerr))
 			}
