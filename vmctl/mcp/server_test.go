@@ -461,7 +461,7 @@ func TestProcessOutput(t *testing.T) {
 
 // TestKillProcess: kill_process sends the signal asked for (KILL by
 // default); a process a signal ended says which (signal), beside exit
-// code -1.
+// code 128+N.
 func TestKillProcess(t *testing.T) {
 	var mu sync.Mutex
 	var sent []string
@@ -473,11 +473,11 @@ func TestKillProcess(t *testing.T) {
 			return nil
 		},
 		ProcessOutputFn: func(ctx context.Context, ref, pid string, offset int64, follow bool, emit func(api.ExecEvent) error) error {
-			return emit(api.ExecEvent{Type: api.EventExit, Exit: &api.ExitStatus{ExitCode: -1, Signal: 9}})
+			return emit(api.ExecEvent{Type: api.EventExit, Exit: &api.ExitStatus{ExitCode: 137, Signal: 9}})
 		},
 		GetProcessFn: func(ctx context.Context, ref, pid string) (api.Process, error) {
 			p := apitest.Process(pid)
-			p.State, p.Exit = api.ProcessExited, &api.ExitStatus{ExitCode: -1, Signal: 9}
+			p.State, p.Exit = api.ProcessExited, &api.ExitStatus{ExitCode: 137, Signal: 9}
 			return p, nil
 		},
 	}
@@ -490,7 +490,7 @@ func TestKillProcess(t *testing.T) {
 	}
 	var r mcp.ReadProcessOutputOutput
 	h.call(t, "read_process_output", map[string]any{"sandbox": "w1", "process": "p1"}, &r)
-	if r.State != api.ProcessExited || r.ExitCode == nil || *r.ExitCode != -1 || r.Signal != 9 {
+	if r.State != api.ProcessExited || r.ExitCode == nil || *r.ExitCode != 137 || r.Signal != 9 {
 		t.Fatalf("read_process_output of a killed process: %+v", r)
 	}
 }
