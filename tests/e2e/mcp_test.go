@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -155,9 +156,10 @@ type mcpRun struct {
 // exerciseMCP runs the tools every transport must serve on one new
 // sandbox: create_sandbox, run_command (exact exit code and output; 5 MiB
 // cut with the note), write_file/read_file of binary content,
-// list_directory, a missing sandbox's not_found, destroy_sandbox. It
-// returns the sandbox's ID.
-func exerciseMCP(t *testing.T, d *daemon, s mcpSession, name string, createArgs ...string) string {
+// list_directory, a missing sandbox's not_found, then more (if not
+// nil) with the sandbox's name, and destroy_sandbox. It returns the
+// sandbox's ID.
+func exerciseMCP(t *testing.T, d *daemon, s mcpSession, name string, more func(name string), createArgs ...string) string {
 	var sb struct {
 		ID     string            `json:"id"`
 		Name   string            `json:"name"`
@@ -243,6 +245,10 @@ func exerciseMCP(t *testing.T, d *daemon, s mcpSession, name string, createArgs 
 		t.Fatalf("run_command in a missing sandbox: %+v", res)
 	}
 
+	if more != nil {
+		more(name)
+	}
+
 	var del struct {
 		Destroyed string `json:"destroyed"`
 	}
@@ -254,6 +260,131 @@ func exerciseMCP(t *testing.T, d *daemon, s mcpSession, name string, createArgs 
 		t.Fatalf("sandboxes after destroy_sandbox: %v", ids(got))
 	}
 	return sb.ID
+}
+
+// snapshotAndProcessesMCP runs the snapshot, restore and process tools
+// on sandbox name (which holds /tmp/mcp/t.txt, exerciseMCP's text file):
+// snapshot it, restore the snapshot under a new name and read the file
+// written before the snapshot there (and not one written after it);
+// start a process there, read its output with offsets (from 0, from
+// next_offset, again from the middle), kill it; destroy the restored
+// sandbox and remove the snapshot. Each Inspector call is a session of
+// its own, so this needs a server without --mcp-cleanup (stdio).
+func snapshotAndProcessesMCP(t *testing.T, d *daemon, s mcpSession, name string) {
+	var snap struct {
+		ID, Name, Sandbox string
+	}
+	s.ok(&snap, "snapshot", "sandbox="+name, "name=mcp-snap")
+	src := d.get(name)
+	if snap.Name != "mcp-snap" || snap.Sandbox != src.ID || snap.ID == "" {
+		t.Fatalf("snapshot: %+v, want mcp-snap of %s", snap, src.ID)
+	}
+	var fi struct {
+		Size int64 `json:"size"`
+	}
+	s.ok(&fi, "write_file", "sandbox="+name, "path=/tmp/mcp/after.txt", "content=after")
+
+	var restored struct {
+		Sandboxes []struct {
+			ID     string            `json:"id"`
+			Name   string            `json:"name"`
+			State  string            `json:"state"`
+			Labels map[string]string `json:"labels"`
+		} `json:"sandboxes"`
+	}
+	s.ok(&restored, "restore", "snapshot=mcp-snap", "name=mcp-restored")
+	if len(restored.Sandboxes) == 1 {
+		d.track(restored.Sandboxes[0].ID)
+	}
+	if len(restored.Sandboxes) != 1 || restored.Sandboxes[0].Name != "mcp-restored" || restored.Sandboxes[0].State != "running" ||
+		restored.Sandboxes[0].ID == src.ID || len(restored.Sandboxes[0].Labels["agentbox.mcp-session"]) == 0 {
+		t.Fatalf("restore: %+v", restored)
+	}
+	var fc struct {
+		Encoding string `json:"encoding"`
+		Content  string `json:"content"`
+	}
+	s.ok(&fc, "read_file", "sandbox=mcp-restored", "path=/tmp/mcp/t.txt")
+	if fc.Encoding != "text" || fc.Content != "héllo wörld" {
+		t.Fatalf("read_file of the restored sandbox: %+v", fc)
+	}
+	if res := s.call("read_file", "sandbox=mcp-restored", "path=/tmp/mcp/after.txt"); !res.IsError || len(res.Content) != 1 || !strings.HasPrefix(res.Content[0].Text, "not_found: ") {
+		t.Fatalf("read_file of a file written after the snapshot, in the restored sandbox: %+v", res)
+	}
+
+	// A process: "one\ntwo\n" at once, then (once /tmp/go exists) "err\n"
+	// on stderr and "three\n" and /tmp/done, then it sleeps until killed.
+	type procInfo struct {
+		Process  string `json:"process"`
+		Pid      int    `json:"pid"`
+		State    string `json:"state"`
+		ExitCode *int   `json:"exit_code"`
+		Signal   int    `json:"signal"`
+	}
+	var p procInfo
+	s.ok(&p, "start_process", "sandbox=mcp-restored",
+		`command=printf 'one\ntwo\n'; while [ ! -e /tmp/go ]; do sleep 0.1; done; printf 'err\n' >&2; printf 'three\n'; touch /tmp/done; exec sleep 600`)
+	if p.Process == "" || p.Pid <= 0 || p.State != "running" || p.ExitCode != nil {
+		t.Fatalf("start_process: %+v", p)
+	}
+	type procOutput struct {
+		Stdout     string `json:"stdout"`
+		Stderr     string `json:"stderr"`
+		NextOffset int64  `json:"next_offset"`
+		More       bool   `json:"more"`
+		procInfo
+	}
+	var out procOutput
+	read := func(offset int64, wait string) {
+		t.Helper()
+		out = procOutput{}
+		s.ok(&out, "read_process_output", "sandbox=mcp-restored", "process="+p.Process, fmt.Sprintf("offset=%d", offset), "wait_seconds="+wait)
+	}
+	read(0, "30")
+	if out.Stdout != "one\ntwo\n" || out.Stderr != "" || out.NextOffset != 8 || out.More || out.State != "running" || out.Process != p.Process {
+		t.Fatalf("read_process_output from 0: %+v", out)
+	}
+	var r mcpRun
+	s.ok(&r, "run_command", "sandbox=mcp-restored", "command=touch /tmp/go; while [ ! -e /tmp/done ]; do sleep 0.1; done")
+	if r.ExitCode != 0 {
+		t.Fatalf("run_command touch /tmp/go: %+v", r)
+	}
+	read(8, "30")
+	if out.Stdout != "three\n" || out.Stderr != "err\n" || out.NextOffset != 18 || out.More || out.State != "running" {
+		t.Fatalf("read_process_output from 8: %+v", out)
+	}
+	read(4, "0")
+	if out.Stdout != "two\nthree\n" || out.Stderr != "err\n" || out.NextOffset != 18 || out.More || out.State != "running" {
+		t.Fatalf("read_process_output from 4: %+v", out)
+	}
+	var k struct {
+		Signalled string `json:"signalled"`
+	}
+	s.ok(&k, "kill_process", "sandbox=mcp-restored", "process="+p.Process)
+	if k.Signalled != p.Process {
+		t.Fatalf("kill_process: %+v", k)
+	}
+	// Waiting from the end answers when the process ended.
+	read(18, "30")
+	if out.Stdout != "" || out.Stderr != "" || out.NextOffset != 18 || out.State != "exited" || out.ExitCode == nil || *out.ExitCode != 137 || out.Signal != 9 {
+		code := "none"
+		if out.ExitCode != nil {
+			code = fmt.Sprint(*out.ExitCode)
+		}
+		t.Fatalf("read_process_output after kill_process: %+v (exit code %s)", out, code)
+	}
+
+	var del struct {
+		Destroyed string `json:"destroyed"`
+	}
+	s.ok(&del, "destroy_sandbox", "sandbox=mcp-restored")
+	if del.Destroyed != "mcp-restored" {
+		t.Fatalf("destroy_sandbox: %+v", del)
+	}
+	d.call("DELETE", "/v1/snapshots/mcp-snap", nil, http.StatusNoContent)
+	if list := d.snapshots(""); len(list) != 0 {
+		t.Fatalf("snapshots left: %+v", list)
+	}
 }
 
 // TestMCPStdio: the MCP Inspector drives `agentbox mcp` over stdio
@@ -270,7 +401,7 @@ func TestMCPStdio(t *testing.T) {
 	if got := s.tools(); !slices.Equal(got, mcpTools) {
 		t.Fatalf("tools/list: %v, want %v", got, mcpTools)
 	}
-	id := exerciseMCP(t, d, s, "mcp-stdio")
+	id := exerciseMCP(t, d, s, "mcp-stdio", func(name string) { snapshotAndProcessesMCP(t, d, s, name) })
 	// The audit names the socket's caller (uid) for the MCP session's calls.
 	var execs int
 	for _, e := range d.audit(id) {
@@ -339,7 +470,7 @@ func TestMCPHTTP(t *testing.T) {
 	if got := s.tools(); !slices.Equal(got, mcpTools) {
 		t.Fatalf("tools/list: %v, want %v", got, mcpTools)
 	}
-	id := exerciseMCP(t, d, s, "mcp-http", "image="+image)
+	id := exerciseMCP(t, d, s, "mcp-http", nil, "image="+image)
 	for _, e := range d.audit(id) {
 		if e.Action == "exec" && e.Caller != "token" {
 			t.Errorf("audit caller %q of an exec through /mcp, want token", e.Caller)

@@ -59,7 +59,9 @@ func (c *capture) Total() int64 {
 func (c *capture) Result(stream string) (text string, cut int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.total <= int64(len(c.head)+len(c.tail)) {
+	// The tail holds up to about twice tailCap between trims: what fits
+	// the limit is decided by the total, not by what happens to be held.
+	if c.total <= int64(c.headCap+c.tailCap) {
 		return string(c.head) + string(c.tail), 0
 	}
 	head, tail := c.head, c.tail

@@ -81,7 +81,9 @@ type Server struct {
 
 	mu       sync.Mutex
 	sessions map[*sdk.ServerSession]string
-	cleanups sync.WaitGroup
+	ending   int        // sessions whose end (and cleanup) is not done yet
+	ended    *sync.Cond // on mu: signalled when ending goes down
+	closed   bool       // Close was called: a session that starts now is closed at once
 }
 
 // New checks cfg and returns a Server with every tool and resource
@@ -98,6 +100,7 @@ func New(cfg Config) (*Server, error) {
 		fileLm:   cfg.FileLimit,
 		sessions: make(map[*sdk.ServerSession]string),
 	}
+	s.ended = sync.NewCond(&s.mu)
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -152,9 +155,21 @@ func (s *Server) sessionID(ss *sdk.ServerSession) string {
 		id = hex.EncodeToString(b[:])
 	}
 	s.sessions[ss] = id
-	s.cleanups.Add(1)
+	s.ending++
+	late := s.closed
 	go func() {
-		defer s.cleanups.Done()
+		defer func() {
+			s.mu.Lock()
+			s.ending--
+			s.ended.Broadcast()
+			s.mu.Unlock()
+		}()
+		if late {
+			// It began while Close ran: end it as Close ended the others
+			// (not here: Close waits for the calls in flight, this one
+			// among them).
+			ss.Close()
+		}
 		ss.Wait()
 		s.mu.Lock()
 		delete(s.sessions, ss)
@@ -193,7 +208,7 @@ func (s *Server) cleanup(id string) {
 // The end of ctx is a clean end (nil).
 func (s *Server) Serve(ctx context.Context, t sdk.Transport) error {
 	err := s.srv.Run(ctx, t)
-	s.cleanups.Wait()
+	s.waitEnded()
 	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
 		return nil
 	}
@@ -214,9 +229,11 @@ func (s *Server) HTTPHandler(idle time.Duration) http.Handler {
 
 // Close ends every open session (as if each client had left: with
 // Config.Cleanup their sandboxes are removed) and waits for their
-// cleanups, for the daemon's shutdown.
+// cleanups, for the daemon's shutdown. A session that begins while Close
+// runs is ended at once too, and waited for.
 func (s *Server) Close() error {
 	s.mu.Lock()
+	s.closed = true
 	var open []*sdk.ServerSession
 	for ss := range s.sessions {
 		open = append(open, ss)
@@ -228,8 +245,18 @@ func (s *Server) Close() error {
 			errs = append(errs, fmt.Errorf("closing MCP session: %w", err))
 		}
 	}
-	s.cleanups.Wait()
+	s.waitEnded()
 	return errors.Join(errs...)
+}
+
+// waitEnded waits until every session that ended was cleaned up (also
+// those that began meanwhile, e.g. during Close).
+func (s *Server) waitEnded() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for s.ending > 0 {
+		s.ended.Wait()
+	}
 }
 
 // sdkLogger is the MCP SDK's logger: log's warnings and errors (its info

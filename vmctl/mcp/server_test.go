@@ -458,3 +458,39 @@ func TestProcessOutput(t *testing.T) {
 		t.Fatalf("read %d bytes, want %d exact", len(got), len(all))
 	}
 }
+
+// TestKillProcess: kill_process sends the signal asked for (KILL by
+// default); a process a signal ended says which (signal), beside exit
+// code 128+N.
+func TestKillProcess(t *testing.T) {
+	var mu sync.Mutex
+	var sent []string
+	b := &apitest.Backend{
+		KillProcessFn: func(ctx context.Context, ref, pid, signal string) error {
+			mu.Lock()
+			defer mu.Unlock()
+			sent = append(sent, ref+" "+pid+" "+signal)
+			return nil
+		},
+		ProcessOutputFn: func(ctx context.Context, ref, pid string, offset int64, follow bool, emit func(api.ExecEvent) error) error {
+			return emit(api.ExecEvent{Type: api.EventExit, Exit: &api.ExitStatus{ExitCode: 137, Signal: 9}})
+		},
+		GetProcessFn: func(ctx context.Context, ref, pid string) (api.Process, error) {
+			p := apitest.Process(pid)
+			p.State, p.Exit = api.ProcessExited, &api.ExitStatus{ExitCode: 137, Signal: 9}
+			return p, nil
+		},
+	}
+	h := newHarness(t, b, mcp.Config{})
+	var k mcp.KillOutput
+	h.call(t, "kill_process", map[string]any{"sandbox": "w1", "process": "p1"}, &k)
+	h.call(t, "kill_process", map[string]any{"sandbox": "w1", "process": "p1", "signal": "TERM"}, nil)
+	if k.Signalled != "p1" || !slices.Equal(sent, []string{"w1 p1 ", "w1 p1 TERM"}) {
+		t.Fatalf("kill_process: %+v, sent %q", k, sent)
+	}
+	var r mcp.ReadProcessOutputOutput
+	h.call(t, "read_process_output", map[string]any{"sandbox": "w1", "process": "p1"}, &r)
+	if r.State != api.ProcessExited || r.ExitCode == nil || *r.ExitCode != 137 || r.Signal != 9 {
+		t.Fatalf("read_process_output of a killed process: %+v", r)
+	}
+}

@@ -86,7 +86,7 @@ type RunCommandInput struct {
 
 // RunCommandOutput is the answer of run_command.
 type RunCommandOutput struct {
-	ExitCode       int    `json:"exit_code" jsonschema:"the command's exit code (-1 when killed by a signal)"`
+	ExitCode       int    `json:"exit_code" jsonschema:"the command's exit code, shell-style: 128+N when killed by signal N, 124 when timeout_seconds killed it"`
 	Signal         int    `json:"signal,omitempty" jsonschema:"the signal that killed it, if one did"`
 	TimedOut       bool   `json:"timed_out,omitempty" jsonschema:"true when timeout_seconds killed it"`
 	Stdout         string `json:"stdout" jsonschema:"its standard output (bounded: see stdout_cut_bytes)"`
@@ -112,7 +112,8 @@ type ProcessInfo struct {
 	Process  string `json:"process" jsonschema:"the process's ID, for read_process_output and kill_process"`
 	Pid      int    `json:"pid" jsonschema:"its pid in the guest"`
 	State    string `json:"state" jsonschema:"running, exited or lost"`
-	ExitCode *int   `json:"exit_code,omitempty" jsonschema:"its exit code once exited"`
+	ExitCode *int   `json:"exit_code,omitempty" jsonschema:"its exit code once exited, shell-style: 128+N when killed by signal N (137 after kill_process)"`
+	Signal   int    `json:"signal,omitempty" jsonschema:"the signal that killed it, if one did (e.g. 9 after kill_process)"`
 }
 
 // ReadProcessOutputInput is the arguments of read_process_output.
@@ -463,7 +464,7 @@ func processInfo(p api.Process) ProcessInfo {
 	pi := ProcessInfo{Process: p.ID, Pid: p.Pid, State: p.State}
 	if p.Exit != nil {
 		code := p.Exit.ExitCode
-		pi.ExitCode = &code
+		pi.ExitCode, pi.Signal = &code, p.Exit.Signal
 	}
 	return pi
 }
