@@ -2,6 +2,8 @@ package daemon
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"syscall"
 	"time"
 
@@ -167,4 +169,48 @@ func (d *Daemon) dropInheritedProcesses(ctx context.Context, sb *sandbox.Sandbox
 			d.log.Warn("forget inherited detached process", "sandbox", sb.ID, "process", p.ID, "err", err)
 		}
 	}
+}
+
+// pausedErr gives err, from a call on a detached process of sb, the
+// resume hint when sb is paused (in memory, or to disk: its guest cannot
+// answer until it is resumed): the same 409 an exec gets.
+func pausedErr(sb *sandbox.Sandbox, err error) error {
+	if err != nil && errors.Is(err, sandbox.ErrNotRunning) && sb.State() == sandbox.StatePaused {
+		return sandbox.ErrNotRunning.WithMessage(pausedMessage(sb)) // lifecycle.go
+	}
+	return err
+}
+
+// lostWaitTimeout bounds how long a follower whose stream broke waits for
+// the process table to end the process with its sandbox's stop.
+const lostWaitTimeout = 5 * time.Second
+
+// lostWithStop waits, for a follower of process pid whose output stream
+// broke, until b's process table ends it when its sandbox is stopping or
+// stopped (CloseAll marks it lost), and returns its final Info; false
+// when the sandbox was not stopping or the process did not end lost.
+func (d *Daemon) lostWithStop(ctx context.Context, b *box, pid string) (process.Info, bool) {
+	if st := b.sb.State(); st != sandbox.StateStopping && !st.Final() {
+		return process.Info{}, false
+	}
+	wctx, cancel := context.WithTimeout(ctx, lostWaitTimeout)
+	defer cancel()
+	info, err := b.procs.Wait(wctx, pid)
+	return info, err == nil && info.State == process.StateLost
+}
+
+// lostError is the error event of a follower whose process info was lost:
+// with its sandbox's stop (409 sandbox_not_running: nothing is left to
+// resume from, the output went with the guest), or with its guest
+// (503 guest_died).
+func lostError(sb *sandbox.Sandbox, pid string, info process.Info) error {
+	r := sb.Record()
+	if r.State == sandbox.StateStopping || r.State == sandbox.StateStopped {
+		why := string(r.State)
+		if r.Reason != "" {
+			why += ": " + r.Reason
+		}
+		return sandbox.ErrNotRunning.WithMessage(fmt.Sprintf("process %s was lost with the sandbox's stop (sandbox %s %s): its output and exit status went with the guest; start the sandbox again (agentbox start %s) and run the command anew", pid, sb.ID, why, sb.ID))
+	}
+	return sandbox.ErrGuestDied.WithMessage("process lost: " + info.Error)
 }
