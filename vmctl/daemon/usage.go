@@ -106,6 +106,23 @@ func (m *usageMonitor) latest(id string) (resources.Usage, bool) {
 	return u, ok
 }
 
+// unexpectedPause reports whether u is of a domain paused by something
+// else than agentbox or a job it runs: QEMU stopping the guest on a host
+// I/O error (ENOSPC, EIO), a watchdog, a crash, an unknown reason. A
+// pause agentbox made (libvirt's "user": pause, the source of a restore
+// being copied, the warm pool) or a snapshot, save or start in progress
+// is no warning.
+func unexpectedPause(u resources.Usage) bool {
+	if u.DomainState != "paused" {
+		return false
+	}
+	switch u.PauseReason {
+	case "user", "migration", "save", "dump", "from-snapshot", "shutting-down", "snapshot", "starting-up", "postcopy":
+		return false
+	}
+	return true
+}
+
 // sampleUsage reads every running sandbox's usage once.
 func (m *usageMonitor) sampleUsage(ctx context.Context) {
 	live := map[string]bool{}
@@ -124,7 +141,7 @@ func (m *usageMonitor) sampleUsage(ctx context.Context) {
 		prev, had := m.usage[sb.ID]
 		m.usage[sb.ID] = u
 		m.mu.Unlock()
-		if u.DomainState == "paused" && (!had || prev.DomainState != "paused") {
+		if unexpectedPause(u) && (!had || !unexpectedPause(prev)) && sb.State() == sandbox.StateRunning {
 			m.resourceEvent(sb, "paused", fmt.Sprintf("the domain is paused (%s)", orUnknown(u.PauseReason)), "warn", nil)
 		}
 		m.checkThresholds(sb, u)
