@@ -106,3 +106,25 @@ func TestStateConflictMessageFake(t *testing.T) {
 		t.Errorf("pause of a paused sandbox: %q; want the conflict named once, with the hint", err)
 	}
 }
+
+// TestSnapshotPausedHintFake: a snapshot of a paused sandbox is refused
+// saying it is paused and how to resume it, not to restore an older
+// snapshot.
+func TestSnapshotPausedHintFake(t *testing.T) {
+	fd := newFakeDriver(t)
+	f := newFakeFixture(t, fd, fd)
+	sb := f.create(t, "napping")
+	defer f.mgr.Destroy(t0, sb)
+	for _, toDisk := range []bool{false, true} {
+		if err := f.mgr.Pause(t0, sb, toDisk, "test"); err != nil {
+			t.Fatal(err)
+		}
+		_, err := f.snaps.Save(t0, sb, "s", nil)
+		if !errors.Is(err, sandbox.ErrNotRunning) || !strings.Contains(err.Error(), "is paused") || !strings.Contains(err.Error(), "agentbox resume napping") || strings.Contains(err.Error(), "restore an older") {
+			t.Errorf("snapshot of a paused sandbox (to disk %v): %v; want the resume hint", toDisk, err)
+		}
+		if err := f.mgr.Resume(t0, sb, sandbox.ResumeOptions{Image: f.img}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
