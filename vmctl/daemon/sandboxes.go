@@ -48,6 +48,10 @@ func (d *Daemon) CreateSandbox(ctx context.Context, req api.CreateSandboxRequest
 	e := audit.Entry{Time: start.UTC(), Caller: caller, Action: audit.ActionCreate, Args: args, DurationMs: ms(time.Since(start))}
 	if err != nil {
 		e.Error, e.ErrorMessage = auditError(err)
+		if step := sandbox.FailedStep(err); step != "" {
+			args["step"] = step // the message leaves it out when the request was refused
+		}
+		d.log.Info("create failed", "step", sandbox.FailedStep(err), "err", err)
 		d.appendAudit(e)
 		d.metrics.createFailures.Inc()
 		return api.Sandbox{}, err
