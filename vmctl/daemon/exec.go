@@ -213,7 +213,7 @@ func (d *Daemon) execAttached(ctx context.Context, ref string, req api.ExecReque
 		err = nil
 	}
 	if err != nil && ctx.Err() == nil {
-		err = b.sb.Explain(err)
+		err = pausedErr(b.sb, b.sb.Explain(err)) // procs.go: cut by a pause to disk
 	}
 	status := apiStatus(st, dur)
 
