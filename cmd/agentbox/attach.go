@@ -9,6 +9,7 @@ import (
 	"os/signal"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/urfave/cli/v2"
 	"golang.org/x/term"
@@ -111,6 +112,10 @@ func attach(ctx context.Context, c *cli.Context, cl *client.Client, ref, proc st
 
 	e, err := cl.AttachProcess(ctx, ref, proc, opts, stdin, c.App.Writer, stderr)
 	if err != nil {
+		if interruptedBy(ctx, t, intr) { // Ctrl-C while connecting: as a detach
+			fmt.Fprintf(stderr, "%sagentbox: detached from process %s; it runs on (%s attaches again)%s", nl, proc, reattach(c, ref, proc), nl)
+			return errDetachedByInterrupt
+		}
 		return err
 	}
 	if t != nil && !e.Tty() {
@@ -147,16 +152,8 @@ func attach(ctx context.Context, c *cli.Context, cl *client.Client, ref, proc st
 	}()
 	st, err := e.Wait()
 	<-done
-	interrupted := false
-	if ctx.Err() != nil {
-		select {
-		case <-intr: // delivered before the interrupt ended ctx
-			interrupted = true
-		default:
-		}
-	}
 	switch {
-	case interrupted:
+	case interruptedBy(ctx, t, intr):
 		fmt.Fprintf(stderr, "%sagentbox: detached from process %s; it runs on (%s attaches again)%s", nl, proc, reattach(c, ref, proc), nl)
 		return errDetachedByInterrupt
 	case errors.Is(err, client.ErrDetached):
@@ -168,6 +165,25 @@ func attach(ctx context.Context, c *cli.Context, cl *client.Client, ref, proc st
 		return cutAttach(err, c, ref, proc)
 	}
 	return exitFor(guestStatus(st, 0))
+}
+
+// intrGrace bounds the wait for the SIGINT that may have ended an
+// attach's context.
+const intrGrace = 200 * time.Millisecond
+
+// interruptedBy reports whether ctx ended because of a SIGINT (intr got
+// it) on an attach without a terminal (t nil): a SIGINT reaches intr and
+// the handler that ends ctx in one delivery, in either order.
+func interruptedBy(ctx context.Context, t *localTerminal, intr <-chan os.Signal) bool {
+	if ctx.Err() == nil || t != nil {
+		return false
+	}
+	select {
+	case <-intr:
+		return true
+	case <-time.After(intrGrace):
+		return false
+	}
 }
 
 // errDetachedByInterrupt ends an attach without a terminal that Ctrl-C
