@@ -9,6 +9,7 @@ import (
 	"os/signal"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/urfave/cli/v2"
 	"golang.org/x/term"
@@ -96,12 +97,25 @@ func attach(ctx context.Context, c *cli.Context, cl *client.Client, ref, proc st
 	}
 	ctx, stopHup := signal.NotifyContext(ctx, syscall.SIGHUP)
 	defer stopHup()
+	// Without a terminal Ctrl-C detaches (as docker attach
+	// --sig-proxy=false and kubectl attach): the interrupt ends the
+	// session, and this says it was one. With -t Ctrl-C goes to the
+	// process as a keystroke (raw mode) and never reaches us.
+	intr := make(chan os.Signal, 1)
+	if t == nil {
+		signal.Notify(intr, syscall.SIGINT)
+		defer signal.Stop(intr)
+	}
 	winch := make(chan os.Signal, 1)
 	signal.Notify(winch, syscall.SIGWINCH)
 	defer signal.Stop(winch)
 
 	e, err := cl.AttachProcess(ctx, ref, proc, opts, stdin, c.App.Writer, stderr)
 	if err != nil {
+		if interruptedBy(ctx, t, intr) { // Ctrl-C while connecting: as a detach
+			fmt.Fprintf(stderr, "%sagentbox: detached from process %s; it runs on (%s attaches again)%s", nl, proc, reattach(c, ref, proc), nl)
+			return errDetachedByInterrupt
+		}
 		return err
 	}
 	if t != nil && !e.Tty() {
@@ -139,15 +153,68 @@ func attach(ctx context.Context, c *cli.Context, cl *client.Client, ref, proc st
 	st, err := e.Wait()
 	<-done
 	switch {
+	case interruptedBy(ctx, t, intr):
+		fmt.Fprintf(stderr, "%sagentbox: detached from process %s; it runs on (%s attaches again)%s", nl, proc, reattach(c, ref, proc), nl)
+		return errDetachedByInterrupt
 	case errors.Is(err, client.ErrDetached):
-		fmt.Fprintf(stderr, "%sagentbox: detached from process %s; it runs on (agentbox attach -it %s %s attaches again)%s", nl, proc, ref, proc, nl)
+		fmt.Fprintf(stderr, "%sagentbox: detached from process %s; it runs on (%s attaches again)%s", nl, proc, reattach(c, ref, proc), nl)
 		return ctx.Err() // nil, or the interrupt's (exit 128+N)
 	case ctx.Err() != nil:
 		return ctx.Err()
 	case err != nil:
-		return err
+		return cutAttach(err, c, ref, proc)
 	}
 	return exitFor(guestStatus(st, 0))
+}
+
+// intrGrace bounds the wait for the SIGINT that may have ended an
+// attach's context.
+const intrGrace = 200 * time.Millisecond
+
+// interruptedBy reports whether ctx ended because of a SIGINT (intr got
+// it) on an attach without a terminal (t nil): a SIGINT reaches intr and
+// the handler that ends ctx in one delivery, in either order.
+func interruptedBy(ctx context.Context, t *localTerminal, intr <-chan os.Signal) bool {
+	if ctx.Err() == nil || t != nil {
+		return false
+	}
+	select {
+	case <-intr:
+		return true
+	case <-time.After(intrGrace):
+		return false
+	}
+}
+
+// errDetachedByInterrupt ends an attach without a terminal that Ctrl-C
+// detached: exit 0, its message printed already (an *exitError, so the
+// interrupt is not reported as one).
+var errDetachedByInterrupt = &exitError{code: 0}
+
+// reattach is the command that attaches to proc of ref again as this one
+// did.
+func reattach(c *cli.Context, ref, proc string) string {
+	flags := ""
+	switch {
+	case c.Bool("interactive") && c.Bool("tty"):
+		flags = " -it"
+	case c.Bool("interactive"):
+		flags = " -i"
+	case c.Bool("tty"):
+		flags = " -t"
+	}
+	return fmt.Sprintf("agentbox attach%s %s %s", flags, ref, proc)
+}
+
+// cutAttach is the error of an attach session that ended without the
+// process's end: when the daemon went away (the stream cut, or the daemon
+// shutting down) the process runs on in the guest, and the message says
+// how to attach again, as output -f says where to resume.
+func cutAttach(err error, c *cli.Context, ref, proc string) error {
+	if !resumable(err) { // output.go: refused or ended by the daemon (lost, paused)
+		return err
+	}
+	return fmt.Errorf("%w\nthe process runs on in the guest: attach again once the daemon is back: %s", err, reattach(c, ref, proc))
 }
 
 // detachKeys passes r's bytes on until Ctrl-P Ctrl-Q, which calls detach

@@ -43,6 +43,12 @@ func (b *fakeBackend) AttachProcess(ctx context.Context, ref, pid string, at api
 		offset = *at.Offset
 	}
 	at.Started(&apitest.Control{ID: pid, PID: p.Pid, Tty: p.Tty != nil}, p, offset)
+	b.mu.Lock()
+	if b.attached != nil {
+		close(b.attached)
+		b.attached = nil
+	}
+	b.mu.Unlock()
 	if at.Stdin != nil {
 		go b.WriteStdin(ctx, ref, pid, at.Stdin, false)
 	}

@@ -42,6 +42,11 @@ type fakeBackend struct {
 	execs     []api.ExecRequest
 	kills     []string // "PROCESS SIGNAL"
 	infoErr   error
+	// outputErr, if set, ends every process output stream after its
+	// output, as the daemon's error event.
+	outputErr *api.Error
+	// attached, if set, is closed when an attach session starts.
+	attached chan struct{}
 	// sleeping receives a value whenever a "sleep" command starts.
 	sleeping chan struct{}
 	// interactive are the requests of interactive execs (with streamed
@@ -366,6 +371,12 @@ func (b *fakeBackend) ProcessOutput(ctx context.Context, ref, pid string, offset
 			if err := emit(ev); err != nil {
 				return err
 			}
+		}
+		b.mu.Lock()
+		outputErr := b.outputErr
+		b.mu.Unlock()
+		if outputErr != nil {
+			return emit(api.ExecEvent{Type: api.EventError, Error: outputErr})
 		}
 		if done {
 			return emit(api.ExecEvent{Type: api.EventExit, Exit: exit})

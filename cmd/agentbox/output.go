@@ -2,12 +2,14 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"sync/atomic"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/agentbox/agentbox/vmctl/api"
 	"github.com/agentbox/agentbox/vmctl/client"
 )
 
@@ -21,7 +23,8 @@ func outputCommand() *cli.Command {
 			"With -f it keeps following until the process ends and then exits with its exit status, like\n" +
 			"`exec` would have; without -f it exits 0. The process runs on when the daemon restarts: a\n" +
 			"stream that is cut says on stderr the offset to resume from with --offset, so no byte is lost\n" +
-			"or shown twice (output older than the guest keeps is refused, saying the offset to use).\n\n" +
+			"or shown twice (output older than the guest keeps is refused, saying the offset to use). A\n" +
+			"follow rides across a pause of the sandbox; a process lost with the sandbox's stop is said so.\n\n" +
 			"Exit status (-f): the process's own; 128+N if killed by signal N; 124 on timeout; 126/127 if it\n" +
 			"could not be run; 125 if agentbox failed or the process was lost. 130/143 on Ctrl-C/SIGTERM (the\n" +
 			"process keeps running).",
@@ -43,7 +46,7 @@ func outputCommand() *cli.Command {
 			offset.n.Store(c.Int64("offset"))
 			st, err := cl.ProcessOutput(ctx, args[0], args[1], c.Int64("offset"), follow,
 				offset.writer(c.App.Writer), offset.writer(c.App.ErrWriter))
-			if err != nil && ctx.Err() == nil {
+			if err != nil && ctx.Err() == nil && resumable(err) {
 				return fmt.Errorf("%w\nresume from offset %d: agentbox output -f --offset %d %s %s", err, offset.n.Load(), offset.n.Load(), args[0], args[1])
 			}
 			if err != nil || !follow {
@@ -55,6 +58,16 @@ func outputCommand() *cli.Command {
 			return exitFor(guestStatus(*st, 0))
 		}),
 	}
+}
+
+// resumable reports whether an output stream that ended with err can be
+// taken up again from its offset: the stream was cut (the connection, the
+// daemon's restart or shutdown), not refused or ended by the daemon (no
+// such process, a paused sandbox's 409 with its own hint, a process lost
+// with its sandbox).
+func resumable(err error) bool {
+	var ae *api.Error
+	return !errors.As(err, &ae) || ae.Code == api.CodeUnavailable
 }
 
 // offsetCounter tracks the offset a process output stream reached: the

@@ -129,7 +129,7 @@ func restoreCommand() *cli.Command {
 			"the image changed since the snapshot, its file is gone or damaged, capacity, disk full).",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "name", Usage: "a unique `NAME` for the new sandbox"},
-			&cli.IntFlag{Name: "count", Value: 1, Usage: "restore `N` sandboxes concurrently, named NAME-1 … NAME-N (at most 64)"},
+			&cli.IntFlag{Name: "count", Value: 1, Usage: "restore `N` sandboxes concurrently, named NAME-1 … NAME-N (at most 64; 1: a single restore, named NAME)"},
 			&cli.StringSliceFlag{Name: "label", Aliases: []string{"l"}, Usage: "attach label `KEY=VALUE` (repeatable)"},
 			&cli.DurationFlag{Name: "ttl", Usage: "lifetime limit: stop and remove the sandbox `DURATION` after creation (whole seconds)", DefaultText: "the snapshot's"},
 			&cli.DurationFlag{Name: "idle-timeout", Usage: "stop and remove it after `DURATION` without an exec or file operation", DefaultText: "the snapshot's"},

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"path"
+	"strings"
 
 	"github.com/urfave/cli/v2"
 
@@ -35,6 +37,9 @@ func watchCommand() *cli.Command {
 			args, err := exactArgs(c, 2, "agentbox watch [--recursive] [--json] SANDBOX PATH")
 			if err != nil {
 				return err
+			}
+			if p := args[1]; p != "" && !strings.HasPrefix(p, "/") {
+				return fmt.Errorf("path %s must be absolute (e.g. %s)", quoteWord(p), quoteWord(path.Join("/", p)))
 			}
 			w := c.App.Writer
 			enc := json.NewEncoder(w)

@@ -81,9 +81,13 @@ func served(t *testing.T, addr, when string) {
 // once. A port forward to a python3 -m http.server in the guest keeps its
 // address, resets connections while the sandbox is paused and serves
 // again after each resume; a stop lists it closed and a start opens it
-// again. `exec --resume` resumes a sandbox paused to disk. The
-// wrong-state errors say what to do; a stop and start keep a file. The
-// daemon logs no cgroup it could not remove.
+// again. While it is paused (in memory, to disk, and to disk across the
+// daemon's restart) every call on the counter gets 409 with the resume
+// hint, and the restarted daemon lists it (as of the pause); a follow cut
+// by the stop says its process was lost with it. `exec --resume` resumes
+// a sandbox paused to disk. The wrong-state errors say what to do; a stop
+// and start keep a file. The daemon logs no cgroup it could not remove
+// and no internal error.
 func TestDaemonPauseToDisk(t *testing.T) {
 	port, fetch := helloServer(t)
 	d := newDaemon(t, netFlags(t, 215, "abxpause")...)
@@ -126,6 +130,7 @@ func TestDaemonPauseToDisk(t *testing.T) {
 	}
 	d.apiError("GET", "/v1/sandboxes/hib/files/stat?path=/etc", "", nil, http.StatusConflict, "sandbox_not_running")
 	d.apiError("POST", "/v1/sandboxes/hib/ports", "application/json", []byte(`{"guest_port":9000}`), http.StatusConflict, "sandbox_not_running")
+	pausedCalls(t, d, "hib", proc, "paused in memory")
 	expectReset(t, addr)
 	if r := d.cli(nil, "resume", "hib"); r.code != 0 {
 		t.Fatalf("agentbox resume: exit %d, %s", r.code, r.stderr)
@@ -155,6 +160,7 @@ func TestDaemonPauseToDisk(t *testing.T) {
 		t.Errorf("forwards while paused to disk: %+v; want the one at %s, open", ps, addr)
 	}
 	expectReset(t, addr)
+	pausedCalls(t, d, "hib", proc, "paused to disk")
 	expect(t, d.cli(nil, "exec", "--resume", "hib", "--", "echo", "awake"), 0, "awake\n", "")
 	lines += 10
 	f1.untilLines(t, lines)
@@ -186,6 +192,14 @@ func TestDaemonPauseToDisk(t *testing.T) {
 		t.Errorf("forwards after the restart, paused: %+v; want the one at %s, open", ps, addr)
 	}
 	expectReset(t, addr)
+	// The restarted daemon cannot ask the guest: it lists the counter
+	// as it was at the pause, and calls on it get the resume hint, not
+	// "not found".
+	r = d.cli(nil, "ps", "hib")
+	if r.code != 0 || !regexp.MustCompile(`(?m)^`+proc+`\s+\d+\s+running\s`).Match(r.stdout) || !strings.Contains(string(r.stderr), "sandbox hib is paused") {
+		t.Errorf("ps after the restart, paused to disk (exit %d):\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	pausedCalls(t, d, "hib", proc, "paused to disk, after the daemon's restart")
 	f2 := d.follow(sb.ID, proc, offset) // waits for the resume
 	var after wireSandbox
 	d.callJSON("POST", "/v1/sandboxes/hib/resume", nil, http.StatusOK, &after)
@@ -243,7 +257,22 @@ func TestDaemonPauseToDisk(t *testing.T) {
 	// Stop, then start: the file stays, the processes do not; the port
 	// forward is listed closed meanwhile and opens again at its address.
 	d.out(sb.ID, "sh", "-c", "echo kept > /root/kept && sync")
+	r = d.cli(nil, "exec", "-d", "hib", "--", "sh", "-c", "echo up; exec sleep 1000")
+	if r.code != 0 {
+		t.Fatalf("exec -d: exit %d, %s", r.code, r.stderr)
+	}
+	sleeper := strings.TrimSpace(string(r.stdout))
+	f3 := d.follow(sb.ID, sleeper, 0)
+	f3.untilLines(t, 1)
 	d.call("POST", "/v1/sandboxes/hib/stop", nil, http.StatusOK)
+	// The follow ends saying the process went with the stop, with no
+	// offset to resume from (nothing is left), and no 500.
+	if code := f3.end(t); code != 125 || !strings.Contains(f3.stderr.String(), "was lost with the sandbox's stop") || strings.Contains(f3.stderr.String(), "resume from offset") {
+		t.Errorf("output -f cut by a stop: exit %d, %q; want 125 saying the process was lost with the stop", code, f3.stderr.String())
+	}
+	if strings.Contains(d.log.String(), "code=internal") {
+		t.Errorf("the daemon logged an internal error:\n%s", d.log.tail(4000))
+	}
 	if ps := d.ports("hib"); len(ps) != 1 || ps[0].Open || ps[0].HostAddr != addr || !strings.Contains(ps[0].Error, "sandbox stopped") {
 		t.Errorf("forwards of the stopped sandbox: %+v; want the one at %s, closed, saying why", ps, addr)
 	}
@@ -278,6 +307,36 @@ func TestDaemonPauseToDisk(t *testing.T) {
 	}
 	if strings.Contains(d.log.String(), "cgroup of a stopped sandbox not removed") {
 		t.Errorf("the daemon could not remove a cgroup:\n%s", d.log.tail(4000))
+	}
+}
+
+// pausedCalls checks that every call on detached process proc of paused
+// sandbox ref (output, stdin, kill, attach; a file watch) is refused 409
+// sandbox_not_running with the resume hint, through the API and the
+// CLI, and leaves the process alone.
+func pausedCalls(t *testing.T, d *daemon, ref, proc, when string) {
+	t.Helper()
+	hint := "resume it first: agentbox resume " + ref
+	base := "/v1/sandboxes/" + ref + "/processes/" + proc
+	for _, c := range []struct{ method, path, ct, body string }{
+		{"GET", base + "/output", "", ""},
+		{"POST", base + "/stdin", "application/octet-stream", "x"},
+		{"POST", base + "/kill", "application/json", `{"signal":"TERM"}`},
+		{"GET", "/v1/sandboxes/" + ref + "/files/watch?path=/tmp", "", ""},
+	} {
+		var body []byte
+		if c.body != "" {
+			body = []byte(c.body)
+		}
+		if e := d.apiError(c.method, c.path, c.ct, body, http.StatusConflict, "sandbox_not_running"); !strings.Contains(e.Message, hint) {
+			t.Errorf("%s: %s %s: %q, want the resume hint", when, c.method, c.path, e.Message)
+		}
+	}
+	for _, args := range [][]string{{"output", ref, proc}, {"kill", ref, proc}, {"stdin", ref, proc}, {"attach", ref, proc}} {
+		r := d.cli([]byte("x"), args...)
+		if r.code != 125 || !strings.Contains(string(r.stderr), hint) || strings.Contains(string(r.stderr), "resume from offset") {
+			t.Errorf("%s: agentbox %s: exit %d, %q; want 125 with the resume hint", when, strings.Join(args, " "), r.code, r.stderr)
+		}
 	}
 }
 

@@ -410,7 +410,6 @@ func TestResourcesGuest(t *testing.T) {
 			}
 		}
 		virsh("suspend")
-		defer virsh("resume")
 		var u *wireUsage
 		for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(time.Second) {
 			if u = d.getResources(sb.ID).Usage; u != nil && u.DomainState == "paused" {
@@ -423,6 +422,16 @@ func TestResourcesGuest(t *testing.T) {
 		body, _ := d.call("GET", "/v1/sandboxes/"+sb.ID+"/audit", nil, http.StatusOK)
 		if !strings.Contains(string(body), `"the domain is paused (user)"`) {
 			t.Errorf("no audit entry for the pause:\n%s", body)
+		}
+		virsh("resume")
+		// A pause agentbox makes is no warning, however many samples
+		// (one a second) it lasts.
+		d.call("POST", "/v1/sandboxes/"+sb.ID+"/pause", []byte(`{}`), http.StatusOK)
+		time.Sleep(3 * time.Second)
+		d.call("POST", "/v1/sandboxes/"+sb.ID+"/resume", nil, http.StatusOK)
+		body, _ = d.call("GET", "/v1/sandboxes/"+sb.ID+"/audit", nil, http.StatusOK)
+		if n := strings.Count(string(body), `"the domain is paused (user)"`); n != 1 {
+			t.Errorf("%d audit entries for a paused domain, want 1 (the suspend behind agentbox's back):\n%s", n, body)
 		}
 	})
 

@@ -34,7 +34,7 @@ func (d *Daemon) ResizeProcess(ctx context.Context, ref, pid string, size api.Tt
 	}
 	info, err := b.procs.Resize(ctx, pid, agentproto.TtySize{Rows: uint16(size.Rows), Cols: uint16(size.Cols)})
 	if err != nil {
-		return api.Process{}, err
+		return api.Process{}, pausedErr(b.sb, err)
 	}
 	return apiProcess(info), nil
 }
@@ -50,6 +50,14 @@ func (d *Daemon) AttachProcess(ctx context.Context, ref, pid string, at apiserve
 	b, err := d.procs(ref)
 	if err != nil {
 		return api.ExitStatus{}, err
+	}
+	if b.sb.State() == sandbox.StatePaused {
+		// Refused before the session starts, with the hint (?resume=true
+		// resumed it before this call).
+		if _, err := b.procs.Get(ctx, pid); err != nil {
+			return api.ExitStatus{}, err
+		}
+		return api.ExitStatus{}, sandbox.ErrNotRunning.WithMessage(pausedMessage(b.sb))
 	}
 	info, err := b.procs.Get(ctx, pid)
 	if err != nil {
@@ -125,11 +133,14 @@ func (d *Daemon) AttachProcess(ctx context.Context, ref, pid string, at apiserve
 	case err != nil && ctx.Err() != nil:
 		err = ctx.Err()
 	case err != nil:
-		end = "error"
+		end, err = "error", pausedErr(b.sb, err)
+		if lost, ok := d.lostWithStop(ctx, b, pid); ok {
+			end, err = "lost", lostError(b.sb, pid, lost)
+		}
 	case info.Exit != nil:
 		end, status = "exited", apiStatus(*info.Exit, info.EndedAt.Sub(info.StartedAt))
 	case info.State == process.StateLost:
-		end, err = "lost", sandbox.ErrGuestDied.WithMessage("process lost: "+info.Error)
+		end, err = "lost", lostError(b.sb, pid, info) // procs.go
 	default:
 		err = fmt.Errorf("process %s: output ended while it runs", pid)
 	}

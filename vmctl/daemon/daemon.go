@@ -227,7 +227,10 @@ func New(ctx context.Context, cfg Config) (_ *Daemon, err error) {
 		return nil, fmt.Errorf("reconcile with libvirt: %w", err)
 	}
 	for _, sb := range d.mgr.List() {
-		d.addBox(sb)
+		b := d.addBox(sb)
+		if sb.State() == sandbox.StatePaused {
+			d.recallProcesses(b) // procs.go
+		}
 		d.mu.Lock()
 		d.seen[sb.ID] = string(sb.State())
 		d.mu.Unlock()

@@ -213,7 +213,7 @@ func (d *Daemon) execAttached(ctx context.Context, ref string, req api.ExecReque
 		err = nil
 	}
 	if err != nil && ctx.Err() == nil {
-		err = b.sb.Explain(err)
+		err = pausedErr(b.sb, b.sb.Explain(err)) // procs.go: cut by a pause to disk
 	}
 	status := apiStatus(st, dur)
 
@@ -430,14 +430,17 @@ func (d *Daemon) ProcessOutput(ctx context.Context, ref, pid string, offset int6
 		if ctx.Err() != nil {
 			return nil
 		}
-		return err
+		if lost, ok := d.lostWithStop(ctx, b, pid); ok {
+			return emit(api.ExecEvent{Type: api.EventError, Error: api.ErrorFrom(lostError(b.sb, pid, lost))})
+		}
+		return pausedErr(b.sb, err)
 	}
 	switch {
 	case info.Exit != nil:
 		st := apiStatus(*info.Exit, info.EndedAt.Sub(info.StartedAt))
 		return emit(api.ExecEvent{Type: api.EventExit, Exit: &st})
 	case info.State == process.StateLost:
-		return emit(api.ExecEvent{Type: api.EventError, Error: api.ErrorFrom(sandbox.ErrGuestDied.WithMessage("process lost: " + info.Error))})
+		return emit(api.ExecEvent{Type: api.EventError, Error: api.ErrorFrom(lostError(b.sb, pid, info))})
 	}
 	return nil
 }
@@ -450,6 +453,7 @@ func (d *Daemon) WriteStdin(ctx context.Context, ref, pid string, r io.Reader, c
 	}
 	start := time.Now()
 	n, err := b.procs.WriteStdin(ctx, pid, r, closeAfter)
+	err = pausedErr(b.sb, err)
 	e := audit.Entry{Time: start.UTC(), Sandbox: b.sb.ID, Caller: api.CallerFrom(ctx).ID, Action: audit.ActionProcessStdin, ExecID: pid,
 		Args: map[string]any{"close": closeAfter}, BytesIn: n, DurationMs: ms(time.Since(start))}
 	if err != nil {
@@ -474,7 +478,7 @@ func (d *Daemon) KillProcess(ctx context.Context, ref, pid, signal string) error
 		return err
 	}
 	start := time.Now()
-	err = b.procs.Signal(ctx, pid, sig)
+	err = pausedErr(b.sb, b.procs.Signal(ctx, pid, sig))
 	d.auditAction(ctx, b.sb.ID, audit.ActionProcessKill, map[string]any{"process": pid, "signal": int(sig)}, start, err)
 	if err != nil {
 		return err

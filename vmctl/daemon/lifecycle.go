@@ -50,13 +50,16 @@ func (d *Daemon) pause(ctx context.Context, sb *sandbox.Sandbox, toDisk bool, re
 // a failed pause to disk: it returns the box whose processes it stopped
 // following, or nil, for followAgain.
 func (d *Daemon) pauseSuspending(ctx context.Context, sb *sandbox.Sandbox, toDisk bool, reason string) (*box, error) {
-	if !toDisk {
-		return nil, d.mgr.Pause(ctx, sb, false, reason)
-	}
 	b := d.box(sb.ID)
 	if b == nil || sb.State() != sandbox.StateRunning {
 		b = nil
 	} else {
+		d.saveProcesses(ctx, b) // procs.go: for a daemon restarted while it is paused
+	}
+	if !toDisk {
+		return nil, d.mgr.Pause(ctx, sb, false, reason)
+	}
+	if b != nil {
 		d.suspendProcesses(b)
 	}
 	return b, d.mgr.Pause(ctx, sb, true, reason+" (to disk)")

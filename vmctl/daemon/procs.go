@@ -2,12 +2,16 @@ package daemon
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"syscall"
 	"time"
 
+	"github.com/agentbox/agentbox/vmctl/agentproto"
 	"github.com/agentbox/agentbox/vmctl/audit"
 	"github.com/agentbox/agentbox/vmctl/process"
 	"github.com/agentbox/agentbox/vmctl/sandbox"
+	"github.com/agentbox/agentbox/vmctl/store"
 )
 
 var _ process.Guest = (*sandbox.Sandbox)(nil)
@@ -167,4 +171,114 @@ func (d *Daemon) dropInheritedProcesses(ctx context.Context, sb *sandbox.Sandbox
 			d.log.Warn("forget inherited detached process", "sandbox", sb.ID, "process", p.ID, "err", err)
 		}
 	}
+}
+
+// pausedErr gives err, from a call on a detached process of sb, the
+// resume hint when sb is paused (in memory, or to disk: its guest cannot
+// answer until it is resumed): the same 409 an exec gets.
+func pausedErr(sb *sandbox.Sandbox, err error) error {
+	if err != nil && errors.Is(err, sandbox.ErrNotRunning) && sb.State() == sandbox.StatePaused {
+		return sandbox.ErrNotRunning.WithMessage(pausedMessage(sb)) // lifecycle.go
+	}
+	return err
+}
+
+// lostWaitTimeout bounds how long a follower whose stream broke waits for
+// the process table to end the process with its sandbox's stop.
+const lostWaitTimeout = 5 * time.Second
+
+// lostWithStop waits, for a follower of process pid whose output stream
+// broke, until b's process table ends it when its sandbox is stopping or
+// stopped (CloseAll marks it lost), and returns its final Info; false
+// when the sandbox was not stopping or the process did not end lost.
+func (d *Daemon) lostWithStop(ctx context.Context, b *box, pid string) (process.Info, bool) {
+	if st := b.sb.State(); st != sandbox.StateStopping && !st.Final() {
+		return process.Info{}, false
+	}
+	wctx, cancel := context.WithTimeout(ctx, lostWaitTimeout)
+	defer cancel()
+	info, err := b.procs.Wait(wctx, pid)
+	return info, err == nil && info.State == process.StateLost
+}
+
+// lostError is the error event of a follower whose process info was lost:
+// with its sandbox's stop (409 sandbox_not_running: nothing is left to
+// resume from, the output went with the guest), or with its guest
+// (503 guest_died).
+func lostError(sb *sandbox.Sandbox, pid string, info process.Info) error {
+	r := sb.Record()
+	if r.State == sandbox.StateStopping || r.State == sandbox.StateStopped {
+		why := string(r.State)
+		if r.Reason != "" {
+			why += ": " + r.Reason
+		}
+		return sandbox.ErrNotRunning.WithMessage(fmt.Sprintf("process %s was lost with the sandbox's stop (sandbox %s %s): its output and exit status went with the guest; start the sandbox again (agentbox start %s) and run the command anew", pid, sb.ID, why, sb.ID))
+	}
+	return sandbox.ErrGuestDied.WithMessage("process lost: " + info.Error)
+}
+
+// saveProcesses writes what b's table knows of its running detached
+// processes (asking the guest, which still runs) into their exec history
+// entries (store.Exec.Last) before its sandbox is paused: a daemon
+// restarted while it is paused recalls them from there
+// (recallProcesses). Failures are logged: a daemon that restarts then
+// lists the processes with less (no pid or offsets), or after the
+// resume.
+func (d *Daemon) saveProcesses(ctx context.Context, b *box) {
+	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), adoptTimeout)
+	defer cancel()
+	for _, in := range b.procs.List(lctx) {
+		if in.State != process.StateRunning {
+			continue
+		}
+		h, err := d.store.Exec(b.sb.ID, in.ID)
+		if err != nil {
+			h = store.Exec{ID: in.ID, Sandbox: b.sb.ID, Cmd: in.Argv, Detached: true, StartedAt: in.StartedAt.UTC()}
+		}
+		if !h.EndedAt.IsZero() {
+			continue
+		}
+		h.Last = &store.ProcState{Pid: in.Pid, StdinOpen: in.StdinOpen, OutputBytes: in.OutputBytes, OutputDropped: in.OutputDropped}
+		if in.Tty != nil {
+			h.Last.TtyRows, h.Last.TtyCols = int(in.Tty.Rows), int(in.Tty.Cols)
+		}
+		if err := d.store.PutExec(h); err != nil {
+			d.log.Warn("save detached process with the pause", "sandbox", b.sb.ID, "exec", in.ID, "err", err)
+		}
+	}
+}
+
+// recallProcesses fills the process table of b, whose sandbox is paused
+// at start-up, with the detached processes its exec history says were
+// running when it was paused (saveProcesses; without Last: what the
+// history has): the guest cannot be asked before the resume, which
+// follows them again (resumeProcesses). Each keeps the sandbox busy, as
+// a followed process does, until processExited.
+func (d *Daemon) recallProcesses(b *box) {
+	execs, err := d.store.Execs(b.sb.ID, 0)
+	if err != nil {
+		return
+	}
+	var infos []process.Info
+	for _, e := range execs {
+		if !e.Detached || !e.EndedAt.IsZero() {
+			continue
+		}
+		in := process.Info{ID: e.ID, Argv: e.Cmd, State: process.StateRunning, StartedAt: e.StartedAt}
+		if l := e.Last; l != nil {
+			in.Pid, in.StdinOpen, in.OutputBytes, in.OutputDropped = l.Pid, l.StdinOpen, l.OutputBytes, l.OutputDropped
+			if l.TtyRows > 0 {
+				in.Tty = &agentproto.TtySize{Rows: uint16(l.TtyRows), Cols: uint16(l.TtyCols)}
+			}
+		}
+		infos = append(infos, in)
+	}
+	if len(infos) == 0 {
+		return
+	}
+	b.procs.Recall(infos)
+	for range infos {
+		b.sb.Busy() // ended by processExited's endExec
+	}
+	d.log.Info("detached processes recalled from the pause", "sandbox", b.sb.ID, "count", len(infos))
 }

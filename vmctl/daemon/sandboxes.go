@@ -43,17 +43,15 @@ func (d *Daemon) Info(ctx context.Context) (api.Info, error) {
 func (d *Daemon) CreateSandbox(ctx context.Context, req api.CreateSandboxRequest) (api.Sandbox, error) {
 	start := time.Now()
 	caller := api.CallerFrom(ctx).ID
-	args := map[string]any{"image": req.Image}
-	if req.Name != "" {
-		args["name"] = req.Name
-	}
-	if len(req.Labels) > 0 {
-		args["labels"] = req.Labels
-	}
+	args := createArgs(req) // createaudit.go
 	sb, err := d.create(ctx, req)
 	e := audit.Entry{Time: start.UTC(), Caller: caller, Action: audit.ActionCreate, Args: args, DurationMs: ms(time.Since(start))}
 	if err != nil {
 		e.Error, e.ErrorMessage = auditError(err)
+		if step := sandbox.FailedStep(err); step != "" {
+			args["step"] = step // the message leaves it out when the request was refused
+		}
+		d.log.Info("create failed", "step", sandbox.FailedStep(err), "err", err)
 		d.appendAudit(e)
 		d.metrics.createFailures.Inc()
 		return api.Sandbox{}, err
@@ -64,11 +62,7 @@ func (d *Daemon) CreateSandbox(ctx context.Context, req api.CreateSandboxRequest
 	resourceArgs(args, sb.Record()) // resources.go
 	if b := d.box(sb.ID); b != nil {
 		lim := b.sb.ExecAccount().Limits
-		for k, v := range map[string]int64{"ttl_seconds": lim.TTLSeconds, "idle_timeout_seconds": lim.IdleTimeoutSeconds, "exec_timeout_ms": lim.ExecTimeoutMs, "max_execs": int64(lim.MaxExecs)} {
-			if v > 0 {
-				args[k] = v
-			}
-		}
+		limitArgs(args, api.Limits(lim))
 	}
 	d.appendAudit(e)
 	d.metrics.boot.Observe(sb.BootTime.Seconds())

@@ -152,6 +152,10 @@ func (d *Daemon) RestoreSnapshot(ctx context.Context, name string, req api.Resto
 	e := audit.Entry{Time: start.UTC(), Caller: caller, Action: audit.ActionRestore, Args: args, DurationMs: ms(time.Since(start))}
 	if err != nil {
 		e.Error, e.ErrorMessage = auditError(err)
+		if step := sandbox.FailedStep(err); step != "" {
+			args["step"] = step // the message leaves it out when the request was refused
+		}
+		d.log.Info("restore failed", "step", sandbox.FailedStep(err), "err", err)
 		d.appendAudit(e)
 		d.metrics.createFailures.Inc()
 		return api.Sandbox{}, err

@@ -14,6 +14,7 @@ import (
 	"github.com/agentbox/agentbox/vmctl/libvirt"
 	"github.com/agentbox/agentbox/vmctl/process"
 	"github.com/agentbox/agentbox/vmctl/sandbox"
+	"github.com/agentbox/agentbox/vmctl/sandbox/resources"
 )
 
 func TestParseSignal(t *testing.T) {
@@ -106,5 +107,21 @@ func TestEventsOnePerChange(t *testing.T) {
 	want := []string{"sandbox.created running ", "sandbox.state stopping removing", "sandbox.removed  "}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("events %q, want %q", got, want)
+	}
+}
+
+// TestUnexpectedPause: a pause of a job in progress (a snapshot, a save,
+// a start) is no resource warning; QEMU's on a host I/O error, a
+// watchdog's, an unknown one and a suspend ("user", checked against the
+// sandbox's state by pausedBehindOurBack) may be.
+func TestUnexpectedPause(t *testing.T) {
+	for reason, want := range map[string]bool{"ioerror": true, "watchdog": true, "unknown": true, "": true, "crashed": true, "user": true,
+		"snapshot": false, "save": false, "starting-up": false, "from-snapshot": false} {
+		if got := unexpectedPause(resources.Usage{DomainState: "paused", PauseReason: reason}); got != want {
+			t.Errorf("paused (%q): unexpected %v, want %v", reason, got, want)
+		}
+	}
+	if unexpectedPause(resources.Usage{DomainState: "running"}) {
+		t.Error("a running domain is an unexpected pause")
 	}
 }

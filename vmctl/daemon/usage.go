@@ -106,6 +106,42 @@ func (m *usageMonitor) latest(id string) (resources.Usage, bool) {
 	return u, ok
 }
 
+// unexpectedPause reports whether u is of a domain paused other than by
+// a job in progress (a snapshot, save, migration or start): QEMU stopping
+// the guest on a host I/O error (ENOSPC, EIO), a watchdog, a crash, an
+// unknown reason, or a suspend ("user") — agentbox's own or someone's
+// behind its back: pausedBehindOurBack tells them apart.
+func unexpectedPause(u resources.Usage) bool {
+	if u.DomainState != "paused" {
+		return false
+	}
+	switch u.PauseReason {
+	case "migration", "save", "dump", "from-snapshot", "shutting-down", "snapshot", "starting-up", "postcopy":
+		return false
+	}
+	return true
+}
+
+// pausedBehindOurBack reports whether sb's domain, seen paused in a
+// sample, is paused while agentbox has it running: checked again under
+// sb's operation lock, so that a pause agentbox is making (a pause, the
+// source of a restore being copied, a save) ends first, and a sandbox it
+// paused (state paused) is no warning.
+func (m *usageMonitor) pausedBehindOurBack(ctx context.Context, sb *sandbox.Sandbox) bool {
+	behind := false
+	sb.Exclusive(func() error {
+		if sb.State() != sandbox.StateRunning {
+			return nil
+		}
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		u, err := m.sample(cctx, sb)
+		behind = err == nil && unexpectedPause(u)
+		return nil
+	})
+	return behind
+}
+
 // sampleUsage reads every running sandbox's usage once.
 func (m *usageMonitor) sampleUsage(ctx context.Context) {
 	live := map[string]bool{}
@@ -124,7 +160,7 @@ func (m *usageMonitor) sampleUsage(ctx context.Context) {
 		prev, had := m.usage[sb.ID]
 		m.usage[sb.ID] = u
 		m.mu.Unlock()
-		if u.DomainState == "paused" && (!had || prev.DomainState != "paused") {
+		if unexpectedPause(u) && (!had || !unexpectedPause(prev)) && m.pausedBehindOurBack(ctx, sb) {
 			m.resourceEvent(sb, "paused", fmt.Sprintf("the domain is paused (%s)", orUnknown(u.PauseReason)), "warn", nil)
 		}
 		m.checkThresholds(sb, u)

@@ -548,6 +548,42 @@ func (t *Table) Suspend() {
 	t.watchers.Wait()
 }
 
+// Recall puts into an empty table the running processes a previous host
+// knew of a guest that cannot be asked now (its sandbox paused when that
+// host went away; it saved them with the pause), as that host last saw
+// them (infos; ended ones are skipped): the table is suspended, as by
+// Suspend, so they are listed and looked up with that Info, nothing
+// watches them and no OnExit is called until Resume, which follows them
+// in the guest again (a recalled process the guest no longer keeps ends
+// lost then). Calls that need the guest (Output, WriteStdin, Signal,
+// Resize) fail with its error meanwhile. A closed table ignores it, and
+// so does one that knows a process already.
+func (t *Table) Recall(infos []Info) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed || len(t.procs) > 0 || len(t.pending) > 0 {
+		return
+	}
+	for _, in := range infos {
+		if in.State != StateRunning || in.ID == "" || t.procs[in.ID] != nil {
+			continue
+		}
+		e := &entry{id: in.ID, argv: slices.Clone(in.Argv), pid: in.Pid, startedAt: in.StartedAt, done: make(chan struct{})}
+		e.last = in
+		e.last.Argv = slices.Clone(in.Argv)
+		if in.Tty != nil {
+			size := *in.Tty
+			e.last.Tty = &size
+		}
+		t.procs[in.ID] = e
+		t.order = append(t.order, e)
+	}
+	if len(t.order) > 0 && !t.suspended {
+		t.suspended = true
+		t.stop()
+	}
+}
+
 // Resume follows the guest's processes again after its sandbox resumed:
 // after Suspend, every running process is watched again (one that ended
 // while the guest ran before the save ends now, with OnExit once); then

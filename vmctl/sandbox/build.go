@@ -13,6 +13,7 @@ import (
 	"github.com/agentbox/agentbox/vmctl/accel"
 	"github.com/agentbox/agentbox/vmctl/agent"
 	"github.com/agentbox/agentbox/vmctl/domain"
+	"github.com/agentbox/agentbox/vmctl/errdefs"
 	"github.com/agentbox/agentbox/vmctl/image"
 	"github.com/agentbox/agentbox/vmctl/netpolicy"
 	"github.com/agentbox/agentbox/vmctl/revert"
@@ -54,14 +55,56 @@ type Step struct {
 	Run func(ctx context.Context, b *Build) error
 }
 
-// Run runs steps in order. The first failure ends it with the error
-// "<op> step <name>: <err>", after every undo the build registered (in
+// StepError is the error of a failed step of a Build: its text is
+// "<op> step <name>: <err>", except when the step refused the request
+// (invalid input, a name taken, no capacity, a failed precondition): then
+// it is the reason alone, which the client acts on, and the step is for
+// logs and the audit (FailedStep).
+type StepError struct {
+	Op, Step string
+	Err      error
+}
+
+// Error implements error.
+func (e *StepError) Error() string {
+	if callerFault(e.Err) {
+		return e.Err.Error()
+	}
+	return fmt.Sprintf("%s step %s: %v", e.Op, e.Step, e.Err)
+}
+
+// Unwrap returns the step's error.
+func (e *StepError) Unwrap() error { return e.Err }
+
+// callerFault reports whether err refuses the request rather than
+// failing it: the caller has something to change.
+func callerFault(err error) bool {
+	for _, c := range []error{errdefs.ErrInvalidArgument, errdefs.ErrAlreadyExists, errdefs.ErrResourceExhausted, errdefs.ErrFailedPrecondition, errdefs.ErrNotFound} {
+		if errors.Is(err, c) {
+			return true
+		}
+	}
+	return false
+}
+
+// FailedStep returns the name of the build step err failed in ("" when
+// err is not a step's).
+func FailedStep(err error) string {
+	var se *StepError
+	if errors.As(err, &se) {
+		return se.Step
+	}
+	return ""
+}
+
+// Run runs steps in order. The first failure ends it with a *StepError
+// ("<op> step <name>: <err>"; see there), after every undo the build registered (in
 // this Run and earlier ones) ran under context.WithoutCancel(ctx), their
 // errors joined in.
 func (b *Build) Run(ctx context.Context, op string, steps ...Step) error {
 	for _, s := range steps {
 		if err := s.Run(ctx, b); err != nil {
-			err = fmt.Errorf("%s step %s: %w", op, s.Name, err)
+			err = &StepError{Op: op, Step: s.Name, Err: err}
 			if uerr := b.Undo.Fail(ctx); uerr != nil {
 				err = errors.Join(err, uerr)
 			}

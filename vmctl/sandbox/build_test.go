@@ -3,6 +3,7 @@ package sandbox
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -78,5 +79,26 @@ func TestBuildRunJoinsUndoErrors(t *testing.T) {
 		failStep("b", errB))
 	if !errors.Is(err, errB) || !errors.Is(err, errUndo) || !strings.Contains(err.Error(), "restore step b:") || !strings.Contains(err.Error(), "undo a: undo broke") {
 		t.Fatalf("Run = %v, want the step's error and the undo's joined", err)
+	}
+}
+
+// TestBuildRunCallerFaultNamesNoStep: a step refusing the request (bad
+// input, a name taken, no capacity) fails with the reason alone, as the
+// client must read it; the step stays findable (FailedStep) for logs and
+// the audit. Other failures name their step.
+func TestBuildRunCallerFaultNamesNoStep(t *testing.T) {
+	b := &Build{Undo: revert.New()}
+	bad := fmt.Errorf("%w: network cap 10K is below the minimum of 64K", ErrInvalid)
+	err := b.Run(context.Background(), "create", failStep("resources", bad))
+	if !errors.Is(err, ErrInvalid) || err.Error() != bad.Error() || FailedStep(err) != "resources" {
+		t.Errorf("Run = %q (step %q), want %q (step resources)", err, FailedStep(err), bad)
+	}
+	full := fmt.Errorf("%w: sandbox a already has the name", ErrNameTaken)
+	err = b.Run(context.Background(), "restore", failStep("register", full))
+	if err.Error() != full.Error() || FailedStep(err) != "register" {
+		t.Errorf("Run = %q (step %q), want %q (step register)", err, FailedStep(err), full)
+	}
+	if FailedStep(errors.New("x")) != "" {
+		t.Error("FailedStep of a plain error is not empty")
 	}
 }

@@ -195,11 +195,11 @@ func (sb *Sandbox) need(r Record, what string, want ...State) error {
 	default:
 		hint = "wait until it is running"
 	}
-	msg := fmt.Sprintf("%v: sandbox %s is %s", ErrConflict, sb.ID, r.State)
+	msg := fmt.Sprintf("sandbox %s is %s", sb.ID, r.State)
 	if r.Reason != "" {
 		msg += " (" + r.Reason + ")"
 	}
-	return fmt.Errorf("%s and cannot be %s: %s: %w", msg, what, hint, ErrConflict)
+	return fmt.Errorf("%w: %s and cannot be %s: %s", ErrConflict, msg, what, hint)
 }
 
 // ResumeOptions tune Resume.

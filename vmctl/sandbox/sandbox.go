@@ -303,7 +303,7 @@ func (sb *Sandbox) watch(stops <-chan Stop, life *domainLife) {
 	case strings.Contains(ConsoleTail(sb.ConsoleLog, 20), "Kernel panic"):
 		reason = "guest kernel panic (" + st.Reason + ")"
 	case st.Reason == "stopped/shutdown":
-		to, reason = StateStopped, "guest powered off"
+		to, reason = StateStopped, reasonPoweredOff
 	}
 	if err := sb.setState(to, reason); err == nil {
 		sb.log.Warn("sandbox domain stopped", "sandbox", sb.ID, "domain", sb.Domain, "state", to, "reason", reason)
@@ -325,20 +325,54 @@ func (sb *Sandbox) release() {
 }
 
 // NotRunning returns the ErrNotRunning error for the sandbox's current
-// state (with the guest's death, ErrGuestDied, when its domain stopped),
-// for the operations here and in the sub-packages that need a running
-// sandbox.
+// state (with the guest's death, ErrGuestDied, when its domain stopped
+// without agentbox asking: see died), for the operations here and in the
+// sub-packages that need a running sandbox.
 func (sb *Sandbox) NotRunning() error {
 	r := sb.Record()
-	msg := fmt.Sprintf("%v: sandbox %s is %s", ErrNotRunning, sb.ID, r.State)
+	msg := fmt.Sprintf("sandbox %s is %s", sb.ID, r.State)
 	if r.Reason != "" {
 		msg += " (" + r.Reason + ")"
 	}
-	if sb.stoppedNow() {
-		return fmt.Errorf("%s: %w", msg, errors.Join(ErrNotRunning, sb.StopErr()))
+	if sb.died() {
+		return fmt.Errorf("%w: %s: %w", ErrNotRunning, msg, sb.StopErr())
 	}
-	return fmt.Errorf("%s: %w", msg, ErrNotRunning)
+	return fmt.Errorf("%w: %s", ErrNotRunning, msg)
 }
+
+// died reports whether the sandbox's domain stopped and agentbox did not
+// end it: not paused to disk, not being stopped or removed, not stopped
+// by Stop (a guest that powered itself off did die for its callers).
+func (sb *Sandbox) died() bool {
+	if !sb.stoppedNow() {
+		return false
+	}
+	r := sb.Record()
+	switch r.State {
+	case StatePaused, StateStopping:
+		return false
+	case StateStopped:
+		return r.Reason == reasonPoweredOff
+	}
+	return true
+}
+
+// onPurpose reports whether the sandbox is not running because agentbox
+// made it so (paused, stopping, stopped by Stop): a broken agent
+// connection is then that, not the guest's death.
+func (sb *Sandbox) onPurpose() bool {
+	switch r := sb.Record(); r.State {
+	case StatePaused, StateStopping:
+		return true
+	case StateStopped:
+		return r.Reason != reasonPoweredOff
+	}
+	return false
+}
+
+// reasonPoweredOff is the reason of a sandbox whose guest shut itself
+// down.
+const reasonPoweredOff = "guest powered off"
 
 // stopEventGrace is how long a broken agent connection waits for the
 // domain's lifecycle event, which libvirt sends a little after QEMU exits.
@@ -354,6 +388,9 @@ func (sb *Sandbox) Explain(err error) error {
 	}
 	if !errors.Is(err, agent.ErrDisconnected) && !sb.stoppedNow() {
 		return err
+	}
+	if sb.onPurpose() {
+		return sb.NotRunning()
 	}
 	select {
 	case <-sb.Stopped():

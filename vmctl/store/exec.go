@@ -42,6 +42,26 @@ type Exec struct {
 	BytesOut int64 `json:"bytes_out,omitempty"`
 	// Caller is who started it (see audit.Entry.Caller).
 	Caller string `json:"caller,omitempty"`
+	// Last is what the daemon last knew of a detached process that ran
+	// when its sandbox was paused, written with the pause: a daemon
+	// restarted while the sandbox is paused lists it from there, since
+	// the paused guest cannot be asked. nil otherwise.
+	Last *ProcState `json:"last,omitempty"`
+}
+
+// ProcState is the last known state of a running detached process (Exec.Last).
+type ProcState struct {
+	// Pid is its process id in the guest.
+	Pid int `json:"pid"`
+	// TtyRows and TtyCols are the size of its terminal; 0 without one.
+	TtyRows int `json:"tty_rows,omitempty"`
+	TtyCols int `json:"tty_cols,omitempty"`
+	// StdinOpen says whether its stdin accepted bytes.
+	StdinOpen bool `json:"stdin_open,omitempty"`
+	// OutputBytes is the end offset of its combined output, and
+	// OutputDropped the oldest offset the guest still kept, in bytes.
+	OutputBytes   int64 `json:"output_bytes"`
+	OutputDropped int64 `json:"output_dropped,omitempty"`
 }
 
 // NextExecID returns a new exec ID for the sandbox: "e" and a sequence

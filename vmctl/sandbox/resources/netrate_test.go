@@ -67,3 +67,20 @@ func TestLimitNet(t *testing.T) {
 		t.Errorf("htb refused: %+v, want to the guest not enforced with the reason, from the guest still by nftables", st)
 	}
 }
+
+// TestCheckRequestNetRateUnits: a cap below the minimum is refused in the
+// units --net-rate takes (10K, 64K), with the bytes per second the API
+// takes.
+func TestCheckRequestNetRateUnits(t *testing.T) {
+	err := CheckRequest(1, 0, sandbox.ResourceRequest{NetBytesPerSec: 10 << 10})
+	want := "network cap 10K (10240 bytes/s) is below the minimum of 64K (65536 bytes/s): ask for at least 64K, or 0 for none"
+	if err == nil || !strings.HasSuffix(err.Error(), want) {
+		t.Errorf("10K: %v, want it to end %q", err, want)
+	}
+	if got := rateText(3 << 20); got != "3M" {
+		t.Errorf("rateText(3 MiB) = %q", got)
+	}
+	if got := rateText(1000); got != "1000" {
+		t.Errorf("rateText(1000) = %q", got)
+	}
+}

@@ -112,6 +112,21 @@ func pick(override, def int) int {
 	return def
 }
 
+// rateText writes n bytes per second as --net-rate takes it: with a G,
+// M or K suffix (GiB/s, MiB/s, KiB/s) when it is a whole number of one,
+// else the bare number.
+func rateText(n int64) string {
+	for _, u := range []struct {
+		shift  uint
+		suffix string
+	}{{30, "G"}, {20, "M"}, {10, "K"}} {
+		if n > 0 && n%(1<<u.shift) == 0 {
+			return fmt.Sprintf("%d%s", n>>u.shift, u.suffix)
+		}
+	}
+	return fmt.Sprint(n)
+}
+
 // CheckRequest validates a create's explicit resources before the
 // image's defaults apply: memoryMiB is the requested guest RAM (0: the
 // image's), vcpus the resolved vCPU count, r the request. Each error
@@ -134,7 +149,8 @@ func CheckRequest(vcpus, memoryMiB int, r sandbox.ResourceRequest) error {
 	case r.IOWeight != 0 && (r.IOWeight < domain.MinBlkioWeight || r.IOWeight > domain.MaxBlkioWeight):
 		return fmt.Errorf("%w: io weight %d: want %d..%d", sandbox.ErrInvalid, r.IOWeight, domain.MinBlkioWeight, domain.MaxBlkioWeight)
 	case r.NetBytesPerSec < 0 || (r.NetBytesPerSec > 0 && r.NetBytesPerSec < MinNetBytesPerSec):
-		return fmt.Errorf("%w: network cap %d bytes/s is below the minimum of %d bytes/s (64 KiB/s): ask for at least %d, or 0 for none", sandbox.ErrInvalid, r.NetBytesPerSec, MinNetBytesPerSec, MinNetBytesPerSec)
+		return fmt.Errorf("%w: network cap %s (%d bytes/s) is below the minimum of %s (%d bytes/s): ask for at least %s, or 0 for none", sandbox.ErrInvalid,
+			rateText(r.NetBytesPerSec), r.NetBytesPerSec, rateText(MinNetBytesPerSec), MinNetBytesPerSec, rateText(MinNetBytesPerSec))
 	case r.Pids < 0 || (r.Pids > 0 && r.Pids < 32):
 		return fmt.Errorf("%w: pids %d: QEMU needs at least 32 host tasks (0: the default, %d)", sandbox.ErrInvalid, r.Pids, DefaultPids)
 	}

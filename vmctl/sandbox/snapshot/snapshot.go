@@ -173,6 +173,24 @@ func (s *Service) Get(ref string) (sandbox.SnapshotRecord, error) {
 	return sandbox.SnapshotRecord{}, fmt.Errorf("%w: no snapshot %q: `agentbox snapshot ls` lists them", sandbox.ErrNoSnapshot, ref)
 }
 
+// saveHint says what to do about a sandbox in state st that cannot be
+// snapshotted: a paused one is resumed first (the save runs live, on a
+// running guest: a paused machine is not snapshotted); a stopped one is
+// started again.
+func saveHint(sb *sandbox.Sandbox, st sandbox.State) string {
+	ref := sb.ID
+	if sb.Name != "" {
+		ref = sb.Name
+	}
+	switch {
+	case st == sandbox.StatePaused:
+		return fmt.Sprintf("resume it first (agentbox resume %s), then snapshot it", ref)
+	case st.Final():
+		return fmt.Sprintf("start it again (agentbox start %s) and snapshot it then, or restore an older snapshot", ref)
+	}
+	return "wait until it runs"
+}
+
 // Save checkpoints the running sandbox sb under the unique name (the
 // caller checks its syntax): memory, device state and disk go into an
 // internal snapshot of its overlay, tagged with the snapshot's ID
@@ -193,7 +211,7 @@ func (s *Service) Save(ctx context.Context, sb *sandbox.Sandbox, name string, ex
 	}
 	rec := sb.Record()
 	if rec.State != sandbox.StateRunning {
-		return sandbox.SnapshotRecord{}, fmt.Errorf("%w: sandbox %s is %s: only a running sandbox can be snapshotted (its memory is part of the snapshot); restore an older snapshot or create a new sandbox", sandbox.ErrNotRunning, sb.ID, rec.State)
+		return sandbox.SnapshotRecord{}, fmt.Errorf("%w: sandbox %s is %s: only a running sandbox can be snapshotted (its memory is part of the snapshot); %s", sandbox.ErrNotRunning, sb.ID, rec.State, saveHint(sb, rec.State))
 	}
 	if rec.Spec == nil {
 		return sandbox.SnapshotRecord{}, fmt.Errorf("%w: sandbox %s was created by an agentbox without snapshot support: create a new sandbox to snapshot", sandbox.ErrUnsupported, sb.ID)

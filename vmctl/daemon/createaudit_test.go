@@ -1,0 +1,45 @@
+package daemon
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/agentbox/agentbox/vmctl/api"
+)
+
+// TestCreateArgsRecordEverySetting: the create audit entry's arguments
+// name every setting a request carried (each field of the request and of
+// its limits, by its JSON name), so a refused create is audited with what
+// was asked too.
+func TestCreateArgsRecordEverySetting(t *testing.T) {
+	req := api.CreateSandboxRequest{
+		Image: "/img", Name: "n", VCPUs: 2, MemoryMiB: 512, Accel: "tcg", BootTimeoutMs: 1000,
+		Labels: map[string]string{"k": "v"}, Warm: true,
+		Limits:  api.Limits{TTLSeconds: 1, IdleTimeoutSeconds: 2, ExecTimeoutMs: 3, MaxExecs: 4, IdleAction: "pause-to-disk", PausedTTLSeconds: 5},
+		Network: &api.NetworkPolicy{Mode: "allowlist", Allow: []string{"example.com"}},
+		DiskMiB: 6, CPUQuotaPercent: 7, IOBps: 8 << 20, IOPS: 9, IOWeight: 100, Pids: 64, NetBps: 1 << 20,
+	}
+	args := createArgs(req)
+	var want []string
+	for _, v := range []any{req, req.Limits} {
+		rt := reflect.TypeOf(v)
+		for i := range rt.NumField() {
+			name, _, _ := strings.Cut(rt.Field(i).Tag.Get("json"), ",")
+			if name != "limits" {
+				want = append(want, name)
+			}
+		}
+	}
+	for _, k := range want {
+		if _, ok := args[k]; !ok {
+			t.Errorf("create audit args lack %q: %v", k, args)
+		}
+	}
+	if args["idle_action"] != "pause-to-disk" || args["paused_ttl_seconds"] != int64(5) || args["net_bps"] != int64(1<<20) || args["network"] != "allowlist[example.com]" {
+		t.Errorf("create audit args %v", args)
+	}
+	if got := createArgs(api.CreateSandboxRequest{Image: "/img"}); len(got) != 1 {
+		t.Errorf("args of a request with the image only: %v, want the image alone", got)
+	}
+}
