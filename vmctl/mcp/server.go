@@ -69,7 +69,7 @@ type Config struct {
 // Server is agentbox's MCP server: tools and resources that translate
 // MCP calls into calls of the sandbox service's API through Config.Client
 // (no second copy of create, exec or error mapping). One Server serves
-// any number of sessions, over stdio (ServeStdio) or streamable HTTP
+// any number of sessions, over stdio (Serve) or streamable HTTP
 // (HTTPHandler). It is safe for concurrent use.
 type Server struct {
 	cfg    Config
@@ -204,14 +204,24 @@ func (s *Server) cleanup(id string) {
 
 // Serve serves one session over t (&sdk.StdioTransport{} for `agentbox
 // mcp`) until the client ends it (closes stdin) or ctx ends; then, with
-// Config.Cleanup, it removes the session's sandboxes before it returns.
-// The end of ctx is a clean end (nil).
+// Config.Cleanup, it removes the session's sandboxes before it returns. The end of ctx (SIGTERM) is a clean end: nil, and nothing
+// logged as an error.
 func (s *Server) Serve(ctx context.Context, t sdk.Transport) error {
-	err := s.srv.Run(ctx, t)
-	s.waitEnded()
-	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
-		return nil
+	// Not sdk.Server.Run: it logs the end of ctx as an error.
+	ss, err := s.srv.Connect(ctx, t, nil)
+	if err != nil {
+		return err
 	}
+	waited := make(chan error, 1)
+	go func() { waited <- ss.Wait() }()
+	select {
+	case err = <-waited:
+	case <-ctx.Done():
+		ss.Close()
+		<-waited
+		err = nil
+	}
+	s.waitEnded()
 	return err
 }
 
