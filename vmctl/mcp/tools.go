@@ -86,9 +86,10 @@ type RunCommandInput struct {
 
 // RunCommandOutput is the answer of run_command.
 type RunCommandOutput struct {
-	ExitCode       int    `json:"exit_code" jsonschema:"the command's exit code, shell-style: 128+N when killed by signal N, 124 when timeout_seconds killed it"`
+	ExitCode       int    `json:"exit_code" jsonschema:"the command's exit code, shell-style: 128+N when killed by signal N, 124 when timeout_seconds killed it, 127 when it was not found and 126 when it could not start otherwise (error says why)"`
 	Signal         int    `json:"signal,omitempty" jsonschema:"the signal that killed it, if one did"`
 	TimedOut       bool   `json:"timed_out,omitempty" jsonschema:"true when timeout_seconds killed it"`
+	Error          string `json:"error,omitempty" jsonschema:"why the command could not start, e.g. \"python4: command not found\" (exit_code 127) or a bad cwd (126); absent when it started"`
 	Stdout         string `json:"stdout" jsonschema:"its standard output (bounded: see stdout_cut_bytes)"`
 	Stderr         string `json:"stderr" jsonschema:"its standard error (bounded: see stderr_cut_bytes)"`
 	StdoutBytes    int64  `json:"stdout_bytes" jsonschema:"how many bytes it wrote to stdout"`
@@ -114,6 +115,7 @@ type ProcessInfo struct {
 	State    string `json:"state" jsonschema:"running, exited or lost"`
 	ExitCode *int   `json:"exit_code,omitempty" jsonschema:"its exit code once exited, shell-style: 128+N when killed by signal N (137 after kill_process)"`
 	Signal   int    `json:"signal,omitempty" jsonschema:"the signal that killed it, if one did (e.g. 9 after kill_process)"`
+	Error    string `json:"error,omitempty" jsonschema:"why it could not start, e.g. \"python4: command not found\" (then state is exited, exit_code 127); absent when it started"`
 }
 
 // ReadProcessOutputInput is the arguments of read_process_output.
@@ -438,6 +440,7 @@ func (s *Server) runCommand(ctx context.Context, req *sdk.CallToolRequest, in Ru
 		ExitCode:    st.ExitCode,
 		Signal:      st.Signal,
 		TimedOut:    st.TimedOut,
+		Error:       st.Error,
 		StdoutBytes: stdout.Total(),
 		StderrBytes: stderr.Total(),
 		DurationMs:  st.DurationMs,
@@ -464,7 +467,7 @@ func processInfo(p api.Process) ProcessInfo {
 	pi := ProcessInfo{Process: p.ID, Pid: p.Pid, State: p.State}
 	if p.Exit != nil {
 		code := p.Exit.ExitCode
-		pi.ExitCode, pi.Signal = &code, p.Exit.Signal
+		pi.ExitCode, pi.Signal, pi.Error = &code, p.Exit.Signal, p.Exit.Error
 	}
 	return pi
 }
