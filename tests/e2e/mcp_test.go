@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -25,8 +24,8 @@ import (
 // installed in tests/mcp/node_modules by `make deps` (npm ci).
 
 // mcpTools are the tools the server lists, sorted.
-var mcpTools = []string{"create_sandbox", "destroy_sandbox", "kill_process", "list_directory", "list_sandboxes", "read_file",
-	"read_process_output", "restore", "run_command", "snapshot", "start_process", "write_file"}
+var mcpTools = []string{"create_sandbox", "delete_snapshot", "destroy_sandbox", "kill_process", "list_directory", "list_sandboxes",
+	"list_snapshots", "read_file", "read_process_output", "restore", "run_command", "snapshot", "start_process", "write_file"}
 
 // mcpDir returns tests/mcp with its npm packages installed, or skips (a
 // failure under AGENTBOX_TEST_STRICT) saying how to install them.
@@ -381,10 +380,41 @@ func snapshotAndProcessesMCP(t *testing.T, d *daemon, s mcpSession, name string)
 	if del.Destroyed != "mcp-restored" {
 		t.Fatalf("destroy_sandbox: %+v", del)
 	}
-	d.call("DELETE", "/v1/snapshots/mcp-snap", nil, http.StatusNoContent)
+	// list_snapshots: every Inspector call is a session of its own, so
+	// this one took none; all lists the daemon's.
+	var snaps struct {
+		Snapshots []struct {
+			ID, Name, Sandbox string
+		} `json:"snapshots"`
+	}
+	s.ok(&snaps, "list_snapshots")
+	if len(snaps.Snapshots) != 0 {
+		t.Fatalf("list_snapshots of a new session: %+v", snaps)
+	}
+	s.ok(&snaps, "list_snapshots", "all=true")
+	if len(snaps.Snapshots) != 1 || snaps.Snapshots[0].ID != snap.ID || snaps.Snapshots[0].Name != "mcp-snap" || snaps.Snapshots[0].Sandbox != src.ID {
+		t.Fatalf("list_snapshots all: %+v, want mcp-snap (%s)", snaps, snap.ID)
+	}
+	var ds struct {
+		Deleted string `json:"deleted"`
+	}
+	s.ok(&ds, "delete_snapshot", "snapshot=mcp-snap")
+	if ds.Deleted != snap.ID {
+		t.Fatalf("delete_snapshot: %+v", ds)
+	}
 	if list := d.snapshots(""); len(list) != 0 {
 		t.Fatalf("snapshots left: %+v", list)
 	}
+
+	// With --mcp-cleanup the snapshot a session took goes when the session
+	// (this one Inspector call) ends.
+	cleaning := s
+	cleaning.target = append(slices.Clone(s.target), "--mcp-cleanup")
+	cleaning.ok(&snap, "snapshot", "sandbox="+name, "name=mcp-snap-gone")
+	if snap.Name != "mcp-snap-gone" {
+		t.Fatalf("snapshot: %+v", snap)
+	}
+	waitFor(t, time.Minute, "the session's snapshot removed by --mcp-cleanup", func() bool { return len(d.snapshots("")) == 0 })
 }
 
 // TestMCPStdio: the MCP Inspector drives `agentbox mcp` over stdio

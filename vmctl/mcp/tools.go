@@ -206,12 +206,14 @@ type SnapshotInput struct {
 	Name    string `json:"name" jsonschema:"A unique name for the snapshot, to restore it by."`
 }
 
-// SnapshotInfo is the answer of snapshot.
+// SnapshotInfo is a snapshot as the tools describe it.
 type SnapshotInfo struct {
-	ID        string `json:"id" jsonschema:"the snapshot's ID"`
-	Name      string `json:"name" jsonschema:"its name"`
-	Sandbox   string `json:"sandbox" jsonschema:"the sandbox it was taken of"`
-	CreatedAt string `json:"created_at" jsonschema:"when it was taken (RFC 3339)"`
+	ID            string `json:"id" jsonschema:"the snapshot's ID"`
+	Name          string `json:"name" jsonschema:"its name"`
+	Sandbox       string `json:"sandbox" jsonschema:"the ID of the sandbox it was taken of"`
+	SandboxName   string `json:"sandbox_name,omitempty" jsonschema:"that sandbox's name, if it had one"`
+	SourceRemoved bool   `json:"source_removed,omitempty" jsonschema:"true when that sandbox has been destroyed since (the snapshot still restores)"`
+	CreatedAt     string `json:"created_at" jsonschema:"when it was taken (RFC 3339)"`
 }
 
 // RestoreInput is the arguments of restore.
@@ -319,7 +321,7 @@ func (s *Server) addTools() {
 	}, s.listDirectory)
 	addTool(s, &sdk.Tool{
 		Name:        "snapshot",
-		Description: "Save a running sandbox's whole machine (memory, CPU, disk) as a named snapshot; the sandbox keeps running. restore makes new sandboxes from it.",
+		Description: "Save a running sandbox's whole machine (memory, CPU, disk) as a named snapshot; the sandbox keeps running. restore makes new sandboxes from it; it stays (also after destroy_sandbox) until delete_snapshot.",
 		Annotations: &sdk.ToolAnnotations{DestructiveHint: &no, OpenWorldHint: &no},
 	}, s.snapshot)
 	addTool(s, &sdk.Tool{
@@ -327,6 +329,7 @@ func (s *Server) addTools() {
 		Description: "Make new, independent sandboxes from a snapshot, continuing where it was taken (running processes and files included).",
 		Annotations: &sdk.ToolAnnotations{DestructiveHint: &no, OpenWorldHint: &no},
 	}, s.restore)
+	s.addSnapshotTools()
 	addTool(s, &sdk.Tool{
 		Name:        "list_sandboxes",
 		Description: "List the sandboxes this session created (or, with all, every sandbox of the daemon): id, name, state, image, resources, labels.",
@@ -660,14 +663,6 @@ func (s *Server) listDirectory(ctx context.Context, req *sdk.CallToolRequest, in
 		out.Entries = append(out.Entries, fileInfo(fi))
 	}
 	return out, nil
-}
-
-func (s *Server) snapshot(ctx context.Context, req *sdk.CallToolRequest, in SnapshotInput) (SnapshotInfo, error) {
-	snap, err := s.cl.SaveSnapshot(ctx, in.Sandbox, in.Name)
-	if err != nil {
-		return SnapshotInfo{}, err
-	}
-	return SnapshotInfo{ID: snap.ID, Name: snap.Name, Sandbox: snap.Sandbox, CreatedAt: snap.CreatedAt.UTC().Format(time.RFC3339)}, nil
 }
 
 func (s *Server) restore(ctx context.Context, req *sdk.CallToolRequest, in RestoreInput) (SandboxesOutput, error) {
