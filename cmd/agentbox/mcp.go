@@ -5,12 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"os/signal"
 	"path/filepath"
 	"syscall"
 	"time"
 
-	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/urfave/cli/v2"
 
 	"github.com/agentbox/agentbox/vmctl/apiserver"
@@ -91,7 +91,7 @@ func mcpAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	return srv.Serve(ctx, &sdk.StdioTransport{})
+	return srv.Serve(ctx, mcp.NewStdioTransport(os.Stdin, os.Stdout))
 }
 
 // newMCPServer makes the MCP server of the flags over cl; templates are

@@ -66,7 +66,7 @@ func (s *Server) readConsole(ctx context.Context, req *sdk.ReadResourceRequest) 
 	}
 	var buf bytes.Buffer
 	if err := s.cl.Console(ctx, ref, consoleTail, &buf); err != nil {
-		return nil, toolError(err)
+		return nil, resourceError(ctx, uri, err)
 	}
 	return &sdk.ReadResourceResult{Contents: []*sdk.ResourceContents{{URI: uri, MIMEType: "text/plain", Text: strings.ToValidUTF8(buf.String(), "\uFFFD")}}}, nil
 }
@@ -93,7 +93,17 @@ func (s *Server) readAudit(ctx context.Context, req *sdk.ReadResourceRequest) (*
 		return nil
 	})
 	if err != nil {
-		return nil, toolError(err)
+		return nil, resourceError(ctx, uri, err)
 	}
 	return &sdk.ReadResourceResult{Contents: []*sdk.ResourceContents{{URI: uri, MIMEType: "application/x-ndjson", Text: string(bytes.Join(lines, nil))}}}, nil
+}
+
+// resourceError is the error of reading resource uri: the context's
+// error when it ended (cancelled: see addTool), else err mapped through
+// the API's table (toolError).
+func resourceError(ctx context.Context, uri string, err error) error {
+	if cerr := ctx.Err(); cerr != nil {
+		return cerr
+	}
+	return toolError(err)
 }

@@ -209,8 +209,8 @@ func (s *Server) cleanup(id string) {
 	}
 }
 
-// Serve serves one session over t (&sdk.StdioTransport{} for `agentbox
-// mcp`) until the client ends it (closes stdin) or ctx ends; then, with
+// Serve serves one session over t (NewStdioTransport for `agentbox mcp`)
+// until the client ends it (closes stdin) or ctx ends; then, with
 // Config.Cleanup, it removes the session's sandboxes and snapshots before
 // it returns. The end of ctx (SIGTERM) is a clean end: nil, and nothing
 // logged as an error.

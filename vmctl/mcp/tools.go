@@ -258,12 +258,18 @@ func schemaFor[T any](enums map[string][]any) *jsonschema.Schema {
 }
 
 // addTool registers a tool whose handler's errors become tool errors
-// carrying the API's code.
+// carrying the API's code. A call whose context ended (the client
+// cancelled it, or left) fails with the context's error, not mapped
+// (the API's table would call it unavailable): nobody waits for its
+// answer, which NewStdioTransport does not even send.
 func addTool[In, Out any](s *Server, t *sdk.Tool, h func(ctx context.Context, req *sdk.CallToolRequest, in In) (Out, error)) {
 	sdk.AddTool(s.srv, t, func(ctx context.Context, req *sdk.CallToolRequest, in In) (*sdk.CallToolResult, Out, error) {
 		out, err := h(ctx, req, in)
 		if err != nil {
 			var zero Out
+			if cerr := ctx.Err(); cerr != nil {
+				return nil, zero, cerr
+			}
 			return nil, zero, toolError(err)
 		}
 		return nil, out, nil
