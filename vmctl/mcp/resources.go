@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/agentbox/agentbox/vmctl/api"
 	"github.com/agentbox/agentbox/vmctl/audit"
 )
 
@@ -100,10 +102,22 @@ func (s *Server) readAudit(ctx context.Context, req *sdk.ReadResourceRequest) (*
 
 // resourceError is the error of reading resource uri: the context's
 // error when it ended (cancelled: see addTool), else err mapped through
-// the API's table (toolError).
+// the API's table (toolError) as a JSON-RPC error whose message is
+// "CODE: message": a missing sandbox is the SDK's resource-not-found
+// error (sdk.CodeResourceNotFound, with the URI in its data), bad input
+// invalid params, anything else an internal error.
 func resourceError(ctx context.Context, uri string, err error) error {
 	if cerr := ctx.Err(); cerr != nil {
 		return cerr
 	}
-	return toolError(err)
+	te := toolError(err).(*ToolError)
+	code := int64(jsonrpc.CodeInternalError)
+	switch te.Code {
+	case api.CodeNotFound:
+		code = sdk.CodeResourceNotFound
+	case api.CodeInvalidArgument, api.CodeBadRequest:
+		code = jsonrpc.CodeInvalidParams
+	}
+	data, _ := json.Marshal(map[string]string{"uri": uri})
+	return &jsonrpc.Error{Code: code, Message: te.Error(), Data: data}
 }

@@ -128,6 +128,7 @@ func New(cfg Config) (*Server, error) {
 			s.sessionID(req.Session)
 		},
 	})
+	s.srv.AddReceivingMiddleware(argumentErrors)
 	s.addTools()
 	s.addResources()
 	return s, nil

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -94,8 +95,8 @@ type RunCommandOutput struct {
 	Stderr         string `json:"stderr" jsonschema:"its standard error (bounded: see stderr_cut_bytes)"`
 	StdoutBytes    int64  `json:"stdout_bytes" jsonschema:"how many bytes it wrote to stdout"`
 	StderrBytes    int64  `json:"stderr_bytes" jsonschema:"how many bytes it wrote to stderr"`
-	StdoutCutBytes int64  `json:"stdout_cut_bytes,omitempty" jsonschema:"bytes cut from the middle of stdout (a note in stdout marks the place)"`
-	StderrCutBytes int64  `json:"stderr_cut_bytes,omitempty" jsonschema:"bytes cut from the middle of stderr (a note in stderr marks the place)"`
+	StdoutCutBytes int64  `json:"stdout_cut_bytes" jsonschema:"bytes cut from the middle of stdout (a note line in stdout marks the place); 0 when nothing was cut"`
+	StderrCutBytes int64  `json:"stderr_cut_bytes" jsonschema:"bytes cut from the middle of stderr (a note line in stderr marks the place); 0 when nothing was cut"`
 	DurationMs     int64  `json:"duration_ms" jsonschema:"how long it ran, in milliseconds"`
 }
 
@@ -160,12 +161,12 @@ type FileContent struct {
 
 // WriteFileInput is the arguments of write_file.
 type WriteFileInput struct {
-	Sandbox  string `json:"sandbox" jsonschema:"The sandbox's ID or name."`
-	Path     string `json:"path" jsonschema:"Absolute path of the file to write; it is replaced atomically if it exists."`
-	Content  string `json:"content" jsonschema:"The content, as encoding says."`
-	Encoding string `json:"encoding,omitempty" jsonschema:"text (default: content is written as UTF-8) or base64 (content is base64 of any bytes)."`
-	Mode     string `json:"mode,omitempty" jsonschema:"Permission bits in octal, e.g. 0755 for a script; default 0644."`
-	Parents  bool   `json:"parents,omitempty" jsonschema:"Make missing parent directories."`
+	Sandbox  string    `json:"sandbox" jsonschema:"The sandbox's ID or name."`
+	Path     string    `json:"path" jsonschema:"Absolute path of the file to write; it is replaced atomically if it exists."`
+	Content  string    `json:"content" jsonschema:"The content, as encoding says."`
+	Encoding string    `json:"encoding,omitempty" jsonschema:"text (default: content is written as UTF-8) or base64 (content is base64 of any bytes)."`
+	Mode     OctalMode `json:"mode,omitempty" jsonschema:"Permission bits as octal digits: a string such as \"0755\" (a script) or \"600\", or the same digits as a number (755); default 0644."`
+	Parents  bool      `json:"parents,omitempty" jsonschema:"Make missing parent directories."`
 }
 
 // FileInfo is a file as write_file and list_directory describe it.
@@ -257,6 +258,37 @@ func schemaFor[T any](enums map[string][]any) *jsonschema.Schema {
 	return s
 }
 
+// withTypes sets the JSON types property prop of s takes, and returns s.
+func withTypes(s *jsonschema.Schema, prop string, types ...string) *jsonschema.Schema {
+	s.Properties[prop].Type, s.Properties[prop].Types = "", types
+	return s
+}
+
+// OctalMode is write_file's mode: octal digits, given as a JSON string
+// ("0644", "755") or as a number whose decimal digits are the octal ones
+// (644: JSON numbers have no leading zero). api.ParseMode checks it.
+type OctalMode string
+
+// UnmarshalJSON implements json.Unmarshaler: a string as it is, a number
+// as its digits.
+func (m *OctalMode) UnmarshalJSON(b []byte) error {
+	var v any
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	if err := dec.Decode(&v); err != nil {
+		return err
+	}
+	switch v := v.(type) {
+	case string:
+		*m = OctalMode(v)
+	case json.Number:
+		*m = OctalMode(v.String())
+	default:
+		return api.Invalidf("mode is %s: give octal digits such as \"0644\"", b)
+	}
+	return nil
+}
+
 // addTool registers a tool whose handler's errors become tool errors
 // carrying the API's code. A call whose context ended (the client
 // cancelled it, or left) fails with the context's error, not mapped
@@ -264,6 +296,9 @@ func schemaFor[T any](enums map[string][]any) *jsonschema.Schema {
 // answer, which NewStdioTransport does not even send.
 func addTool[In, Out any](s *Server, t *sdk.Tool, h func(ctx context.Context, req *sdk.CallToolRequest, in In) (Out, error)) {
 	sdk.AddTool(s.srv, t, func(ctx context.Context, req *sdk.CallToolRequest, in In) (*sdk.CallToolResult, Out, error) {
+		if ran, ok := ctx.Value(handlerRan{}).(*bool); ok {
+			*ran = true // its errors are ToolErrors (see argumentErrors)
+		}
 		out, err := h(ctx, req, in)
 		if err != nil {
 			var zero Out
@@ -317,7 +352,7 @@ func (s *Server) addTools() {
 	addTool(s, &sdk.Tool{
 		Name:        "write_file",
 		Description: fmt.Sprintf("Write a file in a sandbox (at most %d bytes), replacing it if it exists: text, or base64 for binary content.", s.fileLm),
-		InputSchema: schemaFor[WriteFileInput](map[string][]any{"encoding": {"text", "base64"}}),
+		InputSchema: withTypes(schemaFor[WriteFileInput](map[string][]any{"encoding": {"text", "base64"}}), "mode", "string", "integer"),
 		Annotations: &sdk.ToolAnnotations{DestructiveHint: &yes, OpenWorldHint: &no},
 	}, s.writeFile)
 	addTool(s, &sdk.Tool{
@@ -488,8 +523,19 @@ func (s *Server) readProcessOutput(ctx context.Context, req *sdk.CallToolRequest
 	if in.Offset < 0 {
 		return ReadProcessOutputOutput{}, api.Invalidf("offset is %d: give 0 or the next_offset of the previous read", in.Offset)
 	}
-	if in.WaitSeconds < 0 {
-		return ReadProcessOutputOutput{}, api.Invalidf("wait_seconds is %v: give 0 to 60", in.WaitSeconds)
+	if in.WaitSeconds < 0 || in.WaitSeconds > maxWait.Seconds() {
+		return ReadProcessOutputOutput{}, api.Invalidf("wait_seconds is %v: give 0 to %v (call again to wait longer)", in.WaitSeconds, maxWait.Seconds())
+	}
+	if in.Offset > 0 {
+		// An offset past the output is no next_offset this server gave:
+		// say so rather than answer nothing from there.
+		p, err := s.cl.GetProcess(ctx, in.Sandbox, in.Process)
+		if err != nil {
+			return ReadProcessOutputOutput{}, err
+		}
+		if in.Offset > p.OutputBytes {
+			return ReadProcessOutputOutput{}, api.Invalidf("offset %d is past the end of the process's output (%d bytes so far): give 0 or the next_offset of the previous read", in.Offset, p.OutputBytes)
+		}
 	}
 	b := &budget{left: 2 * s.outLim}
 	var stdout, stderr []byte
@@ -646,7 +692,7 @@ func (s *Server) writeFile(ctx context.Context, req *sdk.CallToolRequest, in Wri
 	}
 	var perm fs.FileMode // 0: the API's 0644
 	if in.Mode != "" {
-		m, err := api.ParseMode(in.Mode)
+		m, err := api.ParseMode(string(in.Mode))
 		if err != nil {
 			return FileInfo{}, err
 		}
