@@ -145,6 +145,7 @@ func (s mcpSession) ok(out any, tool string, kv ...string) {
 // mcpRun is run_command's answer.
 type mcpRun struct {
 	ExitCode       int    `json:"exit_code"`
+	Error          string `json:"error"`
 	Stdout         string `json:"stdout"`
 	Stderr         string `json:"stderr"`
 	StdoutBytes    int64  `json:"stdout_bytes"`
@@ -242,6 +243,12 @@ func exerciseMCP(t *testing.T, d *daemon, s mcpSession, name string, more func(n
 	res := s.call("run_command", "sandbox=no-such-box", "command=exit 0")
 	if !res.IsError || len(res.Content) != 1 || !strings.HasPrefix(res.Content[0].Text, "not_found: ") {
 		t.Fatalf("run_command in a missing sandbox: %+v", res)
+	}
+	// A write into a missing directory says which and what to do, in the
+	// tools' words (no temporary file, no CLI flag).
+	res = s.call("write_file", "sandbox="+name, "path=/tmp/nodir/x.txt", "content=x")
+	if want := "not_found: write /tmp/nodir/x.txt: directory /tmp/nodir does not exist: create it first, or pass parents: true"; !res.IsError || len(res.Content) != 1 || res.Content[0].Text != want {
+		t.Fatalf("write_file into a missing directory: %+v, want %q", res, want)
 	}
 
 	if more != nil {
@@ -343,7 +350,20 @@ func snapshotAndProcessesMCP(t *testing.T, d *daemon, s mcpSession, name string)
 	if out.Stdout != "one\ntwo\n" || out.Stderr != "" || out.NextOffset != 8 || out.More || out.State != "running" || out.Process != p.Process {
 		t.Fatalf("read_process_output from 0: %+v", out)
 	}
+	// A command that cannot start says why.
 	var r mcpRun
+	s.ok(&r, "run_command", "sandbox=mcp-restored", `argv=["no-such-cmd"]`)
+	if r.ExitCode != 127 || r.Error != "no-such-cmd: command not found" || r.Stderr != "" {
+		t.Fatalf("run_command of a missing command: %+v", r)
+	}
+	var bad struct {
+		procInfo
+		Error string `json:"error"`
+	}
+	s.ok(&bad, "start_process", "sandbox=mcp-restored", `argv=["no-such-cmd"]`)
+	if bad.ExitCode == nil || *bad.ExitCode != 127 || bad.Error != "no-such-cmd: command not found" {
+		t.Fatalf("start_process of a missing command: %+v", bad)
+	}
 	s.ok(&r, "run_command", "sandbox=mcp-restored", "command=touch /tmp/go; while [ ! -e /tmp/done ]; do sleep 0.1; done")
 	if r.ExitCode != 0 {
 		t.Fatalf("run_command touch /tmp/go: %+v", r)
