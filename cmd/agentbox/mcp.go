@@ -5,12 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"os/signal"
 	"path/filepath"
 	"syscall"
 	"time"
 
-	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/urfave/cli/v2"
 
 	"github.com/agentbox/agentbox/vmctl/apiserver"
@@ -22,7 +22,7 @@ import (
 // --mcp-) on `agentbox serve`.
 func mcpFlags() []cli.Flag {
 	return []cli.Flag{
-		&cli.BoolFlag{Name: "mcp-cleanup", Usage: "remove the sandboxes an MCP session created when the session ends"},
+		&cli.BoolFlag{Name: "mcp-cleanup", Usage: "remove the sandboxes an MCP session created and the snapshots it took when the session ends"},
 		&cli.IntFlag{Name: "mcp-output-limit", Value: mcp.DefaultOutputLimit, Usage: "bound run_command's stdout and stderr to `BYTES` each (the middle is cut, the answer says how much)"},
 		&cli.Int64Flag{Name: "mcp-file-limit", Value: mcp.DefaultFileLimit, Usage: "largest file read_file returns and write_file takes, in `BYTES`"},
 		&cli.StringFlag{Name: "mcp-image", Usage: "image `DIR` create_sandbox uses when a call names neither image nor template", EnvVars: []string{"AGENTBOX_IMAGE"}},
@@ -37,8 +37,9 @@ func mcpCommand() *cli.Command {
 			"config file lists `agentbox mcp` as a server. Its tools (create_sandbox, run_command, read_file,\n" +
 			"write_file, ...) go to the daemon (--socket, or --host with --token-file) like every client command;\n" +
 			"with --local the daemon's service runs in this process instead (as `run --local`: its sandboxes\n" +
-			"die with it). Sandboxes a session creates carry the label agentbox.mcp-session=ID; with\n" +
-			"--mcp-cleanup they are removed when the session ends (stdin closed). Logs go to stderr. See docs/mcp.md.",
+			"are removed when it ends). Sandboxes a session creates carry the label agentbox.mcp-session=ID; with\n" +
+			"--mcp-cleanup they and the session's snapshots are removed when the session ends (stdin closed).\n" +
+			"Logs go to stderr. See docs/mcp.md.",
 		Flags: append([]cli.Flag{
 			&cli.BoolFlag{Name: "local", Usage: "run the sandbox service in-process instead of talking to a daemon"},
 		}, append(mcpFlags(), profileFlags()...)...),
@@ -90,7 +91,7 @@ func mcpAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	return srv.Serve(ctx, &sdk.StdioTransport{})
+	return srv.Serve(ctx, mcp.NewStdioTransport(os.Stdin, os.Stdout))
 }
 
 // newMCPServer makes the MCP server of the flags over cl; templates are

@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -25,8 +24,8 @@ import (
 // installed in tests/mcp/node_modules by `make deps` (npm ci).
 
 // mcpTools are the tools the server lists, sorted.
-var mcpTools = []string{"create_sandbox", "destroy_sandbox", "kill_process", "list_directory", "list_sandboxes", "read_file",
-	"read_process_output", "restore", "run_command", "snapshot", "start_process", "write_file"}
+var mcpTools = []string{"create_sandbox", "delete_snapshot", "destroy_sandbox", "kill_process", "list_directory", "list_sandboxes",
+	"list_snapshots", "read_file", "read_process_output", "restore", "run_command", "snapshot", "start_process", "write_file"}
 
 // mcpDir returns tests/mcp with its npm packages installed, or skips (a
 // failure under AGENTBOX_TEST_STRICT) saying how to install them.
@@ -146,6 +145,7 @@ func (s mcpSession) ok(out any, tool string, kv ...string) {
 // mcpRun is run_command's answer.
 type mcpRun struct {
 	ExitCode       int    `json:"exit_code"`
+	Error          string `json:"error"`
 	Stdout         string `json:"stdout"`
 	Stderr         string `json:"stderr"`
 	StdoutBytes    int64  `json:"stdout_bytes"`
@@ -243,6 +243,12 @@ func exerciseMCP(t *testing.T, d *daemon, s mcpSession, name string, more func(n
 	res := s.call("run_command", "sandbox=no-such-box", "command=exit 0")
 	if !res.IsError || len(res.Content) != 1 || !strings.HasPrefix(res.Content[0].Text, "not_found: ") {
 		t.Fatalf("run_command in a missing sandbox: %+v", res)
+	}
+	// A write into a missing directory says which and what to do, in the
+	// tools' words (no temporary file, no CLI flag).
+	res = s.call("write_file", "sandbox="+name, "path=/tmp/nodir/x.txt", "content=x")
+	if want := "not_found: write /tmp/nodir/x.txt: directory /tmp/nodir does not exist: create it first, or pass parents: true"; !res.IsError || len(res.Content) != 1 || res.Content[0].Text != want {
+		t.Fatalf("write_file into a missing directory: %+v, want %q", res, want)
 	}
 
 	if more != nil {
@@ -344,7 +350,20 @@ func snapshotAndProcessesMCP(t *testing.T, d *daemon, s mcpSession, name string)
 	if out.Stdout != "one\ntwo\n" || out.Stderr != "" || out.NextOffset != 8 || out.More || out.State != "running" || out.Process != p.Process {
 		t.Fatalf("read_process_output from 0: %+v", out)
 	}
+	// A command that cannot start says why.
 	var r mcpRun
+	s.ok(&r, "run_command", "sandbox=mcp-restored", `argv=["no-such-cmd"]`)
+	if r.ExitCode != 127 || r.Error != "no-such-cmd: command not found" || r.Stderr != "" {
+		t.Fatalf("run_command of a missing command: %+v", r)
+	}
+	var bad struct {
+		procInfo
+		Error string `json:"error"`
+	}
+	s.ok(&bad, "start_process", "sandbox=mcp-restored", `argv=["no-such-cmd"]`)
+	if bad.ExitCode == nil || *bad.ExitCode != 127 || bad.Error != "no-such-cmd: command not found" {
+		t.Fatalf("start_process of a missing command: %+v", bad)
+	}
 	s.ok(&r, "run_command", "sandbox=mcp-restored", "command=touch /tmp/go; while [ ! -e /tmp/done ]; do sleep 0.1; done")
 	if r.ExitCode != 0 {
 		t.Fatalf("run_command touch /tmp/go: %+v", r)
@@ -381,10 +400,41 @@ func snapshotAndProcessesMCP(t *testing.T, d *daemon, s mcpSession, name string)
 	if del.Destroyed != "mcp-restored" {
 		t.Fatalf("destroy_sandbox: %+v", del)
 	}
-	d.call("DELETE", "/v1/snapshots/mcp-snap", nil, http.StatusNoContent)
+	// list_snapshots: every Inspector call is a session of its own, so
+	// this one took none; all lists the daemon's.
+	var snaps struct {
+		Snapshots []struct {
+			ID, Name, Sandbox string
+		} `json:"snapshots"`
+	}
+	s.ok(&snaps, "list_snapshots")
+	if len(snaps.Snapshots) != 0 {
+		t.Fatalf("list_snapshots of a new session: %+v", snaps)
+	}
+	s.ok(&snaps, "list_snapshots", "all=true")
+	if len(snaps.Snapshots) != 1 || snaps.Snapshots[0].ID != snap.ID || snaps.Snapshots[0].Name != "mcp-snap" || snaps.Snapshots[0].Sandbox != src.ID {
+		t.Fatalf("list_snapshots all: %+v, want mcp-snap (%s)", snaps, snap.ID)
+	}
+	var ds struct {
+		Deleted string `json:"deleted"`
+	}
+	s.ok(&ds, "delete_snapshot", "snapshot=mcp-snap")
+	if ds.Deleted != snap.ID {
+		t.Fatalf("delete_snapshot: %+v", ds)
+	}
 	if list := d.snapshots(""); len(list) != 0 {
 		t.Fatalf("snapshots left: %+v", list)
 	}
+
+	// With --mcp-cleanup the snapshot a session took goes when the session
+	// (this one Inspector call) ends.
+	cleaning := s
+	cleaning.target = append(slices.Clone(s.target), "--mcp-cleanup")
+	cleaning.ok(&snap, "snapshot", "sandbox="+name, "name=mcp-snap-gone")
+	if snap.Name != "mcp-snap-gone" {
+		t.Fatalf("snapshot: %+v", snap)
+	}
+	waitFor(t, time.Minute, "the session's snapshot removed by --mcp-cleanup", func() bool { return len(d.snapshots("")) == 0 })
 }
 
 // TestMCPStdio: the MCP Inspector drives `agentbox mcp` over stdio

@@ -79,7 +79,7 @@ func writeFile(fr *agentproto.Reader, fw *agentproto.Writer, req *agentproto.Wri
 	}
 	tmp, err := os.CreateTemp(dir, "."+path.Base(p)+".agentbox-*")
 	if err != nil {
-		return err
+		return tempError(p, dir, err)
 	}
 	ok := false
 	defer func() {
@@ -99,7 +99,7 @@ func writeFile(fr *agentproto.Reader, fw *agentproto.Writer, req *agentproto.Wri
 			n, err := tmp.Write(b)
 			size += int64(n)
 			if err != nil {
-				return err
+				return tempError(p, dir, err)
 			}
 		case agentproto.FrameDataEnd:
 			done = true
@@ -109,17 +109,17 @@ func writeFile(fr *agentproto.Reader, fw *agentproto.Writer, req *agentproto.Wri
 	}
 	if owner != nil {
 		if err := tmp.Chown(int(owner.UID), int(owner.GID)); err != nil {
-			return err
+			return tempError(p, dir, err)
 		}
 	}
 	if err := tmp.Chmod(req.Mode & (fs.ModePerm | fs.ModeSetuid | fs.ModeSetgid | fs.ModeSticky)); err != nil {
-		return err
+		return tempError(p, dir, err)
 	}
 	if err := tmp.Sync(); err != nil {
-		return err
+		return tempError(p, dir, err)
 	}
 	if err := tmp.Close(); err != nil {
-		return err
+		return tempError(p, dir, err)
 	}
 	if err := os.Rename(tmp.Name(), p); err != nil {
 		var le *os.LinkError
@@ -134,6 +134,22 @@ func writeFile(fr *agentproto.Reader, fw *agentproto.Writer, req *agentproto.Wri
 		d.Close()
 	}
 	return fw.WriteJSON(agentproto.FrameResponse, agentproto.WriteFileResponse{Size: size})
+}
+
+// tempError is the error of an operation on the temporary file of a
+// write of p in directory dir: it names p (the temporary name means
+// nothing to the caller), and a missing dir says so and what to do (the
+// host names p: "agent: write P: ...").
+func tempError(p, dir string, err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		err = pe.Err
+	}
+	if errors.Is(err, fs.ErrNotExist) {
+		return &agentproto.Error{Code: agentproto.CodeNotFound,
+			Message: fmt.Sprintf("directory %s does not exist: create it first, or write with parents", dir)}
+	}
+	return &fs.PathError{Op: "write", Path: p, Err: err}
 }
 
 func stat(fw *agentproto.Writer, p string) error {

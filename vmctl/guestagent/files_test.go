@@ -75,6 +75,12 @@ func TestWriteFileErrors(t *testing.T) {
 	if codeOf(err) != agentproto.CodeNotFound || !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("missing parent: %v", err)
 	}
+	// The message names the missing directory, not the temporary file the
+	// write goes through (the host names the file).
+	var pe *agentproto.Error
+	if want := "directory " + filepath.Join(dir, "missing") + " does not exist: create it first, or write with parents"; !errors.As(err, &pe) || pe.Message != want {
+		t.Fatalf("missing parent: %q, want the message %q", err, want)
+	}
 	if err := c.WriteFile(ctx, "relative/path", strings.NewReader("x"), 0o644); codeOf(err) != agentproto.CodeInvalid {
 		t.Fatalf("relative: %v", err)
 	}

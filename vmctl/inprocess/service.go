@@ -73,6 +73,7 @@ type Service struct {
 	ln     *Listener
 	served chan error
 	uri    string
+	keep   bool // Config.Keep
 }
 
 // Start sweeps what killed in-process runs left (telling cfg.OnSweep),
@@ -93,7 +94,7 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Service{uri: cfg.URI}
+	s := &Service{uri: cfg.URI, keep: cfg.Keep}
 	undo := revert.New()
 	defer undo.OnError(ctx, &err)
 	s.conn, err = libvirt.Connect(ctx, libvirt.Config{URI: s.uri, Socket: cfg.LibvirtSocket, Logger: logger})
@@ -214,12 +215,17 @@ func (s *Service) Keep(sb api.Sandbox) (Kept, error) {
 // flight, e.g. a create reverting after an interrupt).
 const shutdownTimeout = 2 * time.Minute
 
-// Close stops the service (Client, the API server, then the daemon: a
-// kept sandbox keeps running), closes the libvirt connection (autodestroy
-// ends any domain still there) and removes the run's state unless a
-// sandbox is left (kept, or a teardown failed: then the next sweep
-// removes it). It runs under context.WithoutCancel(ctx), bounded to two
-// minutes, and joins the errors of every step.
+// Close stops the service (Client, then the API server, waiting for the
+// requests in flight), removes the sandboxes still there unless
+// Config.Keep (their domains would die with the libvirt connection
+// anyway, leaving their overlays and records behind: a front such as
+// `agentbox mcp --local` ends with its sandboxes still running), stops the
+// daemon (a kept sandbox keeps running), closes the libvirt connection
+// (autodestroy ends any domain still there) and removes the run's state
+// and runtime dirs unless a sandbox is left (kept, or a removal failed:
+// then the next sweep removes it). It runs under
+// context.WithoutCancel(ctx), bounded to two minutes, and joins the
+// errors of every step.
 func (s *Service) Close(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
 	defer cancel()
@@ -227,6 +233,14 @@ func (s *Service) Close(ctx context.Context) error {
 	err := s.server.Shutdown(ctx)
 	err = errors.Join(err, <-s.served)
 	left, lerr := s.daemon.ListSandboxes(ctx, nil, "")
+	if !s.keep && lerr == nil {
+		for _, sb := range left {
+			if rerr := s.daemon.DeleteSandbox(ctx, sb.ID, true); rerr != nil {
+				err = errors.Join(err, fmt.Errorf("remove sandbox %s: %w", sb.ID, rerr))
+			}
+		}
+		left, lerr = s.daemon.ListSandboxes(ctx, nil, "")
+	}
 	err = errors.Join(err, s.daemon.Shutdown(ctx), s.conn.Close())
 	return errors.Join(err, s.run.Close(lerr != nil || len(left) > 0))
 }

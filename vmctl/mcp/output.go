@@ -55,7 +55,8 @@ func (c *capture) Total() int64 {
 
 // Result returns the text kept and how many bytes were cut from its
 // middle. When bytes were cut, the text has a line in their place saying
-// how many, and the cut is widened to whole UTF-8 characters.
+// how many (preceded by a line break only when the head does not end with
+// one), and the cut is widened to whole UTF-8 characters.
 func (c *capture) Result(stream string) (text string, cut int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -81,8 +82,13 @@ func (c *capture) Result(stream string) (text string, cut int64) {
 		tail = tail[1:]
 	}
 	cut = c.total - int64(len(head)) - int64(len(tail))
-	note := fmt.Sprintf("\n[agentbox: %d bytes cut from the middle of %s, which was %d bytes: the first %d and the last %d are shown]\n",
+	// The note is a line of its own, whatever the stream: a line break
+	// before it only when the head does not end one.
+	note := fmt.Sprintf("[agentbox: %d bytes cut from the middle of %s, which was %d bytes: the first %d and the last %d are shown]\n",
 		cut, stream, c.total, len(head), len(tail))
+	if len(head) > 0 && head[len(head)-1] != '\n' {
+		note = "\n" + note
+	}
 	return string(head) + note + string(tail), cut
 }
 

@@ -35,3 +35,26 @@ func TestCaptureBound(t *testing.T) {
 		}
 	}
 }
+
+// TestCaptureNoteLine: the note is a line of its own, with no blank line
+// around it, whether the kept head ends a line (line-oriented output, e.g.
+// stderr) or not.
+func TestCaptureNoteLine(t *testing.T) {
+	for _, unit := range []string{"line 01\n", "x"} {
+		c := newCapture(64)
+		for range 100 {
+			c.Write([]byte(unit))
+		}
+		text, cut := c.Result("stderr")
+		before, after, ok := strings.Cut(text, "[agentbox: ")
+		if !ok || cut == 0 {
+			t.Fatalf("%q: no note in %q", unit, text)
+		}
+		if !strings.HasSuffix(before, "\n") || strings.HasSuffix(before, "\n\n") {
+			t.Fatalf("%q: before the note %q: want exactly one line break", unit, before)
+		}
+		if _, rest, _ := strings.Cut(after, "]\n"); strings.HasPrefix(rest, "\n") {
+			t.Fatalf("%q: a blank line after the note: %q", unit, text)
+		}
+	}
+}

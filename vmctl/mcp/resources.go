@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/agentbox/agentbox/vmctl/api"
 	"github.com/agentbox/agentbox/vmctl/audit"
 )
 
@@ -66,7 +68,7 @@ func (s *Server) readConsole(ctx context.Context, req *sdk.ReadResourceRequest) 
 	}
 	var buf bytes.Buffer
 	if err := s.cl.Console(ctx, ref, consoleTail, &buf); err != nil {
-		return nil, toolError(err)
+		return nil, resourceError(ctx, uri, err)
 	}
 	return &sdk.ReadResourceResult{Contents: []*sdk.ResourceContents{{URI: uri, MIMEType: "text/plain", Text: strings.ToValidUTF8(buf.String(), "\uFFFD")}}}, nil
 }
@@ -93,7 +95,29 @@ func (s *Server) readAudit(ctx context.Context, req *sdk.ReadResourceRequest) (*
 		return nil
 	})
 	if err != nil {
-		return nil, toolError(err)
+		return nil, resourceError(ctx, uri, err)
 	}
 	return &sdk.ReadResourceResult{Contents: []*sdk.ResourceContents{{URI: uri, MIMEType: "application/x-ndjson", Text: string(bytes.Join(lines, nil))}}}, nil
+}
+
+// resourceError is the error of reading resource uri: the context's
+// error when it ended (cancelled: see addTool), else err mapped through
+// the API's table (toolError) as a JSON-RPC error whose message is
+// "CODE: message": a missing sandbox is the SDK's resource-not-found
+// error (sdk.CodeResourceNotFound, with the URI in its data), bad input
+// invalid params, anything else an internal error.
+func resourceError(ctx context.Context, uri string, err error) error {
+	if cerr := ctx.Err(); cerr != nil {
+		return cerr
+	}
+	te := toolError(err).(*ToolError)
+	code := int64(jsonrpc.CodeInternalError)
+	switch te.Code {
+	case api.CodeNotFound:
+		code = sdk.CodeResourceNotFound
+	case api.CodeInvalidArgument, api.CodeBadRequest:
+		code = jsonrpc.CodeInvalidParams
+	}
+	data, _ := json.Marshal(map[string]string{"uri": uri})
+	return &jsonrpc.Error{Code: code, Message: te.Error(), Data: data}
 }

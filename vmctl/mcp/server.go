@@ -56,8 +56,9 @@ type Config struct {
 	// content write_file takes, in bytes. 0 means DefaultFileLimit.
 	FileLimit int64
 	// Cleanup removes a session's sandboxes (those labelled SessionLabel
-	// with its ID) when the session ends: stdin closed (stdio), DELETE,
-	// idle timeout or shutdown (HTTP).
+	// with its ID) and then the snapshots it took (snapshot tool) when the
+	// session ends: stdin closed (stdio), DELETE, idle timeout or shutdown
+	// (HTTP).
 	Cleanup bool
 	// ProgressInterval is how often run_command reports progress to a
 	// client that asked for it (a progress token); 0 means 1 s.
@@ -69,7 +70,7 @@ type Config struct {
 // Server is agentbox's MCP server: tools and resources that translate
 // MCP calls into calls of the sandbox service's API through Config.Client
 // (no second copy of create, exec or error mapping). One Server serves
-// any number of sessions, over stdio (ServeStdio) or streamable HTTP
+// any number of sessions, over stdio (Serve) or streamable HTTP
 // (HTTPHandler). It is safe for concurrent use.
 type Server struct {
 	cfg    Config
@@ -84,6 +85,8 @@ type Server struct {
 	ending   int        // sessions whose end (and cleanup) is not done yet
 	ended    *sync.Cond // on mu: signalled when ending goes down
 	closed   bool       // Close was called: a session that starts now is closed at once
+
+	snaps map[string]map[string]bool // on mu: session ID → IDs of the snapshots it took (snapshots.go)
 }
 
 // New checks cfg and returns a Server with every tool and resource
@@ -99,6 +102,7 @@ func New(cfg Config) (*Server, error) {
 		outLim:   cfg.OutputLimit,
 		fileLm:   cfg.FileLimit,
 		sessions: make(map[*sdk.ServerSession]string),
+		snaps:    make(map[string]map[string]bool),
 	}
 	s.ended = sync.NewCond(&s.mu)
 	if s.log == nil {
@@ -124,6 +128,7 @@ func New(cfg Config) (*Server, error) {
 			s.sessionID(req.Session)
 		},
 	})
+	s.srv.AddReceivingMiddleware(argumentErrors)
 	s.addTools()
 	s.addResources()
 	return s, nil
@@ -177,6 +182,8 @@ func (s *Server) sessionID(ss *sdk.ServerSession) string {
 		s.log.Info("MCP session ended", "session", id)
 		if s.cfg.Cleanup {
 			s.cleanup(id)
+		} else {
+			s.sessionSnapshots(id, true) // forget them
 		}
 	}()
 	s.log.Info("MCP session started", "session", id)
@@ -184,10 +191,11 @@ func (s *Server) sessionID(ss *sdk.ServerSession) string {
 }
 
 // cleanup removes the sandboxes of session id (labelled SessionLabel=id),
-// logging what fails.
+// then the snapshots it took, logging what fails.
 func (s *Server) cleanup(id string) {
 	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 	defer cancel()
+	defer s.cleanupSnapshots(ctx, id)
 	list, err := s.cl.ListSandboxes(ctx, map[string]string{SessionLabel: id}, "")
 	if err != nil {
 		s.log.Error("MCP session cleanup: listing its sandboxes failed", "session", id, "err", err)
@@ -202,16 +210,27 @@ func (s *Server) cleanup(id string) {
 	}
 }
 
-// Serve serves one session over t (&sdk.StdioTransport{} for `agentbox
-// mcp`) until the client ends it (closes stdin) or ctx ends; then, with
-// Config.Cleanup, it removes the session's sandboxes before it returns.
-// The end of ctx is a clean end (nil).
+// Serve serves one session over t (NewStdioTransport for `agentbox mcp`)
+// until the client ends it (closes stdin) or ctx ends; then, with
+// Config.Cleanup, it removes the session's sandboxes and snapshots before
+// it returns. The end of ctx (SIGTERM) is a clean end: nil, and nothing
+// logged as an error.
 func (s *Server) Serve(ctx context.Context, t sdk.Transport) error {
-	err := s.srv.Run(ctx, t)
-	s.waitEnded()
-	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
-		return nil
+	// Not sdk.Server.Run: it logs the end of ctx as an error.
+	ss, err := s.srv.Connect(ctx, t, nil)
+	if err != nil {
+		return err
 	}
+	waited := make(chan error, 1)
+	go func() { waited <- ss.Wait() }()
+	select {
+	case err = <-waited:
+	case <-ctx.Done():
+		ss.Close()
+		<-waited
+		err = nil
+	}
+	s.waitEnded()
 	return err
 }
 
@@ -228,7 +247,7 @@ func (s *Server) HTTPHandler(idle time.Duration) http.Handler {
 }
 
 // Close ends every open session (as if each client had left: with
-// Config.Cleanup their sandboxes are removed) and waits for their
+// Config.Cleanup their sandboxes and snapshots are removed) and waits for their
 // cleanups, for the daemon's shutdown. A session that begins while Close
 // runs is ended at once too, and waited for.
 func (s *Server) Close() error {

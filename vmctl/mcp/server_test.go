@@ -146,8 +146,8 @@ func TestListTools(t *testing.T) {
 		}
 	}
 	slices.Sort(names)
-	want := []string{"create_sandbox", "destroy_sandbox", "kill_process", "list_directory", "list_sandboxes", "read_file",
-		"read_process_output", "restore", "run_command", "snapshot", "start_process", "write_file"}
+	want := []string{"create_sandbox", "delete_snapshot", "destroy_sandbox", "kill_process", "list_directory", "list_sandboxes",
+		"list_snapshots", "read_file", "read_process_output", "restore", "run_command", "snapshot", "start_process", "write_file"}
 	if !slices.Equal(names, want) {
 		t.Fatalf("tools %v, want %v", names, want)
 	}

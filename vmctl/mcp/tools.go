@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -86,15 +87,16 @@ type RunCommandInput struct {
 
 // RunCommandOutput is the answer of run_command.
 type RunCommandOutput struct {
-	ExitCode       int    `json:"exit_code" jsonschema:"the command's exit code, shell-style: 128+N when killed by signal N, 124 when timeout_seconds killed it"`
+	ExitCode       int    `json:"exit_code" jsonschema:"the command's exit code, shell-style: 128+N when killed by signal N, 124 when timeout_seconds killed it, 127 when it was not found and 126 when it could not start otherwise (error says why)"`
 	Signal         int    `json:"signal,omitempty" jsonschema:"the signal that killed it, if one did"`
 	TimedOut       bool   `json:"timed_out,omitempty" jsonschema:"true when timeout_seconds killed it"`
+	Error          string `json:"error,omitempty" jsonschema:"why the command could not start, e.g. \"python4: command not found\" (exit_code 127) or a bad cwd (126); absent when it started"`
 	Stdout         string `json:"stdout" jsonschema:"its standard output (bounded: see stdout_cut_bytes)"`
 	Stderr         string `json:"stderr" jsonschema:"its standard error (bounded: see stderr_cut_bytes)"`
 	StdoutBytes    int64  `json:"stdout_bytes" jsonschema:"how many bytes it wrote to stdout"`
 	StderrBytes    int64  `json:"stderr_bytes" jsonschema:"how many bytes it wrote to stderr"`
-	StdoutCutBytes int64  `json:"stdout_cut_bytes,omitempty" jsonschema:"bytes cut from the middle of stdout (a note in stdout marks the place)"`
-	StderrCutBytes int64  `json:"stderr_cut_bytes,omitempty" jsonschema:"bytes cut from the middle of stderr (a note in stderr marks the place)"`
+	StdoutCutBytes int64  `json:"stdout_cut_bytes" jsonschema:"bytes cut from the middle of stdout (a note line in stdout marks the place); 0 when nothing was cut"`
+	StderrCutBytes int64  `json:"stderr_cut_bytes" jsonschema:"bytes cut from the middle of stderr (a note line in stderr marks the place); 0 when nothing was cut"`
 	DurationMs     int64  `json:"duration_ms" jsonschema:"how long it ran, in milliseconds"`
 }
 
@@ -114,6 +116,7 @@ type ProcessInfo struct {
 	State    string `json:"state" jsonschema:"running, exited or lost"`
 	ExitCode *int   `json:"exit_code,omitempty" jsonschema:"its exit code once exited, shell-style: 128+N when killed by signal N (137 after kill_process)"`
 	Signal   int    `json:"signal,omitempty" jsonschema:"the signal that killed it, if one did (e.g. 9 after kill_process)"`
+	Error    string `json:"error,omitempty" jsonschema:"why it could not start, e.g. \"python4: command not found\" (then state is exited, exit_code 127); absent when it started"`
 }
 
 // ReadProcessOutputInput is the arguments of read_process_output.
@@ -158,12 +161,12 @@ type FileContent struct {
 
 // WriteFileInput is the arguments of write_file.
 type WriteFileInput struct {
-	Sandbox  string `json:"sandbox" jsonschema:"The sandbox's ID or name."`
-	Path     string `json:"path" jsonschema:"Absolute path of the file to write; it is replaced atomically if it exists."`
-	Content  string `json:"content" jsonschema:"The content, as encoding says."`
-	Encoding string `json:"encoding,omitempty" jsonschema:"text (default: content is written as UTF-8) or base64 (content is base64 of any bytes)."`
-	Mode     string `json:"mode,omitempty" jsonschema:"Permission bits in octal, e.g. 0755 for a script; default 0644."`
-	Parents  bool   `json:"parents,omitempty" jsonschema:"Make missing parent directories."`
+	Sandbox  string    `json:"sandbox" jsonschema:"The sandbox's ID or name."`
+	Path     string    `json:"path" jsonschema:"Absolute path of the file to write; it is replaced atomically if it exists."`
+	Content  string    `json:"content" jsonschema:"The content, as encoding says."`
+	Encoding string    `json:"encoding,omitempty" jsonschema:"text (default: content is written as UTF-8) or base64 (content is base64 of any bytes)."`
+	Mode     OctalMode `json:"mode,omitempty" jsonschema:"Permission bits as octal digits: a string such as \"0755\" (a script) or \"600\", or the same digits as a number (755); default 0644."`
+	Parents  bool      `json:"parents,omitempty" jsonschema:"Make missing parent directories."`
 }
 
 // FileInfo is a file as write_file and list_directory describe it.
@@ -204,12 +207,14 @@ type SnapshotInput struct {
 	Name    string `json:"name" jsonschema:"A unique name for the snapshot, to restore it by."`
 }
 
-// SnapshotInfo is the answer of snapshot.
+// SnapshotInfo is a snapshot as the tools describe it.
 type SnapshotInfo struct {
-	ID        string `json:"id" jsonschema:"the snapshot's ID"`
-	Name      string `json:"name" jsonschema:"its name"`
-	Sandbox   string `json:"sandbox" jsonschema:"the sandbox it was taken of"`
-	CreatedAt string `json:"created_at" jsonschema:"when it was taken (RFC 3339)"`
+	ID            string `json:"id" jsonschema:"the snapshot's ID"`
+	Name          string `json:"name" jsonschema:"its name"`
+	Sandbox       string `json:"sandbox" jsonschema:"the ID of the sandbox it was taken of"`
+	SandboxName   string `json:"sandbox_name,omitempty" jsonschema:"that sandbox's name, if it had one"`
+	SourceRemoved bool   `json:"source_removed,omitempty" jsonschema:"true when that sandbox has been destroyed since (the snapshot still restores)"`
+	CreatedAt     string `json:"created_at" jsonschema:"when it was taken (RFC 3339)"`
 }
 
 // RestoreInput is the arguments of restore.
@@ -253,13 +258,53 @@ func schemaFor[T any](enums map[string][]any) *jsonschema.Schema {
 	return s
 }
 
+// withTypes sets the JSON types property prop of s takes, and returns s.
+func withTypes(s *jsonschema.Schema, prop string, types ...string) *jsonschema.Schema {
+	s.Properties[prop].Type, s.Properties[prop].Types = "", types
+	return s
+}
+
+// OctalMode is write_file's mode: octal digits, given as a JSON string
+// ("0644", "755") or as a number whose decimal digits are the octal ones
+// (644: JSON numbers have no leading zero). api.ParseMode checks it.
+type OctalMode string
+
+// UnmarshalJSON implements json.Unmarshaler: a string as it is, a number
+// as its digits.
+func (m *OctalMode) UnmarshalJSON(b []byte) error {
+	var v any
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	if err := dec.Decode(&v); err != nil {
+		return err
+	}
+	switch v := v.(type) {
+	case string:
+		*m = OctalMode(v)
+	case json.Number:
+		*m = OctalMode(v.String())
+	default:
+		return api.Invalidf("mode is %s: give octal digits such as \"0644\"", b)
+	}
+	return nil
+}
+
 // addTool registers a tool whose handler's errors become tool errors
-// carrying the API's code.
+// carrying the API's code. A call whose context ended (the client
+// cancelled it, or left) fails with the context's error, not mapped
+// (the API's table would call it unavailable): nobody waits for its
+// answer, which NewStdioTransport does not even send.
 func addTool[In, Out any](s *Server, t *sdk.Tool, h func(ctx context.Context, req *sdk.CallToolRequest, in In) (Out, error)) {
 	sdk.AddTool(s.srv, t, func(ctx context.Context, req *sdk.CallToolRequest, in In) (*sdk.CallToolResult, Out, error) {
+		if ran, ok := ctx.Value(handlerRan{}).(*bool); ok {
+			*ran = true // its errors are ToolErrors (see argumentErrors)
+		}
 		out, err := h(ctx, req, in)
 		if err != nil {
 			var zero Out
+			if cerr := ctx.Err(); cerr != nil {
+				return nil, zero, cerr
+			}
 			return nil, zero, toolError(err)
 		}
 		return nil, out, nil
@@ -307,7 +352,7 @@ func (s *Server) addTools() {
 	addTool(s, &sdk.Tool{
 		Name:        "write_file",
 		Description: fmt.Sprintf("Write a file in a sandbox (at most %d bytes), replacing it if it exists: text, or base64 for binary content.", s.fileLm),
-		InputSchema: schemaFor[WriteFileInput](map[string][]any{"encoding": {"text", "base64"}}),
+		InputSchema: withTypes(schemaFor[WriteFileInput](map[string][]any{"encoding": {"text", "base64"}}), "mode", "string", "integer"),
 		Annotations: &sdk.ToolAnnotations{DestructiveHint: &yes, OpenWorldHint: &no},
 	}, s.writeFile)
 	addTool(s, &sdk.Tool{
@@ -317,7 +362,7 @@ func (s *Server) addTools() {
 	}, s.listDirectory)
 	addTool(s, &sdk.Tool{
 		Name:        "snapshot",
-		Description: "Save a running sandbox's whole machine (memory, CPU, disk) as a named snapshot; the sandbox keeps running. restore makes new sandboxes from it.",
+		Description: "Save a running sandbox's whole machine (memory, CPU, disk) as a named snapshot; the sandbox keeps running. restore makes new sandboxes from it; it stays (also after destroy_sandbox) until delete_snapshot.",
 		Annotations: &sdk.ToolAnnotations{DestructiveHint: &no, OpenWorldHint: &no},
 	}, s.snapshot)
 	addTool(s, &sdk.Tool{
@@ -325,6 +370,7 @@ func (s *Server) addTools() {
 		Description: "Make new, independent sandboxes from a snapshot, continuing where it was taken (running processes and files included).",
 		Annotations: &sdk.ToolAnnotations{DestructiveHint: &no, OpenWorldHint: &no},
 	}, s.restore)
+	s.addSnapshotTools()
 	addTool(s, &sdk.Tool{
 		Name:        "list_sandboxes",
 		Description: "List the sandboxes this session created (or, with all, every sandbox of the daemon): id, name, state, image, resources, labels.",
@@ -438,6 +484,7 @@ func (s *Server) runCommand(ctx context.Context, req *sdk.CallToolRequest, in Ru
 		ExitCode:    st.ExitCode,
 		Signal:      st.Signal,
 		TimedOut:    st.TimedOut,
+		Error:       st.Error,
 		StdoutBytes: stdout.Total(),
 		StderrBytes: stderr.Total(),
 		DurationMs:  st.DurationMs,
@@ -464,7 +511,7 @@ func processInfo(p api.Process) ProcessInfo {
 	pi := ProcessInfo{Process: p.ID, Pid: p.Pid, State: p.State}
 	if p.Exit != nil {
 		code := p.Exit.ExitCode
-		pi.ExitCode, pi.Signal = &code, p.Exit.Signal
+		pi.ExitCode, pi.Signal, pi.Error = &code, p.Exit.Signal, p.Exit.Error
 	}
 	return pi
 }
@@ -476,8 +523,19 @@ func (s *Server) readProcessOutput(ctx context.Context, req *sdk.CallToolRequest
 	if in.Offset < 0 {
 		return ReadProcessOutputOutput{}, api.Invalidf("offset is %d: give 0 or the next_offset of the previous read", in.Offset)
 	}
-	if in.WaitSeconds < 0 {
-		return ReadProcessOutputOutput{}, api.Invalidf("wait_seconds is %v: give 0 to 60", in.WaitSeconds)
+	if in.WaitSeconds < 0 || in.WaitSeconds > maxWait.Seconds() {
+		return ReadProcessOutputOutput{}, api.Invalidf("wait_seconds is %v: give 0 to %v (call again to wait longer)", in.WaitSeconds, maxWait.Seconds())
+	}
+	if in.Offset > 0 {
+		// An offset past the output is no next_offset this server gave:
+		// say so rather than answer nothing from there.
+		p, err := s.cl.GetProcess(ctx, in.Sandbox, in.Process)
+		if err != nil {
+			return ReadProcessOutputOutput{}, err
+		}
+		if in.Offset > p.OutputBytes {
+			return ReadProcessOutputOutput{}, api.Invalidf("offset %d is past the end of the process's output (%d bytes so far): give 0 or the next_offset of the previous read", in.Offset, p.OutputBytes)
+		}
 	}
 	b := &budget{left: 2 * s.outLim}
 	var stdout, stderr []byte
@@ -634,7 +692,7 @@ func (s *Server) writeFile(ctx context.Context, req *sdk.CallToolRequest, in Wri
 	}
 	var perm fs.FileMode // 0: the API's 0644
 	if in.Mode != "" {
-		m, err := api.ParseMode(in.Mode)
+		m, err := api.ParseMode(string(in.Mode))
 		if err != nil {
 			return FileInfo{}, err
 		}
@@ -657,14 +715,6 @@ func (s *Server) listDirectory(ctx context.Context, req *sdk.CallToolRequest, in
 		out.Entries = append(out.Entries, fileInfo(fi))
 	}
 	return out, nil
-}
-
-func (s *Server) snapshot(ctx context.Context, req *sdk.CallToolRequest, in SnapshotInput) (SnapshotInfo, error) {
-	snap, err := s.cl.SaveSnapshot(ctx, in.Sandbox, in.Name)
-	if err != nil {
-		return SnapshotInfo{}, err
-	}
-	return SnapshotInfo{ID: snap.ID, Name: snap.Name, Sandbox: snap.Sandbox, CreatedAt: snap.CreatedAt.UTC().Format(time.RFC3339)}, nil
 }
 
 func (s *Server) restore(ctx context.Context, req *sdk.CallToolRequest, in RestoreInput) (SandboxesOutput, error) {

@@ -26,6 +26,7 @@ from .errors import (
     PermissionDeniedError,
     UnavailableError,
     error_from,
+    invalid_argument,
 )
 from .routes import ROUTES, Route
 
@@ -176,7 +177,7 @@ class Transport:
         user_agent: str = "agentbox-python",
     ) -> None:
         if (socket_path is None) == (url is None):
-            raise ValueError("give exactly one of socket_path and url")
+            raise invalid_argument("give exactly one of socket_path and url")
         self.socket_path = socket_path
         self.token = token
         self.timeout = timeout
@@ -197,15 +198,15 @@ class Transport:
     def _parse_url(self, url: str) -> None:
         u = urllib.parse.urlsplit(url)
         if u.scheme not in ("http", "https"):
-            raise ValueError("daemon URL %r: want http://HOST:PORT or https://HOST:PORT" % url)
+            raise invalid_argument("daemon URL %r: want http://HOST:PORT or https://HOST:PORT" % url)
         if not u.hostname or u.path not in ("", "/") or u.query or u.fragment or u.username or u.password:
-            raise ValueError("daemon URL %r: want only a scheme, host and port, e.g. https://build1:7070" % url)
+            raise invalid_argument("daemon URL %r: want only a scheme, host and port, e.g. https://build1:7070" % url)
         self._https = u.scheme == "https"
         self._host = u.hostname
         try:
             port = u.port
         except ValueError:
-            raise ValueError("daemon URL %r: the port is not a number from 1 to 65535" % url) from None
+            raise invalid_argument("daemon URL %r: the port is not a number from 1 to 65535" % url) from None
         self._port = port or (443 if self._https else 80)
 
     # --- connections ------------------------------------------------------

@@ -9,7 +9,7 @@ import threading
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
 from ._transport import Observer, Response, Transport
-from .errors import IncompatibleDaemonError
+from .errors import IncompatibleDaemonError, invalid_argument
 from .sandbox import Sandbox
 from .types import DaemonInfo, NetworkPolicy, SandboxInfo, Snapshot, WarmTemplate
 
@@ -32,7 +32,7 @@ def _seconds(what: str, v: Optional[Seconds]) -> int:
     if v is None:
         return 0
     if v < 0:
-        raise ValueError("%s %r: want seconds >= 0" % (what, v))
+        raise invalid_argument("%s %r: want seconds >= 0" % (what, v))
     return int(math.ceil(v))
 
 
@@ -83,7 +83,7 @@ class Client:
         check_version: bool = True,
     ) -> None:
         if socket is not None and url is not None:
-            raise ValueError("give socket= or url=, not both")
+            raise invalid_argument("give socket= or url=, not both")
         if socket is None and url is None:
             url = os.environ.get("AGENTBOX_HOST") or None
             if url is None:
@@ -302,7 +302,7 @@ class Client:
         NAME-1 ... NAME-N, each with its own identity and randomness. All
         or nothing: if one fails, none is left."""
         if count < 1:
-            raise ValueError("count %r: want 1 to 64 sandboxes" % count)
+            raise invalid_argument("count %r: want 1 to 64 sandboxes" % count)
         if count == 1:
             return [self.restore(snapshot, name, labels, ttl, idle_timeout, exec_timeout, max_execs, idle_action, paused_ttl)]
         body = restore_body(name, labels, count, ttl, idle_timeout, exec_timeout, max_execs, idle_action, paused_ttl)
@@ -329,7 +329,7 @@ def _env_token() -> Optional[str]:
         with open(f, encoding="utf-8") as fh:
             tok = fh.read().strip()
         if not tok:
-            raise ValueError("AGENTBOX_TOKEN_FILE %s is empty: it must hold the daemon's bearer token" % f)
+            raise invalid_argument("AGENTBOX_TOKEN_FILE %s is empty: it must hold the daemon's bearer token" % f)
         return tok
     return os.environ.get("AGENTBOX_TOKEN") or None
 
@@ -363,7 +363,7 @@ def create_body(
     arguments."""
     image = image or os.environ.get("AGENTBOX_IMAGE")
     if not image:
-        raise ValueError("no image: pass image= (an image directory on the daemon's host) or set AGENTBOX_IMAGE")
+        raise invalid_argument("no image: pass image= (an image directory on the daemon's host) or set AGENTBOX_IMAGE")
     body: Dict[str, Any] = {"image": image}
     for key, val in (
         ("name", name),
@@ -391,7 +391,7 @@ def create_body(
         body["boot_timeout_ms"] = int(math.ceil(boot_timeout * 1000))
     if isinstance(network, NetworkPolicy):
         if allow:
-            raise ValueError("give allow= inside the NetworkPolicy, not beside it")
+            raise invalid_argument("give allow= inside the NetworkPolicy, not beside it")
         body["network"] = network.to_json()
     elif network is not None or allow:
         body["network"] = NetworkPolicy(mode=network or "allowlist", allow=list(allow or [])).to_json()

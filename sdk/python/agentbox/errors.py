@@ -91,10 +91,21 @@ class AgentboxError(Exception):
 # --- categories (vmctl/errdefs) -------------------------------------------
 
 
-class InvalidArgumentError(AgentboxError):
+class InvalidArgumentError(AgentboxError, ValueError):
     """The request is malformed or a value is out of range (400
     ``bad_request``, ``invalid_argument``; 413 ``payload_too_large``; 415
-    ``unsupported_media``; 422 ``invalid_image``): fix the request."""
+    ``unsupported_media``; 422 ``invalid_image``): fix the request.
+
+    The SDK raises it itself, before any request, for the arguments it
+    checks (an empty command, a timeout of 0, a mode over 0o7777, a bad
+    daemon URL...): then ``code`` is ``"invalid_argument"`` and ``status``
+    ``None``. It is a :class:`ValueError` too."""
+
+
+def invalid_argument(message: str) -> InvalidArgumentError:
+    """The :class:`InvalidArgumentError` of an argument the SDK refuses
+    before any request (code ``invalid_argument``, no status)."""
+    return InvalidArgumentError(message, code="invalid_argument")
 
 
 class NotFoundError(AgentboxError):

@@ -8,7 +8,7 @@ import time
 from typing import TYPE_CHECKING, Any, BinaryIO, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Union
 
 from ._transport import Response, iter_ndjson
-from .errors import AgentboxError, ConnectionLostError, NotFoundError, OutputDroppedError, UnavailableError, error_from
+from .errors import AgentboxError, ConnectionLostError, NotFoundError, OutputDroppedError, UnavailableError, error_from, invalid_argument
 from .types import (
     ExecResult,
     ExitStatus,
@@ -50,7 +50,7 @@ def exec_body(
     else:
         argv = [str(a) for a in cmd]
     if not argv:
-        raise ValueError("cmd is empty: give an argv such as ['ls', '-l'] or a shell string")
+        raise invalid_argument("cmd is empty: give an argv such as ['ls', '-l'] or a shell string")
     body: Dict[str, Any] = {"cmd": argv}
     if env:
         if isinstance(env, Mapping):
@@ -65,7 +65,7 @@ def exec_body(
         body["gid"] = gid
     if timeout is not None:
         if timeout <= 0:
-            raise ValueError("timeout %r: want seconds > 0 (None: the sandbox's default)" % timeout)
+            raise invalid_argument("timeout %r: want seconds > 0 (None: the sandbox's default)" % timeout)
         body["timeout_ms"] = int(math.ceil(timeout * 1000))
     if stdin is not None:
         if isinstance(stdin, str):
@@ -80,7 +80,7 @@ def _octal(mode: Optional[int]) -> Optional[str]:
     if mode is None:
         return None
     if not 0 <= mode <= 0o7777:
-        raise ValueError("mode %r: want permission bits 0 to 0o7777, e.g. 0o644" % mode)
+        raise invalid_argument("mode %r: want permission bits 0 to 0o7777, e.g. 0o644" % mode)
     return "%04o" % mode
 
 
@@ -572,7 +572,7 @@ class Sandbox:
         longer or shorter than before; ``info.expires_at`` shows it."""
         s = int(math.ceil(seconds))
         if s < 1:
-            raise ValueError("timeout %r: want at least 1 second" % seconds)
+            raise invalid_argument("timeout %r: want at least 1 second" % seconds)
         return self._update(self._client._json("set_timeout", self._p(), json_body={"timeout_seconds": s}))
 
     def remove(self, force: bool = False) -> None:

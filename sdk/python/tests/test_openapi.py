@@ -158,19 +158,22 @@ def test_exec_and_restore_bodies() -> None:
 
 
 def test_bad_arguments_are_refused_before_any_request(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each is the SDK's InvalidArgumentError (an AgentboxError, as the
+    daemon's refusals are, and a ValueError), with no HTTP status."""
     monkeypatch.delenv("AGENTBOX_IMAGE", raising=False)
-    with pytest.raises(ValueError, match="cmd is empty"):
-        exec_body([])
-    with pytest.raises(ValueError, match="timeout"):
-        exec_body(["true"], timeout=0)
-    with pytest.raises(ValueError, match="no image"):
-        create_body(image="")
-    with pytest.raises(ValueError, match="socket= or url="):
-        agentbox.Client(socket="/x", url="http://h:1")
-    with pytest.raises(ValueError, match="want only a scheme, host and port"):
-        agentbox.Client(url="http://h:1/v1")
-    with pytest.raises(ValueError, match="http://HOST:PORT"):
-        agentbox.Client(url="ftp://h:1")
+    for call, match in [
+        (lambda: exec_body([]), "cmd is empty"),
+        (lambda: exec_body(["true"], timeout=0), "timeout"),
+        (lambda: create_body(image=""), "no image"),
+        (lambda: agentbox.Client(socket="/x", url="http://h:1"), "socket= or url="),
+        (lambda: agentbox.Client(url="http://h:1/v1"), "want only a scheme, host and port"),
+        (lambda: agentbox.Client(url="ftp://h:1"), "http://HOST:PORT"),
+        (lambda: agentbox.Client(url="http://h:99999"), "port is not a number"),
+    ]:
+        with pytest.raises(agentbox.InvalidArgumentError, match=match) as ei:
+            call()
+        assert isinstance(ei.value, agentbox.AgentboxError) and isinstance(ei.value, ValueError)
+        assert (ei.value.code, ei.value.status) == ("invalid_argument", None)
 
 
 def test_info_checks_the_api_version_against_openapi() -> None:
