@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/urfave/cli/v2"
-	"golang.org/x/term"
 
 	"github.com/agentbox/agentbox/vmctl/api"
 	"github.com/agentbox/agentbox/vmctl/client"
@@ -82,11 +81,11 @@ func attach(ctx context.Context, c *cli.Context, cl *client.Client, ref, proc st
 	if c.Bool("interactive") {
 		stdin = c.App.Reader
 		if t != nil {
-			state, err := term.MakeRaw(int(t.in.Fd()))
+			restore, err := t.rawMode()
 			if err != nil {
-				return fmt.Errorf("put the terminal in raw mode: %w", err)
+				return err
 			}
-			defer term.Restore(int(t.in.Fd()), state)
+			defer restore()
 			nl = "\r\n"
 			var once sync.Once
 			stdin = &detachKeys{r: t.in, detach: func() { once.Do(func() { close(detach) }) }}
@@ -133,12 +132,8 @@ func attach(ctx context.Context, c *cli.Context, cl *client.Client, ref, proc st
 		for {
 			select {
 			case <-winch:
-				if t == nil {
-					continue
-				}
-				if s := t.Size(); s != size {
-					size = s
-					_ = e.Resize(ctx, s)
+				if t != nil {
+					t.followSize(ctx, e, &size)
 				}
 			case <-detach:
 				e.Detach()

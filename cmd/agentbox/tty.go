@@ -50,6 +50,26 @@ func (t *localTerminal) Size() api.TtySize {
 	return api.TtySize{Rows: rows, Cols: cols}
 }
 
+// rawMode puts the terminal in raw mode (keys, Ctrl-C included, are read
+// as typed) and returns the function that restores it.
+func (t *localTerminal) rawMode() (restore func(), err error) {
+	state, err := term.MakeRaw(int(t.in.Fd()))
+	if err != nil {
+		return nil, fmt.Errorf("put the terminal in raw mode: %w", err)
+	}
+	return func() { _ = term.Restore(int(t.in.Fd()), state) }, nil
+}
+
+// followSize gives e our window size when it is no longer *size (after a
+// SIGWINCH) and records it; a failure ends e's session, which e.Wait
+// reports.
+func (t *localTerminal) followSize(ctx context.Context, e *client.InteractiveExec, size *api.TtySize) {
+	if s := t.Size(); s != *size {
+		*size = s
+		_ = e.Resize(ctx, s)
+	}
+}
+
 // ttyExec runs req on a terminal in sandbox ref through the interactive
 // exec, with our terminal: with -i in raw mode (keys, Ctrl-C included, go
 // to the guest's terminal as they are typed) and restored on every way
@@ -64,14 +84,14 @@ func ttyExec(ctx context.Context, c *cli.Context, cl *client.Client, ref string,
 	req.Tty = &size
 	var stdin io.Reader
 	if c.Bool("interactive") {
-		state, err := term.MakeRaw(int(t.in.Fd()))
+		restore, err := t.rawMode()
 		if err != nil {
-			return fmt.Errorf("put the terminal in raw mode: %w", err)
+			return err
 		}
 		// Restored on return, which every way out takes: the command's
 		// exit, an error, SIGINT/SIGTERM/SIGHUP (they end ctx; in raw
 		// mode Ctrl-C is a byte, not a signal).
-		defer term.Restore(int(t.in.Fd()), state)
+		defer restore()
 		stdin = t.in
 	}
 	ctx, stopHup := signal.NotifyContext(ctx, syscall.SIGHUP)
@@ -91,10 +111,7 @@ func ttyExec(ctx context.Context, c *cli.Context, cl *client.Client, ref string,
 		for {
 			select {
 			case <-winch:
-				if s := t.Size(); s != size {
-					size = s
-					_ = e.Resize(ctx, s) // a failure ends the session: Wait reports it
-				}
+				t.followSize(ctx, e, &size)
 			case <-ctx.Done():
 				return
 			case <-e.Done():

@@ -18,6 +18,90 @@ import (
 	"github.com/agentbox/agentbox/vmctl/mcp"
 )
 
+// boxStore is a fake backend's sandboxes for the session-cleanup tests:
+// created sandboxes are numbered 000000000001, 000000000002, ...; the
+// list filters by the session label; deleted records the removed IDs.
+type boxStore struct {
+	mu      sync.Mutex
+	boxes   map[string]map[string]string // ID -> labels
+	deleted []string
+	n       int
+	// beforeDelete, if set, runs at the start of each delete (outside mu).
+	beforeDelete func()
+}
+
+func (st *boxStore) backend() *apitest.Backend {
+	st.boxes = map[string]map[string]string{}
+	return &apitest.Backend{
+		CreateSandboxFn: func(ctx context.Context, req api.CreateSandboxRequest) (api.Sandbox, error) {
+			st.mu.Lock()
+			defer st.mu.Unlock()
+			st.n++
+			sb := apitest.Sandbox(fmt.Sprintf("%012d", st.n))
+			sb.Labels = req.Labels
+			st.boxes[sb.ID] = req.Labels
+			return sb, nil
+		},
+		ListSandboxesFn: func(ctx context.Context, labels map[string]string, state string) ([]api.Sandbox, error) {
+			st.mu.Lock()
+			defer st.mu.Unlock()
+			var out []api.Sandbox
+			for id, l := range st.boxes {
+				if l[mcp.SessionLabel] == labels[mcp.SessionLabel] {
+					sb := apitest.Sandbox(id)
+					sb.Labels = l
+					out = append(out, sb)
+				}
+			}
+			return out, nil
+		},
+		DeleteSandboxFn: func(ctx context.Context, ref string, force bool) error {
+			if st.beforeDelete != nil {
+				st.beforeDelete()
+			}
+			st.mu.Lock()
+			defer st.mu.Unlock()
+			delete(st.boxes, ref)
+			st.deleted = append(st.deleted, ref)
+			return nil
+		},
+	}
+}
+
+// removed is the sorted IDs deleted so far.
+func (st *boxStore) removed() []string {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return slices.Sorted(slices.Values(st.deleted))
+}
+
+// cleanupServer is an MCP server with Cleanup over b, served over
+// streamable HTTP with the idle timeout idle (0: none).
+func cleanupServer(t *testing.T, b *apitest.Backend, idle time.Duration) (*mcp.Server, *httptest.Server) {
+	t.Helper()
+	as, err := apiserver.NewServer(apiserver.Config{Backend: b})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := mcp.New(mcp.Config{Client: client.NewHandler(as.Handler()), Cleanup: true, DefaultImage: "/img"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv.HTTPHandler(idle))
+	t.Cleanup(hs.Close)
+	return srv, hs
+}
+
+// connectHTTP opens an MCP session with the server at url.
+func connectHTTP(t *testing.T, url string) *sdk.ClientSession {
+	t.Helper()
+	cs, err := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, nil).Connect(t.Context(), &sdk.StreamableClientTransport{Endpoint: url}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cs
+}
+
 // TestHTTPSessionEnds: over streamable HTTP, with Cleanup, a session's
 // sandboxes are removed however the session ends: the client's DELETE,
 // the idle timeout, and the server's Close (the daemon's shutdown); a
@@ -25,62 +109,14 @@ import (
 func TestHTTPSessionEnds(t *testing.T) {
 	for _, end := range []string{"delete", "idle", "close"} {
 		t.Run(end, func(t *testing.T) {
-			var (
-				mu      sync.Mutex
-				boxes   = map[string]map[string]string{} // ID -> labels
-				deleted []string
-				n       int
-			)
-			b := &apitest.Backend{
-				CreateSandboxFn: func(ctx context.Context, req api.CreateSandboxRequest) (api.Sandbox, error) {
-					mu.Lock()
-					defer mu.Unlock()
-					n++
-					sb := apitest.Sandbox(fmt.Sprintf("%012d", n))
-					sb.Labels = req.Labels
-					boxes[sb.ID] = req.Labels
-					return sb, nil
-				},
-				ListSandboxesFn: func(ctx context.Context, labels map[string]string, state string) ([]api.Sandbox, error) {
-					mu.Lock()
-					defer mu.Unlock()
-					var out []api.Sandbox
-					for id, l := range boxes {
-						if l[mcp.SessionLabel] == labels[mcp.SessionLabel] {
-							sb := apitest.Sandbox(id)
-							sb.Labels = l
-							out = append(out, sb)
-						}
-					}
-					return out, nil
-				},
-				DeleteSandboxFn: func(ctx context.Context, ref string, force bool) error {
-					mu.Lock()
-					defer mu.Unlock()
-					delete(boxes, ref)
-					deleted = append(deleted, ref)
-					return nil
-				},
-			}
-			as, err := apiserver.NewServer(apiserver.Config{Backend: b})
-			if err != nil {
-				t.Fatal(err)
-			}
-			srv, err := mcp.New(mcp.Config{Client: client.NewHandler(as.Handler()), Cleanup: true, DefaultImage: "/img"})
-			if err != nil {
-				t.Fatal(err)
-			}
+			st := &boxStore{}
 			idle := time.Duration(0)
 			if end == "idle" {
 				idle = 300 * time.Millisecond
 			}
-			hs := httptest.NewServer(srv.HTTPHandler(idle))
-			defer hs.Close()
+			srv, hs := cleanupServer(t, st.backend(), idle)
 			connect := func() *sdk.ClientSession {
-				cs, err := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, nil).Connect(t.Context(), &sdk.StreamableClientTransport{Endpoint: hs.URL}, nil)
-				if err != nil {
-					t.Fatal(err)
-				}
+				cs := connectHTTP(t, hs.URL)
 				res, err := cs.CallTool(t.Context(), &sdk.CallToolParams{Name: "create_sandbox", Arguments: map[string]any{}})
 				if err != nil || res.IsError {
 					t.Fatalf("create_sandbox: %v %+v", err, res)
@@ -107,9 +143,7 @@ func TestHTTPSessionEnds(t *testing.T) {
 			}
 			deadline := time.Now().Add(10 * time.Second)
 			for {
-				mu.Lock()
-				got := slices.Sorted(slices.Values(deleted))
-				mu.Unlock()
+				got := st.removed()
 				if slices.Equal(got, want) {
 					break
 				}
@@ -131,61 +165,13 @@ func TestHTTPSessionEnds(t *testing.T) {
 // too and cleaned up, and Close returns instead of waiting for that
 // client to leave.
 func TestCloseWithLateSession(t *testing.T) {
-	var (
-		mu      sync.Mutex
-		boxes   = map[string]string{} // ID -> session
-		deleted []string
-		n       int
-	)
 	removing, release := make(chan struct{}, 4), make(chan struct{})
-	b := &apitest.Backend{
-		CreateSandboxFn: func(ctx context.Context, req api.CreateSandboxRequest) (api.Sandbox, error) {
-			mu.Lock()
-			defer mu.Unlock()
-			n++
-			sb := apitest.Sandbox(fmt.Sprintf("%012d", n))
-			boxes[sb.ID] = req.Labels[mcp.SessionLabel]
-			return sb, nil
-		},
-		ListSandboxesFn: func(ctx context.Context, labels map[string]string, state string) ([]api.Sandbox, error) {
-			mu.Lock()
-			defer mu.Unlock()
-			var out []api.Sandbox
-			for id, session := range boxes {
-				if session == labels[mcp.SessionLabel] {
-					out = append(out, apitest.Sandbox(id))
-				}
-			}
-			return out, nil
-		},
-		DeleteSandboxFn: func(ctx context.Context, ref string, force bool) error {
-			removing <- struct{}{}
-			<-release
-			mu.Lock()
-			defer mu.Unlock()
-			delete(boxes, ref)
-			deleted = append(deleted, ref)
-			return nil
-		},
-	}
-	as, err := apiserver.NewServer(apiserver.Config{Backend: b})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := mcp.New(mcp.Config{Client: client.NewHandler(as.Handler()), Cleanup: true, DefaultImage: "/img"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(srv.HTTPHandler(0))
-	defer hs.Close()
-	connect := func() *sdk.ClientSession {
-		cs, err := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, nil).Connect(t.Context(), &sdk.StreamableClientTransport{Endpoint: hs.URL}, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return cs
-	}
-	first := connect()
+	st := &boxStore{beforeDelete: func() {
+		removing <- struct{}{}
+		<-release
+	}}
+	srv, hs := cleanupServer(t, st.backend(), 0)
+	first := connectHTTP(t, hs.URL)
 	defer first.Close()
 	if res, err := first.CallTool(t.Context(), &sdk.CallToolParams{Name: "create_sandbox", Arguments: map[string]any{}}); err != nil || res.IsError {
 		t.Fatalf("create_sandbox: %v %+v", err, res)
@@ -194,7 +180,7 @@ func TestCloseWithLateSession(t *testing.T) {
 	go func() { closed <- srv.Close() }()
 	<-removing // Close is removing the first session's sandbox
 
-	late := connect()
+	late := connectHTTP(t, hs.URL)
 	defer late.Close()
 	// The late session is ended as soon as it is known: its call may
 	// fail, but a sandbox it made is removed with the session.
@@ -208,9 +194,9 @@ func TestCloseWithLateSession(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("Close still waits for a session that began while it ran")
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if got := slices.Sorted(slices.Values(deleted)); len(got) != n || got[0] != "000000000001" || len(boxes) != 0 {
-		t.Fatalf("removed %v of the %d made; left %v", got, n, boxes)
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if got := slices.Sorted(slices.Values(st.deleted)); len(got) != st.n || got[0] != "000000000001" || len(st.boxes) != 0 {
+		t.Fatalf("removed %v of the %d made; left %v", got, st.n, st.boxes)
 	}
 }

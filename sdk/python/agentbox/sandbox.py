@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 import math
 import time
-from typing import TYPE_CHECKING, Any, BinaryIO, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Any, BinaryIO, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, TypeVar, Union
 
 from ._transport import Response, iter_ndjson
 from .errors import AgentboxError, ConnectionLostError, NotFoundError, OutputDroppedError, UnavailableError, error_from, invalid_argument
@@ -84,7 +84,55 @@ def _octal(mode: Optional[int]) -> Optional[str]:
     return "%04o" % mode
 
 
-class ExecStream:
+_S = TypeVar("_S", bound="_EventStream")
+
+
+class _EventStream:
+    """What :class:`ExecStream` and :class:`OutputStream` share: the
+    connection, closing it, and the events that end the stream."""
+
+    _resp: Optional[Response]
+    _done: bool
+    exit: Optional[ExitStatus]
+
+    def _finish(self) -> None:
+        """Marks the stream ended and closes its connection."""
+        self._done = True
+        if self._resp is not None:
+            self._resp.close()
+
+    def _ended(self, ev: Dict[str, Any], what: str) -> bool:
+        """Whether ev ends the stream: an "exit" event sets :attr:`exit`;
+        an "error" event raises the daemon's error (what names the stream
+        when it gives no message)."""
+        t = ev.get("type")
+        if t == "exit":
+            self.exit = ExitStatus.from_json(ev.get("exit") or {})
+            self._finish()
+            return True
+        if t == "error":
+            self._finish()
+            e = ev.get("error") or {}
+            raise error_from(e.get("code", "internal"), e.get("message", what + " ended with an error"), None, e.get("details"))
+        return False
+
+    def __iter__(self: _S) -> _S:
+        return self
+
+    def close(self) -> None:
+        """Stops reading and closes the connection: a command of
+        :meth:`Sandbox.exec_stream` still running is killed; a detached
+        process runs on."""
+        self._finish()
+
+    def __enter__(self: _S) -> _S:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+class ExecStream(_EventStream):
     """The output of a running command, chunk by chunk, in the order the
     daemon sent it (stdout and stderr interleaved as they were written).
 
@@ -118,9 +166,6 @@ class ExecStream:
         except StopIteration:
             return None
 
-    def __iter__(self) -> Iterator[OutputChunk]:
-        return self
-
     def __next__(self) -> OutputChunk:
         while not self._done:
             ev: Optional[Dict[str, Any]]
@@ -129,24 +174,15 @@ class ExecStream:
             else:
                 ev = self._next_event()
             if ev is None:
-                self._done = True
-                self._resp.close()
+                self._finish()
                 raise ConnectionLostError(
                     "the daemon closed the exec stream before the command's exit status", code="unavailable"
                 )
             t = ev.get("type")
             if t in ("stdout", "stderr"):
                 return OutputChunk.from_event(ev)
-            if t == "exit":
-                self.exit = ExitStatus.from_json(ev.get("exit") or {})
-                self._done = True
-                self._resp.close()
+            if self._ended(ev, "exec"):
                 break
-            if t == "error":
-                self._done = True
-                self._resp.close()
-                e = ev.get("error") or {}
-                raise error_from(e.get("code", "internal"), e.get("message", "exec ended with an error"), None, e.get("details"))
             # "started" again or a type of a newer daemon: skip it.
         raise StopIteration
 
@@ -170,20 +206,10 @@ class ExecStream:
             pid=self.pid,
         )
 
-    def close(self) -> None:
-        """Stops reading; a command still running is killed."""
-        self._done = True
-        self._resp.close()
 
-    def __enter__(self) -> "ExecStream":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
-
-
-class OutputStream:
+class OutputStream(_EventStream):
     """The output of a detached process from an offset, chunk by chunk.
+    Closing it stops reading; the process runs on.
 
     Without ``follow`` it ends with the output there is now; with it, it
     ends when the process ends (:attr:`exit` is then set). A followed
@@ -236,9 +262,6 @@ class OutputStream:
             time.sleep(delay)
             delay = min(delay * 2, 1.0)
 
-    def __iter__(self) -> Iterator[OutputChunk]:
-        return self
-
     def __next__(self) -> OutputChunk:
         while not self._done:
             assert self._events is not None
@@ -273,35 +296,13 @@ class OutputStream:
                     continue
                 self.offset = c.offset + len(c.data)
                 return c
-            if t == "exit":
-                self.exit = ExitStatus.from_json(ev.get("exit") or {})
-                self._done = True
-                if self._resp is not None:
-                    self._resp.close()
+            if self._ended(ev, "output"):
                 break
-            if t == "error":
-                self._done = True
-                if self._resp is not None:
-                    self._resp.close()
-                werr = ev.get("error") or {}
-                raise error_from(werr.get("code", "internal"), werr.get("message", "output ended with an error"), None, werr.get("details"))
         raise StopIteration
 
     def read(self) -> bytes:
         """All remaining output, both streams together, as bytes."""
         return b"".join(c.data for c in self)
-
-    def close(self) -> None:
-        """Stops reading (the process runs on)."""
-        self._done = True
-        if self._resp is not None:
-            self._resp.close()
-
-    def __enter__(self) -> "OutputStream":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
 
 
 class Process:
