@@ -93,9 +93,16 @@ type countingWriter struct {
 	w      io.Writer
 	n      atomic.Int64
 	digest audit.OutputDigester
+	// open, when set, holds every write until it is closed: output the
+	// agent delivers right after the command started waits until the
+	// caller was told it started (the API's "started" event comes first).
+	open <-chan struct{}
 }
 
 func (c *countingWriter) Write(p []byte) (int, error) {
+	if c.open != nil {
+		<-c.open
+	}
 	c.digest.Write(p)
 	c.n.Add(int64(len(p)))
 	if c.w == nil {
@@ -186,8 +193,9 @@ func (d *Daemon) execAttached(ctx context.Context, ref string, req api.ExecReque
 	if rec != nil {
 		stdout = ttyWriter{w: stdout, rec: rec}
 	}
-	out := &countingWriter{w: stdout}
-	errw := &countingWriter{w: at.stderr}
+	startedSent := make(chan struct{})
+	out := &countingWriter{w: stdout, open: startedSent}
+	errw := &countingWriter{w: at.stderr, open: startedSent}
 	var st agentproto.ExitStatus
 	var p *agent.Process
 	if stdin != nil {
@@ -195,13 +203,14 @@ func (d *Daemon) execAttached(ctx context.Context, ref string, req api.ExecReque
 	} else {
 		p, err = b.sb.Start(ctx, areq, nil, out, errw)
 	}
+	if err == nil && p.Pid() > 0 {
+		at.started(id, p, rec)
+	}
+	close(startedSent)
 	if errors.Is(err, sandbox.ErrNotRunning) {
 		return api.ExitStatus{}, err
 	}
 	if err == nil {
-		if p.Pid() > 0 {
-			at.started(id, p, rec)
-		}
 		st, err = p.Wait()
 	}
 	dur := time.Since(start)
