@@ -68,7 +68,7 @@ type CreateSandboxInput struct {
 	CPUs               int               `json:"cpus,omitempty" jsonschema:"Virtual CPUs; default: the image's."`
 	MemoryMiB          int               `json:"memory_mib,omitempty" jsonschema:"Guest memory in MiB; default: the image's."`
 	Network            string            `json:"network,omitempty" jsonschema:"Network policy: none (default: no network device), allowlist (only the hosts in allow), open (anything but the host and private ranges)."`
-	Allow              []string          `json:"allow,omitempty" jsonschema:"For network allowlist: the destinations allowed, host names or addresses with an optional :PORT, e.g. [\"pypi.org\", \"files.pythonhosted.org:443\"]."`
+	Allow              []string          `json:"allow,omitempty" jsonschema:"For network allowlist: the destinations allowed, host names or addresses with an optional :PORT, e.g. [\"example.com\", \"api.example.com:443\"]."`
 	TTLSeconds         int64             `json:"ttl_seconds,omitempty" jsonschema:"Remove the sandbox this many seconds after creation; default: the daemon's."`
 	IdleTimeoutSeconds int64             `json:"idle_timeout_seconds,omitempty" jsonschema:"Remove the sandbox after this many seconds without a command or file operation; default: the daemon's."`
 	Labels             map[string]string `json:"labels,omitempty" jsonschema:"Labels to find the sandbox by later (list_sandboxes)."`
