@@ -48,6 +48,9 @@ func (t handlerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	context.AfterFunc(ctx, func() { pw.CloseWithError(context.Cause(ctx)) })
 	w := &pipeWriter{header: make(http.Header), pw: pw, began: make(chan struct{})}
 	go func() {
+		// As http.RoundTripper requires (and a server does after its
+		// handler), the request's body is closed, read or not.
+		defer sreq.Body.Close()
 		defer func() {
 			if p := recover(); p != nil {
 				err := errAnswerCut
