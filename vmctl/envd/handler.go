@@ -1,0 +1,44 @@
+package envd
+
+import (
+	"context"
+	"net/http"
+
+	"github.com/agentbox/agentbox/vmctl/client"
+)
+
+// Options configure the data plane.
+type Options struct {
+	// DefaultUser is the guest user a request without one runs as (E2B's
+	// SDK sends none from envd 0.4.0 on and expects the sandbox's default
+	// user); empty means "user".
+	DefaultUser string
+}
+
+// NewHandler returns the data plane's handler: the Connect services and
+// the plain HTTP routes envd serves, for requests whose context carries a
+// sandbox ID (WithSandbox). c reaches the sandbox service (in the daemon:
+// client.NewHandler over the API's own handler).
+func NewHandler(c *client.Client, o Options) http.Handler {
+	if o.DefaultUser == "" {
+		o.DefaultUser = "user"
+	}
+	mux := http.NewServeMux()
+	// Each service registers its routes here (one line each).
+	_ = c
+	return mux
+}
+
+type sandboxKey struct{}
+
+// WithSandbox returns ctx carrying the ID of the sandbox a data-plane
+// request is for (from the E2b-Sandbox-Id header, checked by the front).
+func WithSandbox(ctx context.Context, id string) context.Context {
+	return context.WithValue(ctx, sandboxKey{}, id)
+}
+
+// SandboxFrom returns the sandbox ID WithSandbox put in ctx, or "".
+func SandboxFrom(ctx context.Context) string {
+	id, _ := ctx.Value(sandboxKey{}).(string)
+	return id
+}
