@@ -58,7 +58,7 @@ func serveCommand() *cli.Command {
 			&cli.Int64Flag{Name: "audit-max-bytes", Value: 64 << 20, Usage: "rotate the audit log at this many `BYTES`"},
 			&cli.IntFlag{Name: "audit-max-files", Value: 10, Usage: "rotated audit log files to keep"},
 			&cli.BoolFlag{Name: "audit-full-tty", Usage: "keep every key typed into a terminal session (`exec -it`) in its audit entry, up to 1 MiB, not just the first KiB"},
-		}, append(append(networkFlags(), resourceServeFlags()...), serveMCPFlags()...)...),
+		}, append(append(append(networkFlags(), resourceServeFlags()...), serveMCPFlags()...), serveE2BFlags()...)...),
 		OnUsageError: usageError,
 		Action:       serveAction,
 	}
@@ -184,20 +184,31 @@ func serveAction(c *cli.Context) error {
 		d.Shutdown(context.Background())
 		return err
 	}
+	front, err := serveE2B(c, srv, stateDir, apiCfg.Token, logger) // e2b.go
+	if err != nil {
+		closeAll()
+		closeMCP()
+		d.Shutdown(context.Background())
+		return err
+	}
 	rep := d.Report()
 	where := c.String("socket")
 	if tcpAddr != "" {
 		where += " and " + tcpAddr
+	}
+	if front != nil {
+		where += ", E2B API on " + front.addr()
 	}
 	fmt.Fprintf(c.App.ErrWriter, "agentbox serve: listening on %s (state %s); %d sandboxes known, %d adopted, %d failed, %d leftovers cleaned\n",
 		where, stateDir, rep.Loaded, len(rep.Adopted), len(rep.Failed), len(rep.Cleaned))
 	logger.Info("agentbox serve ready", "socket", c.String("socket"), "tcp", tcpAddr, "state_dir", stateDir,
 		"instance", d.Instance(), "adopted", len(rep.Adopted), "failed", len(rep.Failed), "cleaned", len(rep.Cleaned))
 
-	errc := make(chan error, len(listeners))
+	errc := make(chan error, len(listeners)+1)
 	for _, l := range listeners {
 		go func() { errc <- srv.Serve(l) }()
 	}
+	front.serve(errc)
 	sddaemon.SdNotify(false, sddaemon.SdNotifyReady)
 	go watchdog(ctx, d)
 
@@ -212,7 +223,7 @@ func serveAction(c *cli.Context) error {
 	sddaemon.SdNotify(false, sddaemon.SdNotifyStopping)
 	shutCtx, cancel := context.WithTimeout(context.Background(), c.Duration("shutdown-timeout"))
 	defer cancel()
-	err = errors.Join(serveErr, closeMCP(), srv.Shutdown(shutCtx), d.Shutdown(shutCtx))
+	err = errors.Join(serveErr, front.shutdown(shutCtx), closeMCP(), srv.Shutdown(shutCtx), d.Shutdown(shutCtx))
 	if errors.Is(err, context.DeadlineExceeded) {
 		logger.Warn("shutdown deadline reached; remaining requests were cut")
 		err = nil

@@ -31,6 +31,11 @@ type PauseRequest struct {
 	// seconds. Without it the vCPUs stop and QEMU keeps the memory: the
 	// resume takes milliseconds.
 	ToDisk bool `json:"to_disk,omitempty"`
+	// EndTTL ends the sandbox's TTL with the pause (limits.ttl_seconds
+	// becomes 0), so the paused sandbox stays until a new timeout (POST
+	// .../timeout) or its removal: E2B's pause, whose timeout runs only
+	// while the sandbox runs. Without it the TTL runs on while paused.
+	EndTTL bool `json:"end_ttl,omitempty"`
 }
 
 // PauseInfo says how a paused sandbox is paused (Sandbox.Paused).

@@ -114,6 +114,12 @@ type Limits struct {
 	// seconds after its pause (its own retention, usually longer than the
 	// idle timeout).
 	PausedTTLSeconds int64 `json:"paused_ttl_seconds,omitempty"`
+	// TTLAction is what reaching the TTL does: one of the IdleAction*
+	// constants (remove, stop, pause, pause-to-disk); "" (and the
+	// default) is IdleActionRemove. Any other action ends the TTL (the
+	// sandbox is kept, stopped or paused, until a new timeout is set: E2B's
+	// autoPause; lifecycle.go).
+	TTLAction string `json:"ttl_action,omitempty"`
 }
 
 // CreateSandboxRequest is the body of POST /v1/sandboxes.
@@ -135,6 +141,10 @@ type CreateSandboxRequest struct {
 	Labels map[string]string `json:"labels,omitempty"`
 	// Limits override the daemon's defaults where non-zero.
 	Limits Limits `json:"limits,omitempty"`
+	// Env holds "KEY=VALUE" entries every command of the sandbox gets in
+	// its environment (E2B's envVars); an exec's own Env overrides them
+	// key by key. At most MaxEnv entries (CheckEnv says the syntax).
+	Env []string `json:"env,omitempty"`
 	// Warm starts the sandbox from the image's saved "ready" state
 	// instead of booting it (built by the first warm create of an image
 	// and machine shape, which boots once).

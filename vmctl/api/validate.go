@@ -185,6 +185,15 @@ func (req *CreateSandboxRequest) Validate() error {
 	if !ValidIdleAction(req.Limits.IdleAction) {
 		return Invalidf("limits.idle_action %s is not one of remove, stop, pause, pause-to-disk", QuoteShort(req.Limits.IdleAction))
 	}
+	if !ValidIdleAction(req.Limits.TTLAction) {
+		return Invalidf("limits.ttl_action %s is not one of remove, stop, pause, pause-to-disk", QuoteShort(req.Limits.TTLAction))
+	}
+	if len(req.Env) > MaxEnv {
+		return Invalidf("env has %d entries; the limit is %d", len(req.Env), MaxEnv)
+	}
+	if err := CheckEnv(req.Env); err != nil {
+		return err
+	}
 	switch req.Accel {
 	case "", "auto", "kvm", "tcg":
 	default:
@@ -244,14 +253,8 @@ func (req *ExecRequest) Validate(attached bool) error {
 			return Invalidf("cmd[%d] contains a NUL byte", i)
 		}
 	}
-	for i, e := range req.Env {
-		k, _, ok := strings.Cut(e, "=")
-		if !ok || k == "" {
-			return Invalidf("env[%d] %s is not KEY=VALUE", i, QuoteShort(e))
-		}
-		if strings.IndexByte(e, 0) >= 0 {
-			return Invalidf("env[%d] contains a NUL byte", i)
-		}
+	if err := CheckEnv(req.Env); err != nil {
+		return err
 	}
 	if req.Cwd != "" {
 		if strings.IndexByte(req.Cwd, 0) >= 0 {
@@ -321,4 +324,24 @@ func QuoteShort(s string) string {
 		return strconv.Quote(s[:80]) + fmt.Sprintf("... (%d bytes)", len(s))
 	}
 	return strconv.Quote(s)
+}
+
+// MaxEnv is the most entries a sandbox's default environment
+// (CreateSandboxRequest.Env) may hold.
+const MaxEnv = 256
+
+// CheckEnv checks "KEY=VALUE" environment entries (an exec's, or a
+// sandbox's defaults): a non-empty KEY and no NUL byte. Errors are 400
+// invalid_argument naming the entry.
+func CheckEnv(env []string) error {
+	for i, e := range env {
+		k, _, ok := strings.Cut(e, "=")
+		if !ok || k == "" {
+			return Invalidf("env[%d] %s is not KEY=VALUE", i, QuoteShort(e))
+		}
+		if strings.IndexByte(e, 0) >= 0 {
+			return Invalidf("env[%d] contains a NUL byte", i)
+		}
+	}
+	return nil
 }

@@ -157,6 +157,15 @@ func (c *Client) PauseSandbox(ctx context.Context, ref string, toDisk bool) (api
 	return sb, err
 }
 
+// Pause pauses the running sandbox as req says (POST
+// /v1/sandboxes/{id}/pause): PauseSandbox with every option, e.g.
+// EndTTL. Errors as PauseSandbox's.
+func (c *Client) Pause(ctx context.Context, ref string, req api.PauseRequest) (api.Sandbox, error) {
+	var sb api.Sandbox
+	err := c.call(ctx, http.MethodPost, c.endpoint(nil, "v1", "sandboxes", ref, "pause"), req, &sb)
+	return sb, err
+}
+
 // ResumeSandbox lets the paused sandbox run again in place (POST
 // /v1/sandboxes/{id}/resume). Errors: 404, 409 conflict (not paused), 422
 // snapshot_unusable (its saved state does not load; it is failed), 429.

@@ -25,6 +25,7 @@ func createArgs(req api.CreateSandboxRequest) map[string]any {
 	set("accel", req.Accel, req.Accel != "")
 	set("boot_timeout_ms", req.BootTimeoutMs, req.BootTimeoutMs > 0)
 	set("warm", true, req.Warm)
+	set("env", envKeys(req.Env), len(req.Env) > 0) // the keys only: values may be secrets
 	if n := req.Network; n != nil && (n.Mode != "" || len(n.Allow) > 0) {
 		args["network"] = n.Mode // as networkArg writes a policy: "allowlist[example.com host:5432]"
 		if len(n.Allow) > 0 {
@@ -54,4 +55,17 @@ func limitArgs(args map[string]any, lim api.Limits) {
 	if lim.IdleAction != "" {
 		args["idle_action"] = lim.IdleAction
 	}
+	if lim.TTLAction != "" {
+		args["ttl_action"] = lim.TTLAction
+	}
+}
+
+// envKeys are the keys of "KEY=VALUE" entries: what the audit keeps of
+// an environment (values may be secrets).
+func envKeys(env []string) []string {
+	keys := make([]string, len(env))
+	for i, e := range env {
+		keys[i], _, _ = strings.Cut(e, "=")
+	}
+	return keys
 }

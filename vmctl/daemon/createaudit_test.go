@@ -16,7 +16,8 @@ func TestCreateArgsRecordEverySetting(t *testing.T) {
 	req := api.CreateSandboxRequest{
 		Image: "/img", Name: "n", VCPUs: 2, MemoryMiB: 512, Accel: "tcg", BootTimeoutMs: 1000,
 		Labels: map[string]string{"k": "v"}, Warm: true,
-		Limits:  api.Limits{TTLSeconds: 1, IdleTimeoutSeconds: 2, ExecTimeoutMs: 3, MaxExecs: 4, IdleAction: "pause-to-disk", PausedTTLSeconds: 5},
+		Limits:  api.Limits{TTLSeconds: 1, IdleTimeoutSeconds: 2, ExecTimeoutMs: 3, MaxExecs: 4, IdleAction: "pause-to-disk", PausedTTLSeconds: 5, TTLAction: "pause"},
+		Env:     []string{"SECRET=v"},
 		Network: &api.NetworkPolicy{Mode: "allowlist", Allow: []string{"example.com"}},
 		DiskMiB: 6, CPUQuotaPercent: 7, IOBps: 8 << 20, IOPS: 9, IOWeight: 100, Pids: 64, NetBps: 1 << 20,
 	}
@@ -38,6 +39,9 @@ func TestCreateArgsRecordEverySetting(t *testing.T) {
 	}
 	if args["idle_action"] != "pause-to-disk" || args["paused_ttl_seconds"] != int64(5) || args["net_bps"] != int64(1<<20) || args["network"] != "allowlist[example.com]" {
 		t.Errorf("create audit args %v", args)
+	}
+	if !reflect.DeepEqual(args["env"], []string{"SECRET"}) || args["ttl_action"] != "pause" {
+		t.Errorf("create audit args keep env %v (want the keys only), ttl_action %v", args["env"], args["ttl_action"])
 	}
 	if got := createArgs(api.CreateSandboxRequest{Image: "/img"}); len(got) != 1 {
 		t.Errorf("args of a request with the image only: %v, want the image alone", got)

@@ -62,11 +62,7 @@ func execArgs(req agentproto.ExecRequest, detached bool) map[string]any {
 		args["cwd"] = req.Dir
 	}
 	if len(req.Env) > 0 {
-		keys := make([]string, len(req.Env))
-		for i, e := range req.Env {
-			keys[i], _, _ = strings.Cut(e, "=")
-		}
-		args["env_keys"] = keys
+		args["env_keys"] = envKeys(req.Env) // createaudit.go
 	}
 	if req.TimeoutMs > 0 {
 		args["timeout_ms"] = req.TimeoutMs

@@ -30,9 +30,16 @@ func (d *Daemon) PauseSandbox(ctx context.Context, ref string, req api.PauseRequ
 		return api.Sandbox{}, err
 	}
 	err = d.pause(ctx, sb, req.ToDisk, "paused by "+api.CallerFrom(ctx).ID)
-	d.auditAction(ctx, sb.ID, audit.ActionPause, map[string]any{"to_disk": req.ToDisk}, start, err)
+	args := map[string]any{"to_disk": req.ToDisk}
+	if req.EndTTL {
+		args["end_ttl"] = true
+	}
+	d.auditAction(ctx, sb.ID, audit.ActionPause, args, start, err)
 	if err != nil {
 		return api.Sandbox{}, err
+	}
+	if req.EndTTL {
+		sb.ClearTTL()
 	}
 	return d.view(sb), nil
 }
@@ -222,6 +229,46 @@ func (d *Daemon) idle(b *box, now time.Time) {
 		b.sb.Touch()
 	} else {
 		d.log.Info("idle sandbox", "sandbox", b.sb.ID, "action", action)
+	}
+	d.appendAudit(e)
+	d.metrics.reaped.WithLabelValues(why).Inc()
+}
+
+// expire takes the TTL action of b's sandbox (Limits.TTLAction) when its
+// TTL is reached: remove (the default, reap), or stop, pause or
+// pause-to-disk, which end its TTL (sandbox.ClearTTL) so that it stays
+// until a new timeout or its removal (E2B's autoPause: connect resumes
+// it and sets a new timeout); audited as a reap with the action. Unlike
+// the idle action it does not wait for commands to end: the TTL is a
+// deadline. A failed action is logged and audited, the TTL ended all the
+// same (the sandbox is then left as the failure left it, never removed
+// against its TTL action).
+func (d *Daemon) expire(b *box) {
+	action := b.sb.ExecAccount().Limits.TTLAction
+	why := sandbox.ExpiredTTL
+	if action == "" || action == api.IdleActionRemove {
+		d.reap(b, why)
+		return
+	}
+	ctx := context.Background()
+	start := time.Now()
+	b.sb.ClearTTL()
+	var err error
+	switch {
+	case b.sb.State() != sandbox.StateRunning:
+		// Already paused or stopped: the TTL's end is all there is to do.
+	case action == api.IdleActionStop:
+		err = d.mgr.Stop(ctx, b.sb, why)
+	default:
+		err = d.pause(ctx, b.sb, action == api.IdleActionPauseToDisk, why)
+	}
+	e := audit.Entry{Time: start.UTC(), Sandbox: b.sb.ID, Caller: "daemon", Action: audit.ActionReap,
+		Args: map[string]any{"reason": why, "action": action}, DurationMs: ms(time.Since(start))}
+	if err != nil {
+		e.Error, e.ErrorMessage = api.ErrorFrom(err).Code, err.Error()
+		d.log.Warn("ttl action", "sandbox", b.sb.ID, "action", action, "err", err)
+	} else {
+		d.log.Info("sandbox expired", "sandbox", b.sb.ID, "action", action)
 	}
 	d.appendAudit(e)
 	d.metrics.reaped.WithLabelValues(why).Inc()

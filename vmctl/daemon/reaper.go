@@ -9,8 +9,8 @@ import (
 	"github.com/agentbox/agentbox/vmctl/sandbox"
 )
 
-// reaper stops and removes sandboxes whose TTL or paused TTL is reached,
-// and takes the idle action (lifecycle.go: remove, stop, pause,
+// reaper stops and removes sandboxes whose TTL (or takes their TTL
+// action, lifecycle.go) or paused TTL is reached, and takes the idle action (lifecycle.go: remove, stop, pause,
 // pause-to-disk) of those whose idle timeout is, checking every
 // Config.ReapInterval until ctx ends.
 func (d *Daemon) reaper(ctx context.Context) {
@@ -27,6 +27,8 @@ func (d *Daemon) reaper(ctx context.Context) {
 				case "":
 				case sandbox.ExpiredIdle:
 					d.idle(b, now)
+				case sandbox.ExpiredTTL:
+					d.expire(b) // lifecycle.go
 				default:
 					d.reap(b, why)
 				}

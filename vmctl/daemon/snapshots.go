@@ -184,7 +184,7 @@ func (d *Daemon) restore(ctx context.Context, name string, req api.RestoreReques
 	if err != nil {
 		d.log.Warn("snapshot extra unreadable", "snapshot", rec.Name, "err", err)
 	}
-	raw := sandbox.ExecAccount{Limits: sandbox.ExecLimits(mergeLimits(req.Limits, api.Limits(ex.Limits))), Creator: api.CallerFrom(ctx).ID}.Encode()
+	raw := sandbox.ExecAccount{Limits: sandbox.ExecLimits(mergeLimits(req.Limits, api.Limits(ex.Limits))), Creator: api.CallerFrom(ctx).ID, Env: ex.Env}.Encode()
 	sb, err := d.snaps.Restore(ctx, rec.ID, snapshot.RestoreOptions{
 		Image: img, Name: req.Name, Labels: req.Labels, Extra: raw, Admit: d.adm.admit,
 	})

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"slices"
 	"sync"
 	"time"
 
@@ -41,6 +42,10 @@ type ExecLimits struct {
 	// PausedTTLSeconds: a sandbox paused to disk expires this many
 	// seconds after it was paused (Expired says ExpiredPausedTTL).
 	PausedTTLSeconds int64 `json:"paused_ttl_seconds,omitempty"`
+	// TTLAction is what reaching the TTL does (the daemon's reaper reads
+	// it: remove, stop, pause, pause-to-disk; "" is remove). Any but
+	// remove ends the TTL (ClearTTL) as it acts.
+	TTLAction string `json:"ttl_action,omitempty"`
 }
 
 // Why Expired says a sandbox expired.
@@ -65,6 +70,10 @@ type ExecAccount struct {
 	// Creator is the caller that created the sandbox (the API's caller
 	// id), or "".
 	Creator string `json:"creator,omitempty"`
+	// Env holds the "KEY=VALUE" entries every command gets (the create
+	// request's env); BeginExec puts them before the command's own, which
+	// override them key by key.
+	Env []string `json:"env,omitempty"`
 }
 
 // Encode returns a as the JSON kept in Record.Extra (Options.Extra,
@@ -190,7 +199,8 @@ func (sb *Sandbox) Busy() (done func()) {
 // BeginExec counts one more command against the sandbox's MaxExecs and
 // keeps the sandbox busy until EndExec. It returns the command's id ("e"
 // and 6 digits, in start order) and req with the sandbox's default
-// timeout (ExecLimits.ExecTimeoutMs) when req gives none. While an idle
+// timeout (ExecLimits.ExecTimeoutMs) when req gives none, and its
+// default environment (ExecAccount.Env) before req's own. While an idle
 // action runs (RunIfIdle) it waits for its end, so a command never runs
 // into the pause or stop of an idle sandbox. Errors: ErrExecLimit when
 // MaxExecs commands have begun (its details say max_execs);
@@ -212,6 +222,9 @@ func (sb *Sandbox) BeginExec(req agentproto.ExecRequest) (string, agentproto.Exe
 	acct.busy++
 	if req.TimeoutMs == 0 {
 		req.TimeoutMs = acct.a.Limits.ExecTimeoutMs
+	}
+	if len(acct.a.Env) > 0 {
+		req.Env = append(slices.Clip(acct.a.Env), req.Env...)
 	}
 	return fmt.Sprintf("e%06d", acct.a.ExecCount), req, nil
 }

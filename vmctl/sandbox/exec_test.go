@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"errors"
+	"reflect"
 	"testing"
 	"time"
 
@@ -20,8 +21,16 @@ func TestExecAccountFormat(t *testing.T) {
 		t.Fatalf("Encode:\n got %s\nwant %s", got, want)
 	}
 	back, err := DecodeExecAccount([]byte(want))
-	if err != nil || back != a {
+	if err != nil || !reflect.DeepEqual(back, a) {
 		t.Fatalf("DecodeExecAccount = %+v, %v; want %+v", back, err, a)
+	}
+	env := ExecAccount{Limits: ExecLimits{TTLAction: "pause-to-disk"}, Env: []string{"A=1"}}
+	wantEnv := `{"limits":{"ttl_action":"pause-to-disk"},"exec_count":0,"env":["A=1"]}`
+	if got := string(env.Encode()); got != wantEnv {
+		t.Fatalf("Encode with env:\n got %s\nwant %s", got, wantEnv)
+	}
+	if back, err := DecodeExecAccount([]byte(wantEnv)); err != nil || !reflect.DeepEqual(back, env) {
+		t.Fatalf("DecodeExecAccount = %+v, %v; want %+v", back, err, env)
 	}
 	if got := string((ExecAccount{}).Encode()); got != `{"limits":{},"exec_count":0}` {
 		t.Fatalf("zero account encodes as %s", got)
@@ -94,5 +103,41 @@ func TestExpired(t *testing.T) {
 	sb.Touch()
 	if last := sb.ExecAccount().LastActivity; time.Since(last) > time.Second || last.Location() != time.UTC {
 		t.Fatalf("Touch: LastActivity = %v", last)
+	}
+}
+
+// TestBeginExecDefaultEnv: the sandbox's default environment comes
+// before the command's own, which overrides it (the guest agent keeps
+// the last entry of a key), and the account's slice is never shared.
+func TestBeginExecDefaultEnv(t *testing.T) {
+	sb := accountSandbox(ExecAccount{Env: []string{"A=1", "B=2"}}, StateRunning, time.Now(), time.Now())
+	_, req, err := sb.BeginExec(agentproto.ExecRequest{Argv: []string{"env"}, Env: []string{"B=3"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"A=1", "B=2", "B=3"}; !reflect.DeepEqual(req.Env, want) {
+		t.Fatalf("env = %q, want %q", req.Env, want)
+	}
+	if got := sb.ExecAccount().Env; !reflect.DeepEqual(got, []string{"A=1", "B=2"}) {
+		t.Fatalf("the account's env became %q", got)
+	}
+	sb.EndExec()
+}
+
+// TestClearTTL: a TTL action ends the TTL, so the sandbox no longer
+// expires.
+func TestClearTTL(t *testing.T) {
+	created := time.Now().Add(-time.Hour)
+	sb := accountSandbox(ExecAccount{Limits: ExecLimits{TTLSeconds: 60, TTLAction: "pause"}}, StateRunning, created, created)
+	sb.removed = true // no manager to store the record: persist skips it, rec.Extra is still set
+	if got := sb.Expired(time.Now()); got != ExpiredTTL {
+		t.Fatalf("Expired = %q, want %q", got, ExpiredTTL)
+	}
+	sb.ClearTTL()
+	if got := sb.Expired(time.Now()); got != "" || !sb.ExpiresAt().IsZero() {
+		t.Fatalf("after ClearTTL: Expired = %q, ExpiresAt %v; want none", got, sb.ExpiresAt())
+	}
+	if a, _ := DecodeExecAccount(sb.Record().Extra); a.Limits.TTLSeconds != 0 || a.Limits.TTLAction != "pause" {
+		t.Fatalf("the record keeps limits %+v, want no TTL and the action kept", a.Limits)
 	}
 }

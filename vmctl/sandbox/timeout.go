@@ -42,3 +42,15 @@ func (sb *Sandbox) ExpiresAt() time.Time {
 	}
 	return sb.Record().CreatedAt.Add(time.Duration(ttl) * time.Second)
 }
+
+// ClearTTL ends the sandbox's TTL (TTLSeconds 0: no expiry) and saves the
+// accounting: what a TTL action other than remove does as it acts, so
+// the stopped or paused sandbox stays until SetTimeout gives it a new
+// one (E2B's autoPause and connect).
+func (sb *Sandbox) ClearTTL() {
+	acct := sb.account()
+	acct.mu.Lock()
+	acct.a.Limits.TTLSeconds = 0
+	acct.mu.Unlock()
+	sb.SaveExecAccount()
+}

@@ -1,0 +1,4 @@
+package e2b
+
+// AccessToken is accessToken, for the tests.
+var AccessToken = accessToken
