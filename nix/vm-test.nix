@@ -57,7 +57,7 @@ pkgs.testers.runNixOSTest {
 
     with subtest("commands run as the profile's non-root user by default, as root on request"):
         out = host.succeed(as_user("alice", f"{run} -- sh -c 'id -un; echo $HOME'"), timeout=1800)
-        assert out.split() == ["agent", "/home/agent"], repr(out)
+        assert out.split() == ["user", "/home/user"], repr(out)
         out = host.succeed(as_user("alice", f"{run} --user 0 -- id -un"), timeout=1800)
         assert out == "root\n", repr(out)
 

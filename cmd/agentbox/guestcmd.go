@@ -29,7 +29,7 @@ func commandFlags() []cli.Flag {
 		&cli.DurationFlag{Name: "timeout", Usage: "kill the command (and its process group) after `DURATION` (e.g. 30s, 5m); exit 124", DefaultText: "none"},
 		&cli.StringSliceFlag{Name: "env", Aliases: []string{"e"}, Usage: "set `K=V` in the command's environment (repeatable; use one spelling, --env or -e)"},
 		&cli.StringFlag{Name: "workdir", Aliases: []string{"w"}, Usage: "working `DIR` of the command in the guest (must exist; else exit 126)"},
-		&cli.StringFlag{Name: "user", Aliases: []string{"u"}, Usage: "run as `UID[:GID]` in the guest (default: the image's default user, root in the test image)"},
+		&cli.StringFlag{Name: "user", Aliases: []string{"u"}, Usage: "run as `USER` in the guest: a name (looked up in the guest; HOME, USER set, cwd its home) or UID[:GID] (default: the image's default user, root in the test image)"},
 		&cli.BoolFlag{Name: "shell", Usage: "run the arguments joined by spaces with /bin/sh -c (pass the script as one argument to keep its quoting)"},
 		&cli.BoolFlag{Name: "interactive", Aliases: []string{"i"}, Usage: "forward stdin even when it is a terminal"},
 		&cli.BoolFlag{Name: "tty", Aliases: []string{"t"}, Usage: "run the command on a terminal the size of ours (needs one on stdin); with -i ours goes raw and every key goes to it"},
@@ -103,6 +103,9 @@ func guestArgvFrom(c *cli.Context, argv []string, usage string) ([]string, error
 	return argv, nil
 }
 
+// userName is what --user takes as a guest account name (api.UserPattern).
+var userName = regexp.MustCompile(api.UserPattern)
+
 // execRequest builds the guest exec request from the command flags.
 func execRequest(c *cli.Context, argv []string) (agentproto.ExecRequest, error) {
 	req := agentproto.ExecRequest{
@@ -123,8 +126,12 @@ func execRequest(c *cli.Context, argv []string) (agentproto.ExecRequest, error) 
 	if u := c.String("user"); u != "" {
 		uidStr, gidStr, hasGID := strings.Cut(u, ":")
 		uid, err := strconv.ParseUint(uidStr, 10, 32)
+		if err != nil && !hasGID && userName.MatchString(u) {
+			req.User = u // resolved by the guest agent
+			return req, nil
+		}
 		if err != nil {
-			return req, fmt.Errorf("--user %q: want a numeric UID[:GID]", u)
+			return req, fmt.Errorf("--user %q: want a user name or a numeric UID[:GID]", u)
 		}
 		uid32 := uint32(uid)
 		req.UID = &uid32
@@ -233,6 +240,7 @@ func apiExecRequest(req agentproto.ExecRequest) api.ExecRequest {
 		Cwd:       req.Dir,
 		UID:       req.UID,
 		GID:       req.GID,
+		User:      req.User,
 		TimeoutMs: req.TimeoutMs,
 	}
 }

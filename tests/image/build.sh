@@ -334,6 +334,18 @@ rm -f "$WORK/root/etc/resolv.conf" "$WORK/root/etc/hostname"
 echo "# agentbox: written by the guest agent when the sandbox has a network" >"$WORK/root/etc/resolv.conf"
 echo "agentbox" >"$WORK/root/etc/hostname"
 chmod 0644 "$WORK/root/etc/resolv.conf" "$WORK/root/etc/hostname"
+# The account E2B's SDK runs commands as ("user": uid and gid 1000, home
+# /home/user from /etc/skel, bash), beside root; the agent still runs
+# commands as root unless a request names a user (ExecRequest.User) or uid.
+r=$WORK/root
+echo "user:x:1000:1000:sandbox user:/home/user:/bin/bash" >>"$r/etc/passwd"
+echo "user:x:1000:" >>"$r/etc/group"
+echo "user:!:19723:0:99999:7:::" >>"$r/etc/shadow"
+echo "user:!::" >>"$r/etc/gshadow"
+cp -a "$r/etc/skel" "$r/home/user"
+chown -R 1000:1000 "$r/home/user"
+chmod 0755 "$r/home/user"
+find "$r/home" "$r/etc/passwd" "$r/etc/group" "$r/etc/shadow" "$r/etc/gshadow" -exec touch -h -d "@$SOURCE_DATE_EPOCH" {} +
 touch -h -d "@$SOURCE_DATE_EPOCH" "$WORK/root/usr/local/bin/agentbox-guest" "$WORK/root/usr/local/bin" \
 	"$WORK/root/etc/resolv.conf" "$WORK/root/etc/hostname" "$WORK/root/etc"
 # E2FSPROGS_FAKE_TIME pins the superblock/inode creation times.

@@ -177,6 +177,13 @@ type ExecRequest struct {
 	// GID, if set, is the group id the command runs as; with UID set and
 	// GID unset the group is UID's number.
 	GID *uint32 `json:"gid,omitempty"`
+	// User, if set, names the account the command runs as (a name, or a
+	// uid as text), looked up in the guest's /etc/passwd: its uid and
+	// primary gid, HOME, USER and LOGNAME from its entry, and its home as
+	// the working directory when Dir is empty ("/" if the home is not a
+	// directory). An unknown name fails the start with ExecBadUser. Not
+	// together with UID or GID.
+	User string `json:"user,omitempty"`
 	// TimeoutMs bounds the command's run time in milliseconds; 0 means no
 	// limit. On expiry the whole process group is killed with SIGKILL and
 	// ExitStatus.TimedOut is set.
@@ -233,6 +240,14 @@ func (r *ExecRequest) Validate() error {
 	if r.Dir != "" && !path.IsAbs(r.Dir) {
 		return invalidf("exec: working directory %q is not absolute", r.Dir)
 	}
+	if r.User != "" {
+		if r.UID != nil || r.GID != nil {
+			return invalidf("exec: user %q together with a uid or gid", r.User)
+		}
+		if strings.ContainsAny(r.User, ":/\n\x00") {
+			return invalidf("exec: user %q is not an account name", r.User)
+		}
+	}
 	if r.TimeoutMs < 0 {
 		return invalidf("exec: negative timeout %d ms", r.TimeoutMs)
 	}
@@ -280,6 +295,8 @@ const (
 	ExecNotExecutable ExecErrorKind = "not-executable"
 	// ExecBadWorkdir: Dir does not exist or is not a directory.
 	ExecBadWorkdir ExecErrorKind = "bad-workdir"
+	// ExecBadUser: User is not an account in the guest's /etc/passwd.
+	ExecBadUser ExecErrorKind = "bad-user"
 	// ExecOther: any other start failure (fork failed, bad uid…).
 	ExecOther ExecErrorKind = "other"
 )

@@ -187,6 +187,13 @@ type ExecRequest struct {
 	// UID and GID, if set, are the user and group the command runs as.
 	UID *uint32 `json:"uid,omitempty"`
 	GID *uint32 `json:"gid,omitempty"`
+	// User, if set, is the guest account the command runs as, by name (or
+	// uid as text), looked up in the guest's /etc/passwd by the guest
+	// agent: its uid and primary gid, HOME, USER and LOGNAME, and its home
+	// as the working directory when Cwd is empty ("/" if the home is not a
+	// directory). An unknown user fails the start like a missing command
+	// (exit 126, Error says so). Not together with UID or GID.
+	User string `json:"user,omitempty"`
 	// TimeoutMs bounds the command's run time in milliseconds; 0 means the
 	// sandbox's Limits.ExecTimeoutMs (which may be 0: no limit).
 	TimeoutMs int64 `json:"timeout_ms,omitempty"`

@@ -28,6 +28,9 @@ const (
 	// SignalPattern is the syntax of KillRequest.Signal: a name such as
 	// "TERM", "SIGKILL", "RTMIN+3" or a number.
 	SignalPattern = `^[A-Za-z0-9+-]{0,32}$`
+	// UserPattern is the syntax of ExecRequest.User: a guest account name
+	// (useradd's portable names, a trailing "$" allowed) or a uid.
+	UserPattern = `^[A-Za-z0-9_][A-Za-z0-9_.-]{0,30}\$?$`
 )
 
 // Limits of request values, checked by the server.
@@ -50,6 +53,7 @@ var (
 	labelKeyRE = regexp.MustCompile(LabelKeyPattern)
 	pidRE      = regexp.MustCompile(ProcessIDPattern)
 	signalRE   = regexp.MustCompile(SignalPattern)
+	userRE     = regexp.MustCompile(UserPattern)
 )
 
 // ValidRef reports whether ref is a syntactically valid sandbox reference:
@@ -265,6 +269,14 @@ func (req *ExecRequest) Validate(attached bool) error {
 		}
 		if len(req.Cwd) > MaxPathBytes {
 			return Invalidf("cwd is %d bytes long; the limit is %d", len(req.Cwd), MaxPathBytes)
+		}
+	}
+	if req.User != "" {
+		if req.UID != nil || req.GID != nil {
+			return Invalidf("user %s and uid/gid both given: run as a named user or as uid[:gid], not both", QuoteShort(req.User))
+		}
+		if !userRE.MatchString(req.User) {
+			return Invalidf("user %s is not a user name: letters, digits, '_', '.', '-' (not first), at most 32", QuoteShort(req.User))
 		}
 	}
 	if req.TimeoutMs < 0 {

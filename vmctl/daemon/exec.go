@@ -29,7 +29,7 @@ import (
 // stopped the sandbox meanwhile (paused: the message says how to
 // resume). An attached command also holds up Shutdown until endExec.
 func (d *Daemon) beginExec(b *box, req api.ExecRequest, attached bool) (string, agentproto.ExecRequest, error) {
-	areq := agentproto.ExecRequest{Argv: req.Cmd, Env: req.Env, Dir: req.Cwd, UID: req.UID, GID: req.GID, TimeoutMs: req.TimeoutMs}
+	areq := agentproto.ExecRequest{Argv: req.Cmd, Env: req.Env, Dir: req.Cwd, UID: req.UID, GID: req.GID, User: req.User, TimeoutMs: req.TimeoutMs}
 	if req.Tty != nil {
 		areq.Tty = &agentproto.TtySize{Rows: uint16(req.Tty.Rows), Cols: uint16(req.Tty.Cols)}
 	}
@@ -69,6 +69,9 @@ func execArgs(req agentproto.ExecRequest, detached bool) map[string]any {
 	}
 	if req.UID != nil {
 		args["uid"] = *req.UID
+	}
+	if req.User != "" {
+		args["user"] = req.User
 	}
 	if detached {
 		args["detached"] = true

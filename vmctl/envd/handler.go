@@ -5,6 +5,7 @@ import (
 	"net/http"
 
 	"github.com/agentbox/agentbox/vmctl/client"
+	"github.com/agentbox/agentbox/vmctl/envd/gen/process/processconnect"
 )
 
 // Options configure the data plane.
@@ -25,6 +26,7 @@ func NewHandler(c *client.Client, o Options) http.Handler {
 	}
 	mux := http.NewServeMux()
 	// Each service registers its routes here (one line each).
+	mux.Handle(processconnect.NewProcessHandler(newProcessService(c, o)))
 	_ = c
 	return mux
 }

@@ -339,6 +339,16 @@ func exitStatus(ws syscall.WaitStatus, timedOut bool) agentproto.ExitStatus {
 // startProcess resolves and starts the command in its own process group.
 // Errors are *startError (with the kind) or carry the ForkExec error.
 func startProcess(req *agentproto.ExecRequest, opts Options) (*process, error) {
+	var named *User // the account req.User names
+	if req.User != "" {
+		if named = LookupUser(req.User); named == nil {
+			return nil, &startError{agentproto.ExecBadUser, fmt.Sprintf("user %s: no such user in the guest's /etc/passwd", req.User)}
+		}
+		r := *req
+		uid, gid := named.UID, named.GID
+		r.UID, r.GID = &uid, &gid
+		req = &r
+	}
 	if req.UID == nil && opts.User != nil {
 		// The agent's default user: commands do not run as root unless
 		// the host asks for uid 0.
@@ -354,13 +364,24 @@ func startProcess(req *agentproto.ExecRequest, opts Options) (*process, error) {
 	if req.UID != nil {
 		uid = *req.UID
 	}
-	env := mergeEnv(defaultEnv(uid, opts), req.Env)
+	base := defaultEnv(uid, opts)
+	if named != nil {
+		// The named account's entry, not the first one with its uid.
+		base = mergeEnv(base, []string{"HOME=" + named.Home, "USER=" + named.Name, "LOGNAME=" + named.Name})
+	}
+	env := mergeEnv(base, req.Env)
 	if req.Tty != nil && lookupEnv(env, "TERM") == "" {
 		env = append(env, "TERM="+defaultTerm)
 	}
 	dir := "/"
-	if req.Dir != "" {
+	switch {
+	case req.Dir != "":
 		dir = path.Clean(req.Dir)
+	case named != nil:
+		// As login(1): the home, or "/" when it is missing.
+		if fi, err := os.Stat(named.Home); err == nil && fi.IsDir() {
+			dir = named.Home
+		}
 	}
 	if err := checkDir(dir); err != nil {
 		return nil, err

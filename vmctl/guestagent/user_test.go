@@ -10,6 +10,7 @@ import (
 
 	"github.com/agentbox/agentbox/tests/testenv"
 	"github.com/agentbox/agentbox/vmctl/agent"
+	"github.com/agentbox/agentbox/vmctl/agentproto"
 	"github.com/agentbox/agentbox/vmctl/guestagent"
 )
 
@@ -71,5 +72,41 @@ func TestLookupUser(t *testing.T) {
 	}
 	if u := guestagent.LookupUser("no-such-user-agentbox"); u != nil {
 		t.Fatalf("unknown user found: %+v", u)
+	}
+}
+
+// TestNamedUser: ExecRequest.User runs the command as the named account
+// of /etc/passwd, with its HOME, USER and LOGNAME, in its home when no Dir
+// is given ("/" when the home is missing, as nobody's /nonexistent is);
+// an unknown name does not start (ExecBadUser).
+func TestNamedUser(t *testing.T) {
+	if os.Getuid() != 0 {
+		testenv.SkipOrFail(t, "switching users needs root (CI and `make test` run as root)")
+	}
+	if u := guestagent.LookupUser("nobody"); u == nil || u.UID != 65534 || u.Home != "/nonexistent" {
+		t.Fatalf("this host's nobody is %+v; the test expects uid 65534, home /nonexistent", u)
+	}
+	c, _ := newClientOpts(t, guestagent.Options{User: &guestagent.User{Name: "daemon", UID: 1, GID: 1, Home: "/usr/sbin"}})
+	show := `printf '%s %s|%s|%s|%s|%s' "$(id -u)" "$(id -g)" "$HOME" "$USER" "$LOGNAME" "$(pwd)"`
+	cases := []struct {
+		user, dir, want string
+	}{
+		{"nobody", "", "65534 65534|/nonexistent|nobody|nobody|/"},
+		{"root", "", "0 0|/root|root|root|/root"},
+		{"0", "/tmp", "0 0|/root|root|root|/tmp"},
+	}
+	for _, tc := range cases {
+		req := argv("sh", "-c", show)
+		req.User, req.Dir = tc.user, tc.dir
+		if r := run(t, c, req, nil); r.err != nil || r.stdout != tc.want {
+			t.Errorf("user %q: got %q (%+v), want %q", tc.user, r.stdout, r, tc.want)
+		}
+	}
+	req := argv("true")
+	req.User = "no-such-user-agentbox"
+	r := run(t, c, req, nil)
+	want := agentproto.ExitStatus{Code: -1, ErrorKind: agentproto.ExecBadUser, Error: "user no-such-user-agentbox: no such user in the guest's /etc/passwd"}
+	if r.status != want || r.status.ShellCode() != 126 {
+		t.Errorf("unknown user: got %+v / %v, want %+v", r.status, r.err, want)
 	}
 }
