@@ -7,7 +7,7 @@ LDFLAGS  := -X main.version=$(VERSION)
 # Fuzz time per target in `make test`; `make fuzz FUZZTIME=5m` for longer runs.
 FUZZTIME ?= 10s
 
-.PHONY: all build deps host-setup test-image demo test unit fuzz bench clean nix-check
+.PHONY: all build deps host-setup test-image demo test unit fuzz bench clean nix-check proto proto-check
 
 all: build
 
@@ -47,12 +47,23 @@ demo: host-setup build
 nix-check: deps
 	@tests/nix/check.sh
 
-# Everything: the Nix checks, vet, unit tests with -race, short fuzz runs, and
-# the tests that boot real guests under TCG. Skips for missing host features
-# are failures; -count=1 because guest tests depend on the host, which Go's
-# cache ignores.
+# Regenerate the Go code of envd's .proto files into vmctl/envd/gen
+# (vmctl/envd/proto/README.md); commit the result.
+proto:
+	@vmctl/envd/proto/gen.sh
+
+# Fail when the committed vmctl/envd/gen is not what the .proto files
+# generate ("run make proto").
+proto-check:
+	@vmctl/envd/proto/gen.sh --check
+
+# Everything: the Nix checks, the generated code's staleness, vet, unit
+# tests with -race, short fuzz runs, and the tests that boot real guests
+# under TCG. Skips for missing host features are failures; -count=1
+# because guest tests depend on the host, which Go's cache ignores.
 test: host-setup deps
 	@$(MAKE) --no-print-directory nix-check
+	@$(MAKE) --no-print-directory proto-check
 	@img=$$(tests/image/build.sh | tail -n1) && \
 	$(GO) vet ./... && \
 	$(MAKE) --no-print-directory fuzz && \
