@@ -58,6 +58,15 @@ func (c *Client) UploadFile(ctx context.Context, ref string, req api.UploadReque
 // headers). Errors: 404, 422 not_a_file; a write error of w; a download
 // cut short (the file changed or the daemon failed mid-way).
 func (c *Client) Download(ctx context.Context, ref, guestPath string, w io.Writer) (api.FileInfo, error) {
+	return c.DownloadTo(ctx, ref, guestPath, func(api.FileInfo) io.Writer { return w })
+}
+
+// DownloadTo is Download calling open with the file's info (Size is the
+// answer's Content-Length) once the daemon answered, before the first
+// byte, and streaming the content to the writer open returns; open is
+// not called when the download fails before it began (404, 422), so a
+// caller can still answer with an error of its own.
+func (c *Client) DownloadTo(ctx context.Context, ref, guestPath string, open func(api.FileInfo) io.Writer) (api.FileInfo, error) {
 	u := c.resumable(url.Values{"path": {guestPath}}, "v1", "sandboxes", ref, "files")
 	resp, err := c.do(ctx, http.MethodGet, u, "", nil)
 	if err != nil {
@@ -78,7 +87,7 @@ func (c *Client) Download(ctx context.Context, ref, guestPath string, w io.Write
 	if t, err := time.Parse(time.RFC3339Nano, resp.Header.Get(api.HeaderModTime)); err == nil {
 		fi.ModTime = t
 	}
-	n, err := io.Copy(w, resp.Body)
+	n, err := io.Copy(open(fi), resp.Body)
 	if err != nil {
 		if ctx.Err() != nil {
 			return fi, ctx.Err()
