@@ -26,6 +26,8 @@ func NewHandler(c *client.Client, o Options) http.Handler {
 	mux := http.NewServeMux()
 	// Each service registers its routes here (one line each).
 	_ = c
+	mountFiles(mux, c, o)
+	mountFilesystem(mux, c, o)
 	return mux
 }
 
