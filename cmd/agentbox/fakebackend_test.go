@@ -446,7 +446,8 @@ func info(p string, f *fakeFile) api.FileInfo {
 	return fi
 }
 
-func (b *fakeBackend) Upload(ctx context.Context, ref, p string, perm fs.FileMode, parents bool, r io.Reader) (api.FileInfo, error) {
+func (b *fakeBackend) Upload(ctx context.Context, ref string, req api.UploadRequest, r io.Reader) (api.FileInfo, error) {
+	p, perm, parents := req.Path, req.Mode, req.Parents
 	data, err := io.ReadAll(r)
 	if err != nil {
 		return api.FileInfo{}, err
@@ -503,8 +504,12 @@ func (b *fakeBackend) Stat(ctx context.Context, ref, p string) (api.FileInfo, er
 	return info(p, f), nil
 }
 
-func (b *fakeBackend) List(ctx context.Context, ref, p string) ([]api.FileInfo, error) {
+func (b *fakeBackend) List(ctx context.Context, ref, p string, depth int) ([]api.FileInfo, error) {
 	return nil, api.Errorf(http.StatusNotImplemented, api.CodeInternal, "not in the fake")
+}
+
+func (b *fakeBackend) Move(ctx context.Context, ref string, req api.MoveRequest) (api.FileInfo, error) {
+	return api.FileInfo{}, api.Errorf(http.StatusNotImplemented, api.CodeInternal, "not in the fake")
 }
 
 func (b *fakeBackend) Mkdir(ctx context.Context, ref string, req api.MkdirRequest) error {

@@ -45,7 +45,8 @@ func TestCLIResume(t *testing.T) {
 		io.WriteString(stdout, "awake\n")
 		return api.ExitStatus{}, nil
 	}
-	b.UploadFn = func(ctx context.Context, ref, path string, perm os.FileMode, parents bool, r io.Reader) (api.FileInfo, error) {
+	b.UploadFn = func(ctx context.Context, ref string, req api.UploadRequest, r io.Reader) (api.FileInfo, error) {
+		path := req.Path
 		if err := refuse(); err != nil {
 			return api.FileInfo{}, err
 		}

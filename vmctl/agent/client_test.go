@@ -128,7 +128,7 @@ func TestOperationContextDeadline(t *testing.T) {
 	}
 	ctx, cancel = context.WithCancel(context.Background())
 	cancel()
-	if err := c.Mkdir(ctx, "/a", 0, false); !errors.Is(err, context.Canceled) {
+	if err := c.Mkdir(ctx, agentproto.MkdirRequest{Path: "/a"}); !errors.Is(err, context.Canceled) {
 		t.Fatalf("got %v", err)
 	}
 }

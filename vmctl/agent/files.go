@@ -19,6 +19,13 @@ func WithParents() WriteOption {
 	return func(r *agentproto.WriteFileRequest) { r.Parents = true }
 }
 
+// WithOwner makes WriteFile give the file (and the directories
+// WithParents creates) to the guest account owner, a name or numeric uid
+// the guest looks up in /etc/passwd; "" keeps the agent's default user.
+func WithOwner(owner string) WriteOption {
+	return func(r *agentproto.WriteFileRequest) { r.Owner = owner }
+}
+
 // WriteFile streams r into the guest file at absolute path p, created or
 // atomically replaced (temporary file, fsync, rename) with the permission
 // bits of mode (the guest's umask does not apply). Memory use is constant.
@@ -153,10 +160,8 @@ func (c *Client) List(ctx context.Context, p string) ([]agentproto.FileInfo, err
 // Errors: *agentproto.Error with CodeExists (p exists, or is a non-directory
 // with parents), CodeNotFound (parent missing without parents),
 // CodePermission, CodeInvalid, CodeIO; ErrDisconnected; ctx.Err().
-func (c *Client) Mkdir(ctx context.Context, p string, mode fs.FileMode, parents bool) error {
-	return c.call(ctx, "mkdir "+p, &agentproto.Request{
-		Op: agentproto.OpMkdir, Mkdir: &agentproto.MkdirRequest{Path: p, Mode: mode, Parents: parents},
-	}, nil)
+func (c *Client) Mkdir(ctx context.Context, req agentproto.MkdirRequest) error {
+	return c.call(ctx, "mkdir "+req.Path, &agentproto.Request{Op: agentproto.OpMkdir, Mkdir: &req}, nil)
 }
 
 // Remove removes the guest path p (absolute; "/" is refused). A directory
@@ -169,4 +174,18 @@ func (c *Client) Remove(ctx context.Context, p string, recursive bool) error {
 	return c.call(ctx, "remove "+p, &agentproto.Request{
 		Op: agentproto.OpRemove, Remove: &agentproto.RemoveRequest{Path: p, Recursive: recursive},
 	}, nil)
+}
+
+// Move renames the guest path req.Source to req.Destination (rename(2):
+// same filesystem, an existing file at the destination replaced) and
+// returns the destination's info, a symbolic link not followed. Errors:
+// *agentproto.Error with CodeNotFound (no source, or a missing parent of
+// the destination without Parents), CodeExists (a non-empty directory at
+// the destination), CodeInvalid (relative path, "/", across filesystems,
+// a directory into itself, or an agent without OpMove: "unknown op"),
+// CodePermission, CodeIO; ErrDisconnected; ctx.Err().
+func (c *Client) Move(ctx context.Context, req agentproto.MoveRequest) (agentproto.FileInfo, error) {
+	var fi agentproto.FileInfo
+	err := c.call(ctx, "move "+req.Source, &agentproto.Request{Op: agentproto.OpMove, Move: &req}, &fi)
+	return fi, err
 }

@@ -153,6 +153,8 @@ type Request struct {
 	Reseed *ReseedRequest `json:"reseed,omitempty"`
 	// Watch is set for OpWatch.
 	Watch *WatchRequest `json:"watch,omitempty"`
+	// Move is set for OpMove.
+	Move *MoveRequest `json:"move,omitempty"`
 }
 
 // DefaultPath is the PATH of every command unless its Env overrides it;
@@ -389,6 +391,12 @@ type WriteFileRequest struct {
 	Mode fs.FileMode `json:"mode"`
 	// Parents creates missing parent directories (mode 0o755).
 	Parents bool `json:"parents,omitempty"`
+	// Owner is the guest account (name or numeric uid, looked up in
+	// /etc/passwd) the file and the directories Parents creates belong
+	// to; empty means the agent's default user. An unknown account is
+	// CodeInvalid. Agents before this field ignore it (the file goes to
+	// the default user).
+	Owner string `json:"owner,omitempty"`
 }
 
 // WriteFileResponse is the FrameResponse of OpWriteFile.
@@ -407,6 +415,9 @@ type MkdirRequest struct {
 	// Path a success, like mkdir -p. Without it an existing path is
 	// CodeExists.
 	Parents bool `json:"parents,omitempty"`
+	// Owner is the guest account (name or numeric uid) the directories
+	// made belong to, as in [WriteFileRequest].
+	Owner string `json:"owner,omitempty"`
 }
 
 // RemoveRequest is the request of OpRemove.
@@ -445,6 +456,18 @@ type FileInfo struct {
 	ModTimeNs int64 `json:"mtime_ns"`
 	// Type is the file's kind, derived from Mode.
 	Type FileType `json:"type"`
+	// UID and GID are the numeric owner and group.
+	UID uint32 `json:"uid"`
+	GID uint32 `json:"gid"`
+	// Owner and Group are their names from the guest's /etc/passwd and
+	// /etc/group, the number in decimal when there is none. Agents before
+	// these fields leave them empty.
+	Owner string `json:"owner,omitempty"`
+	Group string `json:"group,omitempty"`
+	// LinkTarget is set when the path itself is a symbolic link: the
+	// absolute path it resolves to (all links followed), or the link's
+	// own text when that does not resolve (dangling, loop).
+	LinkTarget string `json:"link_target,omitempty"`
 }
 
 // TypeOf returns the FileType of a fs.FileMode.
@@ -549,6 +572,11 @@ func (r *Request) Validate() error {
 			break
 		}
 		return r.Watch.Validate()
+	case OpMove:
+		if r.Move == nil {
+			break
+		}
+		return r.Move.Validate()
 	case OpPing:
 		ok = true
 	default:

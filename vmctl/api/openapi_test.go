@@ -67,6 +67,7 @@ var schemaTypes = map[string]reflect.Type{
 	"WatchEvent":           reflect.TypeFor[api.WatchEvent](),
 	"FileList":             reflect.TypeFor[api.FileList](),
 	"MkdirRequest":         reflect.TypeFor[api.MkdirRequest](),
+	"MoveRequest":          reflect.TypeFor[api.MoveRequest](),
 	"Event":                reflect.TypeFor[api.Event](),
 	"Info":                 reflect.TypeFor[api.Info](),
 	"Capacity":             reflect.TypeFor[api.Capacity](),

@@ -326,6 +326,14 @@ type FileInfo struct {
 	Mode string `json:"mode"`
 	// ModTime is the modification time.
 	ModTime time.Time `json:"mod_time"`
+	// Owner and Group name the file's owner and group from the guest's
+	// /etc/passwd and /etc/group (the number in decimal when unnamed;
+	// empty from a guest agent that predates them).
+	Owner string `json:"owner,omitempty"`
+	Group string `json:"group,omitempty"`
+	// LinkTarget is set when Path itself is a symbolic link: the absolute
+	// path it resolves to, or the link's text when it does not resolve.
+	LinkTarget string `json:"link_target,omitempty"`
 }
 
 // MkdirRequest is the body of POST /v1/sandboxes/{id}/files/mkdir.
@@ -336,6 +344,9 @@ type MkdirRequest struct {
 	Mode string `json:"mode,omitempty"`
 	// Parents creates missing parents (mkdir -p).
 	Parents bool `json:"parents,omitempty"`
+	// Owner is the guest account (name or numeric uid) the directories
+	// made belong to; empty means the guest agent's default user.
+	Owner string `json:"owner,omitempty"`
 }
 
 // Event types of Event.Type.

@@ -315,7 +315,7 @@ func (req *MkdirRequest) Validate() error {
 			return err
 		}
 	}
-	return nil
+	return CheckOwner("owner", req.Owner)
 }
 
 // ValidState reports whether s is a sandbox state (one of the State*

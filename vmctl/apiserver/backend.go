@@ -3,7 +3,6 @@ package apiserver
 import (
 	"context"
 	"io"
-	"io/fs"
 
 	"github.com/agentbox/agentbox/vmctl/api"
 	"github.com/agentbox/agentbox/vmctl/audit"
@@ -70,17 +69,24 @@ type Backend interface {
 	// KillProcess signals the process group. signal is a name or number.
 	KillProcess(ctx context.Context, ref, pid, signal string) error
 
-	// Upload writes r atomically to path (mode perm, creating parents if
-	// asked) and returns the new file's info.
-	Upload(ctx context.Context, ref, path string, perm fs.FileMode, parents bool, r io.Reader) (api.FileInfo, error)
+	// Upload writes r atomically to req.Path (mode, parents and owner as
+	// req says) and returns the new file's info.
+	Upload(ctx context.Context, ref string, req api.UploadRequest, r io.Reader) (api.FileInfo, error)
 	// Download stats path (a regular file, else 422 not_a_file) and calls
 	// open with its info before streaming its content to the writer open
 	// returns; 404 when missing.
 	Download(ctx context.Context, ref, path string, open func(api.FileInfo) io.Writer) error
 	// Stat describes path. Errors: 404.
 	Stat(ctx context.Context, ref, path string) (api.FileInfo, error)
-	// List lists a directory, sorted by name. Errors: 404, 422 not_a_directory.
-	List(ctx context.Context, ref, path string) ([]api.FileInfo, error)
+	// List lists a directory, sorted by name, and with depth > 1 its
+	// subdirectories' entries too (each directory's entries right after
+	// it; symbolic links not followed) down to depth levels. Errors: 404,
+	// 422 not_a_directory.
+	List(ctx context.Context, ref, path string, depth int) ([]api.FileInfo, error)
+	// Move renames req.Source to req.Destination and returns the
+	// destination's info. Errors: 404, 409 already_exists (a non-empty
+	// directory at the destination), 400 (across filesystems).
+	Move(ctx context.Context, ref string, req api.MoveRequest) (api.FileInfo, error)
 	// Mkdir creates a directory.
 	Mkdir(ctx context.Context, ref string, req api.MkdirRequest) error
 	// RemoveFile removes path (recursively if asked).

@@ -237,7 +237,12 @@ func upload(s *Server, r *request) (api.FileInfo, error) {
 	if err != nil {
 		return api.FileInfo{}, err
 	}
-	return s.backend.Upload(r.Context(), r.id, p, perm, parents, &rawBody{r: r.Body, want: r.ContentLength, what: "upload"})
+	owner := r.q.Get("owner")
+	if err := api.CheckOwner("query parameter owner", owner); err != nil {
+		return api.FileInfo{}, err
+	}
+	req := api.UploadRequest{Path: p, Mode: perm, Parents: parents, Owner: owner}
+	return s.backend.Upload(r.Context(), r.id, req, &rawBody{r: r.Body, want: r.ContentLength, what: "upload"})
 }
 
 // download streams a file: Content-Length, HeaderMode and HeaderModTime
@@ -281,8 +286,19 @@ func list(s *Server, r *request) (api.FileList, error) {
 	if err != nil {
 		return api.FileList{}, err
 	}
-	files, err := s.backend.List(r.Context(), r.id, p)
+	depth, err := queryInt(r.q, "depth")
+	if err != nil {
+		return api.FileList{}, err
+	}
+	if depth > api.MaxListDepth {
+		return api.FileList{}, api.Invalidf("query parameter depth=%d is above the limit of %d levels", depth, api.MaxListDepth)
+	}
+	files, err := s.backend.List(r.Context(), r.id, p, max(int(depth), 1))
 	return api.FileList{Files: nonNil(files)}, err
+}
+
+func moveFile(s *Server, r *request, req api.MoveRequest) (api.FileInfo, error) {
+	return s.backend.Move(r.Context(), r.id, req)
 }
 
 func mkdir(s *Server, r *request, req api.MkdirRequest) (struct{}, error) {

@@ -193,6 +193,9 @@ func successCases() []apiCase {
 		{name: "stat", method: "GET", target: sb + "/files/stat?path=/etc/hostname", status: 200, called: true},
 		{name: "list files", method: "GET", target: sb + "/files/list?path=/work", status: 200, called: true},
 		{name: "mkdir", method: "POST", target: sb + "/files/mkdir", ct: "json", body: `{"path":"/work/d","mode":"0700","parents":true}`, status: 201, called: true},
+		{name: "mkdir owned", method: "POST", target: sb + "/files/mkdir", ct: "json", body: `{"path":"/work/d","owner":"user"}`, status: 201, called: true},
+		{name: "list depth", method: "GET", target: sb + "/files/list?path=/work&depth=2", status: 200, called: true},
+		{name: "move", method: "POST", target: sb + "/files/move", ct: "json", body: `{"source":"/work/a","destination":"/work/b/c","parents":true,"owner":"1000"}`, status: 200, called: true},
 	}...)
 }
 
@@ -210,7 +213,7 @@ func errorCases() []apiCase {
 			}
 			b.ProcessOutputFn = func(context.Context, string, string, int64, bool, func(api.ExecEvent) error) error { return err }
 			b.DownloadFn = func(context.Context, string, string, func(api.FileInfo) io.Writer) error { return err }
-			b.ListFn = func(context.Context, string, string) ([]api.FileInfo, error) { return nil, err }
+			b.ListFn = func(context.Context, string, string, int) ([]api.FileInfo, error) { return nil, err }
 			b.WriteStdinFn = func(context.Context, string, string, io.Reader, bool) (int64, error) { return 0, err }
 			b.DeleteSandboxFn = func(context.Context, string, bool) error { return err }
 			b.AuditFn = func(context.Context, string, func(audit.Entry) error) error { return err }
@@ -310,6 +313,12 @@ func errorCases() []apiCase {
 		{name: "mode negative", method: "PUT", target: sb + "/files?path=/a&mode=-1", ct: "application/octet-stream", body: "x", status: 400, code: api.CodeInvalidArgument, offDoc: true},
 		{name: "mkdir relative", method: "POST", target: sb + "/files/mkdir", ct: "json", body: `{"path":"d"}`, status: 400, code: api.CodeInvalidArgument, offDoc: true},
 		{name: "mkdir traversal", method: "POST", target: sb + "/files/mkdir", ct: "json", body: `{"path":"/a/../../b"}`, status: 400, code: api.CodeInvalidArgument},
+		{name: "move relative", method: "POST", target: sb + "/files/move", ct: "json", body: `{"source":"a","destination":"/b"}`, status: 400, code: api.CodeInvalidArgument, offDoc: true},
+		{name: "move root", method: "POST", target: sb + "/files/move", ct: "json", body: `{"source":"/","destination":"/b"}`, status: 400, code: api.CodeInvalidArgument},
+		{name: "move no destination", method: "POST", target: sb + "/files/move", ct: "json", body: `{"source":"/a"}`, status: 400, code: api.CodeInvalidArgument, offDoc: true},
+		{name: "move bad owner", method: "POST", target: sb + "/files/move", ct: "json", body: `{"source":"/a","destination":"/b","owner":"a b"}`, status: 400, code: api.CodeInvalidArgument, offDoc: true},
+		{name: "upload bad owner", method: "PUT", target: sb + "/files?path=/a&owner=-x", ct: "application/octet-stream", body: "x", status: 400, code: api.CodeInvalidArgument, offDoc: true},
+		{name: "list depth too deep", method: "GET", target: sb + "/files/list?path=/a&depth=65", status: 400, code: api.CodeInvalidArgument, offDoc: true},
 		{name: "mkdir bad mode", method: "POST", target: sb + "/files/mkdir", ct: "json", body: `{"path":"/d","mode":"rwx"}`, status: 400, code: api.CodeInvalidArgument, offDoc: true},
 
 		// Queries.

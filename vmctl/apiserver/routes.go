@@ -76,11 +76,12 @@ var routes = []route{
 	{"POST", "/v1/sandboxes/{id}/processes/{pid}/resize", nil, needs[ProcessTerminalBackend]("process terminals", reply(http.StatusOK, withBody((*api.TtySize).Validate, resizeProcess)))},
 	{"GET", "/v1/sandboxes/{id}/processes/{pid}/ws", []string{"offset", "resume"}, needs[ProcessTerminalBackend]("process terminals", webSocket("GET /v1/sandboxes/{id}/processes/{pid}/output streams the output without one", resumable(stream(processWS))))},
 
-	{"PUT", "/v1/sandboxes/{id}/files", []string{"path", "mode", "parents", "resume"}, resumable(reply(http.StatusCreated, upload))},
+	{"PUT", "/v1/sandboxes/{id}/files", []string{"path", "mode", "parents", "owner", "resume"}, resumable(reply(http.StatusCreated, upload))},
 	{"GET", "/v1/sandboxes/{id}/files", []string{"path", "resume"}, resumable(stream(download))},
 	{"DELETE", "/v1/sandboxes/{id}/files", []string{"path", "recursive", "resume"}, resumable(status(http.StatusNoContent, removeFile))},
 	{"GET", "/v1/sandboxes/{id}/files/stat", []string{"path", "resume"}, resumable(reply(http.StatusOK, stat))},
-	{"GET", "/v1/sandboxes/{id}/files/list", []string{"path", "resume"}, resumable(reply(http.StatusOK, list))},
+	{"GET", "/v1/sandboxes/{id}/files/list", []string{"path", "depth", "resume"}, resumable(reply(http.StatusOK, list))},
+	{"POST", "/v1/sandboxes/{id}/files/move", []string{"resume"}, resumable(reply(http.StatusOK, withBody((*api.MoveRequest).Validate, moveFile)))},
 	{"POST", "/v1/sandboxes/{id}/files/mkdir", []string{"resume"}, resumable(status(http.StatusCreated, noValue(withBody((*api.MkdirRequest).Validate, mkdir))))},
 	{"GET", "/v1/sandboxes/{id}/files/watch", []string{"path", "recursive", "resume"}, needs[WatchBackend]("file watching", resumable(stream(watchFiles)))},
 

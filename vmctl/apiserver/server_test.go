@@ -798,7 +798,7 @@ func TestShutdownDeadline(t *testing.T) {
 // Content-Length reaches the backend as a 400 read error.
 func TestCutUploadIsAnError(t *testing.T) {
 	got := make(chan error, 1)
-	b := &apitest.Backend{UploadFn: func(ctx context.Context, ref, path string, perm fs.FileMode, parents bool, r io.Reader) (api.FileInfo, error) {
+	b := &apitest.Backend{UploadFn: func(ctx context.Context, ref string, req api.UploadRequest, r io.Reader) (api.FileInfo, error) {
 		_, err := io.Copy(io.Discard, r)
 		got <- err
 		return api.FileInfo{}, err

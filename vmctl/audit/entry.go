@@ -77,6 +77,7 @@ const (
 	ActionList           = "file.list"
 	ActionMkdir          = "file.mkdir"
 	ActionDelete         = "file.remove"
+	ActionMove           = "file.move"
 	ActionWatch          = "file.watch"      // a file watch ended: its duration, ArgEvents
 	ActionReap           = "reap"            // TTL or idle timeout reached
 	ActionReconcile      = "reconcile"       // daemon start: adopted, failed or cleaned

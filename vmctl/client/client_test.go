@@ -123,7 +123,8 @@ func TestRoundTrips(t *testing.T) {
 			put("rm", sp(ref, path, recursive))
 			return nil
 		},
-		UploadFn: func(ctx context.Context, ref, path string, perm fs.FileMode, parents bool, r io.Reader) (api.FileInfo, error) {
+		UploadFn: func(ctx context.Context, ref string, req api.UploadRequest, r io.Reader) (api.FileInfo, error) {
+			path, perm, parents := req.Path, req.Mode, req.Parents
 			data, _ := io.ReadAll(r)
 			put("upload", sp(ref, path, perm, parents, string(data)))
 			return apitest.File(path, int64(len(data))), nil
@@ -447,7 +448,8 @@ func TestUploadDownloadStreamed(t *testing.T) {
 	uploaded := newCounter(seen)
 	download := make(chan struct{}) // closed when the client has seen `seen` bytes
 	b := &apitest.Backend{
-		UploadFn: func(ctx context.Context, ref, path string, perm fs.FileMode, parents bool, r io.Reader) (api.FileInfo, error) {
+		UploadFn: func(ctx context.Context, ref string, req api.UploadRequest, r io.Reader) (api.FileInfo, error) {
+			path := req.Path
 			n, err := io.Copy(uploaded, r)
 			if err != nil {
 				return api.FileInfo{}, err

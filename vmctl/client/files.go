@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"path"
+	"strconv"
 	"time"
 
 	"github.com/agentbox/agentbox/vmctl/api"
@@ -20,12 +21,21 @@ import (
 // directories. The body is streamed (chunked unless r is a *bytes.Reader,
 // *bytes.Buffer or *strings.Reader); nothing is held in memory whole.
 func (c *Client) Upload(ctx context.Context, ref, guestPath string, r io.Reader, perm fs.FileMode, parents bool) (api.FileInfo, error) {
-	q := url.Values{"path": {guestPath}}
-	if perm != 0 {
-		q.Set("mode", api.FormatMode(perm))
+	return c.UploadFile(ctx, ref, api.UploadRequest{Path: guestPath, Mode: perm, Parents: parents}, r)
+}
+
+// UploadFile is Upload with all of PUT /v1/sandboxes/{id}/files's
+// parameters, req.Owner among them.
+func (c *Client) UploadFile(ctx context.Context, ref string, req api.UploadRequest, r io.Reader) (api.FileInfo, error) {
+	q := url.Values{"path": {req.Path}}
+	if req.Mode != 0 {
+		q.Set("mode", api.FormatMode(req.Mode))
 	}
-	if parents {
+	if req.Parents {
 		q.Set("parents", "true")
+	}
+	if req.Owner != "" {
+		q.Set("owner", req.Owner)
 	}
 	if r == nil {
 		r = http.NoBody
@@ -48,6 +58,15 @@ func (c *Client) Upload(ctx context.Context, ref, guestPath string, r io.Reader,
 // headers). Errors: 404, 422 not_a_file; a write error of w; a download
 // cut short (the file changed or the daemon failed mid-way).
 func (c *Client) Download(ctx context.Context, ref, guestPath string, w io.Writer) (api.FileInfo, error) {
+	return c.DownloadTo(ctx, ref, guestPath, func(api.FileInfo) io.Writer { return w })
+}
+
+// DownloadTo is Download calling open with the file's info (Size is the
+// answer's Content-Length) once the daemon answered, before the first
+// byte, and streaming the content to the writer open returns; open is
+// not called when the download fails before it began (404, 422), so a
+// caller can still answer with an error of its own.
+func (c *Client) DownloadTo(ctx context.Context, ref, guestPath string, open func(api.FileInfo) io.Writer) (api.FileInfo, error) {
 	u := c.resumable(url.Values{"path": {guestPath}}, "v1", "sandboxes", ref, "files")
 	resp, err := c.do(ctx, http.MethodGet, u, "", nil)
 	if err != nil {
@@ -68,7 +87,7 @@ func (c *Client) Download(ctx context.Context, ref, guestPath string, w io.Write
 	if t, err := time.Parse(time.RFC3339Nano, resp.Header.Get(api.HeaderModTime)); err == nil {
 		fi.ModTime = t
 	}
-	n, err := io.Copy(w, resp.Body)
+	n, err := io.Copy(open(fi), resp.Body)
 	if err != nil {
 		if ctx.Err() != nil {
 			return fi, ctx.Err()
@@ -92,9 +111,28 @@ func (c *Client) Stat(ctx context.Context, ref, guestPath string) (api.FileInfo,
 // List lists the directory guestPath of sandbox ref, sorted by name.
 // Errors: 404, 422 not_a_directory.
 func (c *Client) List(ctx context.Context, ref, guestPath string) ([]api.FileInfo, error) {
+	return c.ListDepth(ctx, ref, guestPath, 1)
+}
+
+// ListDepth is List down to depth levels: with depth > 1 each
+// subdirectory's entries follow it (symbolic links are not followed).
+// depth is 1 to api.MaxListDepth.
+func (c *Client) ListDepth(ctx context.Context, ref, guestPath string, depth int) ([]api.FileInfo, error) {
+	q := url.Values{"path": {guestPath}}
+	if depth > 1 {
+		q.Set("depth", strconv.Itoa(depth))
+	}
 	var list api.FileList
-	err := c.call(ctx, http.MethodGet, c.resumable(url.Values{"path": {guestPath}}, "v1", "sandboxes", ref, "files", "list"), nil, &list)
+	err := c.call(ctx, http.MethodGet, c.resumable(q, "v1", "sandboxes", ref, "files", "list"), nil, &list)
 	return list.Files, err
+}
+
+// Move renames req.Source to req.Destination in sandbox ref and returns
+// the destination's info. Errors: 404, 409 already_exists, 400.
+func (c *Client) Move(ctx context.Context, ref string, req api.MoveRequest) (api.FileInfo, error) {
+	var fi api.FileInfo
+	err := c.call(ctx, http.MethodPost, c.resumable(nil, "v1", "sandboxes", ref, "files", "move"), req, &fi)
+	return fi, err
 }
 
 // Mkdir creates the directory req.Path in sandbox ref.

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"io/fs"
 	"net/http"
 	"testing"
 	"time"
@@ -41,7 +40,8 @@ func TestNewHandler(t *testing.T) {
 			stderr.Write([]byte("e"))
 			return api.ExitStatus{ExitCode: 4}, nil
 		},
-		UploadFn: func(ctx context.Context, ref, p string, perm fs.FileMode, parents bool, r io.Reader) (api.FileInfo, error) {
+		UploadFn: func(ctx context.Context, ref string, req api.UploadRequest, r io.Reader) (api.FileInfo, error) {
+			p := req.Path
 			var err error
 			stored, err = io.ReadAll(r)
 			return api.FileInfo{Name: "f", Path: p, Type: "file", Size: int64(len(stored)), Mode: "0644"}, err

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -71,11 +72,19 @@ func (c *countWriter) Write(p []byte) (int, error) {
 
 // Upload implements apiserver.Backend: the guest agent writes the file
 // atomically (temporary file, fsync, rename).
-func (d *Daemon) Upload(ctx context.Context, ref, p string, perm fs.FileMode, parents bool, r io.Reader) (api.FileInfo, error) {
+func (d *Daemon) Upload(ctx context.Context, ref string, req api.UploadRequest, r io.Reader) (api.FileInfo, error) {
 	var info api.FileInfo
-	err := d.fileOp(ctx, ref, audit.ActionUpload, map[string]any{"path": p, "mode": api.FormatMode(perm), "parents": parents}, func(sb *sandbox.Sandbox) (int64, int64, error) {
+	p, perm := req.Path, req.Mode
+	if perm == 0 {
+		perm = 0o644
+	}
+	args := map[string]any{"path": p, "mode": api.FormatMode(perm), "parents": req.Parents}
+	if req.Owner != "" {
+		args["owner"] = req.Owner
+	}
+	err := d.fileOp(ctx, ref, audit.ActionUpload, args, func(sb *sandbox.Sandbox) (int64, int64, error) {
 		cr := &countReader{r: r}
-		if err := sb.WriteFile(ctx, p, cr, perm, parents); err != nil {
+		if err := sb.WriteFile(ctx, p, cr, perm, req.Parents, req.Owner); err != nil {
 			return cr.n, 0, err
 		}
 		fi, err := sb.Stat(ctx, p)
@@ -115,10 +124,15 @@ func (d *Daemon) Stat(ctx context.Context, ref, p string) (api.FileInfo, error) 
 	return info, err
 }
 
-// List implements apiserver.Backend.
-func (d *Daemon) List(ctx context.Context, ref, p string) ([]api.FileInfo, error) {
+// List implements apiserver.Backend: one agent listing per directory,
+// depth first, so a directory's entries follow it.
+func (d *Daemon) List(ctx context.Context, ref, p string, depth int) ([]api.FileInfo, error) {
 	out := []api.FileInfo{}
-	err := d.fileOp(ctx, ref, audit.ActionList, map[string]any{"path": p}, func(sb *sandbox.Sandbox) (int64, int64, error) {
+	args := map[string]any{"path": p}
+	if depth > 1 {
+		args["depth"] = depth
+	}
+	err := d.fileOp(ctx, ref, audit.ActionList, args, func(sb *sandbox.Sandbox) (int64, int64, error) {
 		fi, err := sb.Stat(ctx, p)
 		if err != nil {
 			return 0, 0, err
@@ -126,13 +140,44 @@ func (d *Daemon) List(ctx context.Context, ref, p string) ([]api.FileInfo, error
 		if fi.Type != agentproto.TypeDir {
 			return 0, 0, errNotADirectory.WithMessage(fmt.Sprintf("%s is a %s, not a directory: use stat", p, fi.Type))
 		}
-		entries, err := sb.ReadDir(ctx, p)
-		for _, e := range entries {
-			out = append(out, fileInfo(path.Join(p, e.Name), e))
+		var walk func(dir string, level int) error
+		walk = func(dir string, level int) error {
+			entries, err := sb.ReadDir(ctx, dir)
+			if err != nil {
+				return err
+			}
+			for _, e := range entries {
+				ep := path.Join(dir, e.Name)
+				out = append(out, fileInfo(ep, e))
+				if e.Type != agentproto.TypeDir || level >= depth {
+					continue
+				}
+				// A directory removed or replaced since it was listed
+				// is skipped, as a walk of a changing tree does.
+				if err := walk(ep, level+1); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
+					return err
+				}
+			}
+			return nil
 		}
-		return 0, 0, err
+		return 0, 0, walk(p, 1)
 	})
 	return out, err
+}
+
+// Move implements apiserver.Backend.
+func (d *Daemon) Move(ctx context.Context, ref string, req api.MoveRequest) (api.FileInfo, error) {
+	var info api.FileInfo
+	args := map[string]any{"source": req.Source, "destination": req.Destination, "parents": req.Parents}
+	if req.Owner != "" {
+		args["owner"] = req.Owner
+	}
+	err := d.fileOp(ctx, ref, audit.ActionMove, args, func(sb *sandbox.Sandbox) (int64, int64, error) {
+		fi, err := sb.Move(ctx, agentproto.MoveRequest{Source: req.Source, Destination: req.Destination, Parents: req.Parents, Owner: req.Owner})
+		info = fileInfo(req.Destination, fi)
+		return 0, 0, err
+	})
+	return info, err
 }
 
 // Mkdir implements apiserver.Backend.
@@ -145,8 +190,12 @@ func (d *Daemon) Mkdir(ctx context.Context, ref string, req api.MkdirRequest) er
 		}
 		perm = m
 	}
-	return d.fileOp(ctx, ref, audit.ActionMkdir, map[string]any{"path": req.Path, "mode": api.FormatMode(perm), "parents": req.Parents}, func(sb *sandbox.Sandbox) (int64, int64, error) {
-		return 0, 0, sb.Mkdir(ctx, req.Path, perm, req.Parents)
+	args := map[string]any{"path": req.Path, "mode": api.FormatMode(perm), "parents": req.Parents}
+	if req.Owner != "" {
+		args["owner"] = req.Owner
+	}
+	return d.fileOp(ctx, ref, audit.ActionMkdir, args, func(sb *sandbox.Sandbox) (int64, int64, error) {
+		return 0, 0, sb.Mkdir(ctx, agentproto.MkdirRequest{Path: req.Path, Mode: perm, Parents: req.Parents, Owner: req.Owner})
 	})
 }
 
@@ -172,7 +221,8 @@ func fileInfo(p string, fi agentproto.FileInfo) api.FileInfo {
 		t = api.FileSymlink
 	}
 	return api.FileInfo{Name: path.Base(p), Path: p, Type: t, Size: fi.Size,
-		Mode: api.FormatMode(fi.Mode), ModTime: time.Unix(0, fi.ModTimeNs).UTC()}
+		Mode: api.FormatMode(fi.Mode), ModTime: time.Unix(0, fi.ModTimeNs).UTC(),
+		Owner: fi.Owner, Group: fi.Group, LinkTarget: fi.LinkTarget}
 }
 
 // Console implements apiserver.Backend: the serial console log, also of

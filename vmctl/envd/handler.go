@@ -28,6 +28,8 @@ func NewHandler(c *client.Client, o Options) http.Handler {
 	// Each service registers its routes here (one line each).
 	mux.Handle(processconnect.NewProcessHandler(newProcessService(c, o)))
 	_ = c
+	mountFiles(mux, c, o)
+	mountFilesystem(mux, c, o)
 	return mux
 }
 

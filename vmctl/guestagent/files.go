@@ -63,8 +63,12 @@ func readFile(fw *agentproto.Writer, p string) error {
 // writeFile receives FrameData frames into a temporary file next to the
 // target, then fsyncs, chmods and renames it into place and fsyncs the
 // directory. On any error the temporary file is removed.
-func writeFile(fr *agentproto.Reader, fw *agentproto.Writer, req *agentproto.WriteFileRequest, owner *User) error {
+func writeFile(fr *agentproto.Reader, fw *agentproto.Writer, req *agentproto.WriteFileRequest, def *User) error {
 	p, err := agentproto.CleanPath(req.Path)
+	if err != nil {
+		return err
+	}
+	owner, err := resolveOwner(req.Owner, def)
 	if err != nil {
 		return err
 	}
@@ -161,7 +165,7 @@ func stat(fw *agentproto.Writer, p string) error {
 	if err != nil {
 		return err
 	}
-	return fw.WriteJSON(agentproto.FrameResponse, fileInfo(path.Base(p), fi))
+	return fw.WriteJSON(agentproto.FrameResponse, describe(p, path.Base(p), fi, nil))
 }
 
 // list sends the entries of directory p in batches of listBatch.
@@ -174,6 +178,7 @@ func list(fw *agentproto.Writer, p string) error {
 	if err != nil {
 		return err
 	}
+	names := loadIDNames()
 	batch := make([]agentproto.FileInfo, 0, listBatch)
 	flush := func() error {
 		if len(batch) == 0 {
@@ -191,7 +196,7 @@ func list(fw *agentproto.Writer, p string) error {
 		if err != nil {
 			return err
 		}
-		batch = append(batch, fileInfo(e.Name(), fi))
+		batch = append(batch, describe(path.Join(p, e.Name()), e.Name(), fi, names))
 		if len(batch) == listBatch {
 			if err := flush(); err != nil {
 				return err
@@ -204,8 +209,12 @@ func list(fw *agentproto.Writer, p string) error {
 	return fw.WriteFrame(agentproto.FrameDataEnd, nil)
 }
 
-func mkdir(fw *agentproto.Writer, req *agentproto.MkdirRequest, owner *User) error {
+func mkdir(fw *agentproto.Writer, req *agentproto.MkdirRequest, def *User) error {
 	p, err := agentproto.CleanPath(req.Path)
+	if err != nil {
+		return err
+	}
+	owner, err := resolveOwner(req.Owner, def)
 	if err != nil {
 		return err
 	}

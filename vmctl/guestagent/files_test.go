@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"testing/iotest"
@@ -125,16 +126,16 @@ func TestListMkdirRemove(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	d := filepath.Join(dir, "x", "y")
-	if err := c.Mkdir(ctx, d, 0o700, false); codeOf(err) != agentproto.CodeNotFound {
+	if err := c.Mkdir(ctx, agentproto.MkdirRequest{Path: d, Mode: 0o700}); codeOf(err) != agentproto.CodeNotFound {
 		t.Fatalf("mkdir without parents: %v", err)
 	}
-	if err := c.Mkdir(ctx, d, 0o700, true); err != nil {
+	if err := c.Mkdir(ctx, agentproto.MkdirRequest{Path: d, Mode: 0o700, Parents: true}); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Mkdir(ctx, d, 0o700, true); err != nil {
+	if err := c.Mkdir(ctx, agentproto.MkdirRequest{Path: d, Mode: 0o700, Parents: true}); err != nil {
 		t.Fatalf("mkdir -p of an existing dir: %v", err)
 	}
-	if err := c.Mkdir(ctx, d, 0o700, false); codeOf(err) != agentproto.CodeExists || !errors.Is(err, fs.ErrExist) {
+	if err := c.Mkdir(ctx, agentproto.MkdirRequest{Path: d, Mode: 0o700}); codeOf(err) != agentproto.CodeExists || !errors.Is(err, fs.ErrExist) {
 		t.Fatalf("mkdir of an existing dir: %v", err)
 	}
 	if fi, _ := os.Stat(d); !fi.IsDir() || fi.Mode().Perm() != 0o700 {
@@ -184,5 +185,78 @@ func TestListMkdirRemove(t *testing.T) {
 	}
 	if _, err := c.Stat(ctx, filepath.Join(dir, "x")); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("stat missing: %v", err)
+	}
+}
+
+func TestMoveOwnersLinks(t *testing.T) {
+	c, _ := newClient(t)
+	ctx := context.Background()
+	dir := t.TempDir()
+	src := filepath.Join(dir, "a.txt")
+	me := strconv.Itoa(os.Getuid())
+	if err := c.WriteFile(ctx, src, strings.NewReader("moved"), 0o600, agent.WithOwner(me)); err != nil {
+		t.Fatal(err)
+	}
+	dst := filepath.Join(dir, "x", "y", "b.txt")
+	fi, err := c.Move(ctx, agentproto.MoveRequest{Source: src, Destination: dst, Parents: true, Owner: me})
+	if err != nil || fi.Name != "b.txt" || fi.Size != 5 || fi.Type != agentproto.TypeFile || fi.UID != uint32(os.Getuid()) || fi.Owner == "" || fi.Group == "" {
+		t.Fatalf("Move = %+v, %v", fi, err)
+	}
+	if b, _ := os.ReadFile(dst); string(b) != "moved" {
+		t.Fatalf("destination holds %q", b)
+	}
+	if _, err := os.Lstat(src); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("source still there: %v", err)
+	}
+	// Missing source, missing parent without Parents, unknown owner.
+	if _, err := c.Move(ctx, agentproto.MoveRequest{Source: src, Destination: dst}); codeOf(err) != agentproto.CodeNotFound {
+		t.Fatalf("missing source: %v", err)
+	}
+	if _, err := c.Move(ctx, agentproto.MoveRequest{Source: dst, Destination: filepath.Join(dir, "no", "c")}); codeOf(err) != agentproto.CodeNotFound {
+		t.Fatalf("missing parent: %v", err)
+	}
+	if _, err := c.Move(ctx, agentproto.MoveRequest{Source: "/", Destination: dst}); codeOf(err) != agentproto.CodeInvalid {
+		t.Fatalf("move /: %v", err)
+	}
+	err = c.WriteFile(ctx, filepath.Join(dir, "u"), strings.NewReader("x"), 0o644, agent.WithOwner("no-such-user-agentbox"))
+	if codeOf(err) != agentproto.CodeInvalid || !strings.Contains(err.Error(), `no account "no-such-user-agentbox"`) {
+		t.Fatalf("unknown owner: %v", err)
+	}
+	if _, err := os.Lstat(filepath.Join(dir, "u")); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("a refused write left a file: %v", err)
+	}
+	if err := c.Mkdir(ctx, agentproto.MkdirRequest{Path: filepath.Join(dir, "m"), Owner: "no-such-user-agentbox"}); codeOf(err) != agentproto.CodeInvalid {
+		t.Fatalf("mkdir unknown owner: %v", err)
+	}
+	// A symbolic link: stat follows it and names its target; list
+	// describes the link itself with its target; a dangling link's
+	// target is its text.
+	link := filepath.Join(dir, "link")
+	if err := os.Symlink(dst, link); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("nowhere", filepath.Join(dir, "zdangling")); err != nil {
+		t.Fatal(err)
+	}
+	real, _ := filepath.EvalSymlinks(dst)
+	st, err := c.Stat(ctx, link)
+	if err != nil || st.Type != agentproto.TypeFile || st.LinkTarget != real {
+		t.Fatalf("Stat(link) = %+v, %v", st, err)
+	}
+	if st, err := c.Stat(ctx, dst); err != nil || st.LinkTarget != "" {
+		t.Fatalf("Stat(file) = %+v, %v", st, err)
+	}
+	entries, err := c.List(ctx, dir)
+	if err != nil || len(entries) != 3 {
+		t.Fatalf("List = %+v, %v", entries, err)
+	}
+	if e := entries[0]; e.Name != "link" || e.Type != agentproto.TypeSymlink || e.LinkTarget != real {
+		t.Fatalf("link entry %+v", e)
+	}
+	if e := entries[2]; e.Name != "zdangling" || e.LinkTarget != "nowhere" {
+		t.Fatalf("dangling entry %+v", e)
+	}
+	if e := entries[1]; e.Name != "x" || e.Type != agentproto.TypeDir || e.Owner == "" || e.LinkTarget != "" {
+		t.Fatalf("dir entry %+v", e)
 	}
 }

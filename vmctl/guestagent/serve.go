@@ -302,6 +302,8 @@ func (s *server) handle(st *yamux.Stream) {
 		err = s.reseed(fw, req.Reseed)
 	case agentproto.OpWatch:
 		err = s.watch(st, fr, fw, req.Watch)
+	case agentproto.OpMove:
+		err = move(fw, req.Move, s.opts.User)
 	}
 	if err != nil {
 		s.fail(fw, req.Op, err)

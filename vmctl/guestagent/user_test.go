@@ -43,7 +43,7 @@ func TestDefaultUser(t *testing.T) {
 	if err := c.WriteFile(ctx, p, bytes.NewReader([]byte("x")), 0o640, agent.WithParents()); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Mkdir(ctx, filepath.Join(dir, "m", "n"), 0o700, true); err != nil {
+	if err := c.Mkdir(ctx, agentproto.MkdirRequest{Path: filepath.Join(dir, "m", "n"), Mode: 0o700, Parents: true}); err != nil {
 		t.Fatal(err)
 	}
 	for _, q := range []string{p, filepath.Join(dir, "a"), filepath.Join(dir, "a", "b"), filepath.Join(dir, "m"), filepath.Join(dir, "m", "n")} {

@@ -35,7 +35,8 @@ func TestAgentErrors(t *testing.T) {
 			return api.Sandbox{}, api.Errorf(http.StatusTooManyRequests, api.CodeCapacity,
 				"create step register: host capacity exceeded: the sandbox needs 512 MiB and 1 vCPUs; 3584 of 4096 MiB and 7 of 8 vCPUs are committed: remove sandboxes, ask for less, or raise --capacity-memory/--capacity-vcpus")
 		},
-		UploadFn: func(ctx context.Context, ref, p string, mode fs.FileMode, parents bool, r io.Reader) (api.FileInfo, error) {
+		UploadFn: func(ctx context.Context, ref string, req api.UploadRequest, r io.Reader) (api.FileInfo, error) {
+			p, mode := req.Path, req.Mode
 			io.Copy(io.Discard, r)
 			if p == "/work/x/hello.txt" {
 				return api.FileInfo{}, fmt.Errorf("agent: write %s: %w", p, &agentproto.Error{Code: agentproto.CodeNotFound,

@@ -324,7 +324,8 @@ func TestFiles(t *testing.T) {
 		return api.FileInfo{Name: p[strings.LastIndex(p, "/")+1:], Path: p, Type: "file", Size: int64(len(files[p])), Mode: api.FormatMode(modes[p]), ModTime: apitest.Epoch}
 	}
 	b := &apitest.Backend{
-		UploadFn: func(ctx context.Context, ref, p string, perm fs.FileMode, parents bool, r io.Reader) (api.FileInfo, error) {
+		UploadFn: func(ctx context.Context, ref string, req api.UploadRequest, r io.Reader) (api.FileInfo, error) {
+			p, perm := req.Path, req.Mode
 			data, err := io.ReadAll(r)
 			mu.Lock()
 			defer mu.Unlock()
@@ -349,7 +350,7 @@ func TestFiles(t *testing.T) {
 			_, err := open(fi).Write(data)
 			return err
 		},
-		ListFn: func(ctx context.Context, ref, p string) ([]api.FileInfo, error) {
+		ListFn: func(ctx context.Context, ref, p string, depth int) ([]api.FileInfo, error) {
 			mu.Lock()
 			defer mu.Unlock()
 			var out []api.FileInfo

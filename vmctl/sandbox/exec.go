@@ -314,13 +314,15 @@ func (sb *Sandbox) Start(ctx context.Context, req agentproto.ExecRequest, stdin 
 
 // WriteFile writes r to the guest file p with mode perm, atomically
 // (temporary file, fsync, rename); parents makes missing parent
-// directories. Errors: ErrNotRunning; the agent's, explained.
-func (sb *Sandbox) WriteFile(ctx context.Context, p string, r io.Reader, perm fs.FileMode, parents bool) error {
+// directories; owner (a guest account name or uid, "" for the agent's
+// default user) owns the file and the directories made. Errors:
+// ErrNotRunning; the agent's, explained.
+func (sb *Sandbox) WriteFile(ctx context.Context, p string, r io.Reader, perm fs.FileMode, parents bool, owner string) error {
 	c, err := sb.agentFor()
 	if err != nil {
 		return err
 	}
-	var opts []agent.WriteOption
+	opts := []agent.WriteOption{agent.WithOwner(owner)}
 	if parents {
 		opts = append(opts, agent.WithParents())
 	}
@@ -359,14 +361,25 @@ func (sb *Sandbox) ReadDir(ctx context.Context, p string) ([]agentproto.FileInfo
 	return entries, sb.explain(ctx, err)
 }
 
-// Mkdir makes the guest directory p with mode perm (and its parents with
-// parents). Errors: ErrNotRunning; the agent's, explained.
-func (sb *Sandbox) Mkdir(ctx context.Context, p string, perm fs.FileMode, parents bool) error {
+// Mkdir makes the guest directory req.Path (see agentproto.MkdirRequest).
+// Errors: ErrNotRunning; the agent's, explained.
+func (sb *Sandbox) Mkdir(ctx context.Context, req agentproto.MkdirRequest) error {
 	c, err := sb.agentFor()
 	if err != nil {
 		return err
 	}
-	return sb.explain(ctx, c.Mkdir(ctx, p, perm, parents))
+	return sb.explain(ctx, c.Mkdir(ctx, req))
+}
+
+// Move renames the guest path req.Source to req.Destination and returns
+// the destination's info. Errors: ErrNotRunning; the agent's, explained.
+func (sb *Sandbox) Move(ctx context.Context, req agentproto.MoveRequest) (agentproto.FileInfo, error) {
+	c, err := sb.agentFor()
+	if err != nil {
+		return agentproto.FileInfo{}, err
+	}
+	fi, err := c.Move(ctx, req)
+	return fi, sb.explain(ctx, err)
 }
 
 // RemoveFile removes the guest path p (a directory's content too with

@@ -7,7 +7,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"io/fs"
 	"slices"
 	"sync"
 	"time"
@@ -71,11 +70,12 @@ type Backend struct {
 	ProcessOutputFn func(ctx context.Context, ref, pid string, offset int64, follow bool, emit func(api.ExecEvent) error) error
 	WriteStdinFn    func(ctx context.Context, ref, pid string, r io.Reader, closeAfter bool) (int64, error)
 	KillProcessFn   func(ctx context.Context, ref, pid, signal string) error
-	UploadFn        func(ctx context.Context, ref, path string, perm fs.FileMode, parents bool, r io.Reader) (api.FileInfo, error)
+	UploadFn        func(ctx context.Context, ref string, req api.UploadRequest, r io.Reader) (api.FileInfo, error)
 	DownloadFn      func(ctx context.Context, ref, path string, open func(api.FileInfo) io.Writer) error
 	StatFn          func(ctx context.Context, ref, path string) (api.FileInfo, error)
-	ListFn          func(ctx context.Context, ref, path string) ([]api.FileInfo, error)
+	ListFn          func(ctx context.Context, ref, path string, depth int) ([]api.FileInfo, error)
 	MkdirFn         func(ctx context.Context, ref string, req api.MkdirRequest) error
+	MoveFn          func(ctx context.Context, ref string, req api.MoveRequest) (api.FileInfo, error)
 	RemoveFileFn    func(ctx context.Context, ref, path string, recursive bool) error
 	ConsoleFn       func(ctx context.Context, ref string, tail int64, w io.Writer) error
 	AuditFn         func(ctx context.Context, ref string, emit func(audit.Entry) error) error
@@ -258,17 +258,17 @@ func (b *Backend) KillProcess(ctx context.Context, ref, pid, signal string) erro
 }
 
 // Upload implements apiserver.Backend; by default it counts r's bytes.
-func (b *Backend) Upload(ctx context.Context, ref, path string, perm fs.FileMode, parents bool, r io.Reader) (api.FileInfo, error) {
+func (b *Backend) Upload(ctx context.Context, ref string, req api.UploadRequest, r io.Reader) (api.FileInfo, error) {
 	b.record("Upload", ref)
 	if b.UploadFn != nil {
-		return b.UploadFn(ctx, ref, path, perm, parents, r)
+		return b.UploadFn(ctx, ref, req, r)
 	}
 	n, err := io.Copy(io.Discard, r)
 	if err != nil {
 		return api.FileInfo{}, err
 	}
-	fi := File(path, n)
-	fi.Mode = api.FormatMode(perm)
+	fi := File(req.Path, n)
+	fi.Mode = api.FormatMode(req.Mode)
 	return fi, nil
 }
 
@@ -291,13 +291,29 @@ func (b *Backend) Stat(ctx context.Context, ref, path string) (api.FileInfo, err
 	return File(path, 7), nil
 }
 
-// List implements apiserver.Backend.
-func (b *Backend) List(ctx context.Context, ref, path string) ([]api.FileInfo, error) {
+// List implements apiserver.Backend; by default the directory holds the
+// files a and b, and with depth > 1 a directory d holding c.
+func (b *Backend) List(ctx context.Context, ref, path string, depth int) ([]api.FileInfo, error) {
 	b.record("List", ref)
 	if b.ListFn != nil {
-		return b.ListFn(ctx, ref, path)
+		return b.ListFn(ctx, ref, path, depth)
+	}
+	if depth > 1 {
+		d := File(path+"/d", 4096)
+		d.Type, d.Mode = api.FileDir, "0755"
+		return []api.FileInfo{File(path+"/a", 1), File(path+"/b", 2), d, File(path+"/d/c", 3)}, nil
 	}
 	return []api.FileInfo{File(path+"/a", 1), File(path+"/b", 2)}, nil
+}
+
+// Move implements apiserver.Backend; by default it describes the
+// destination as a 7-byte file.
+func (b *Backend) Move(ctx context.Context, ref string, req api.MoveRequest) (api.FileInfo, error) {
+	b.record("Move", ref)
+	if b.MoveFn != nil {
+		return b.MoveFn(ctx, ref, req)
+	}
+	return File(req.Destination, 7), nil
 }
 
 // Mkdir implements apiserver.Backend.
