@@ -309,7 +309,7 @@ func testFilesystem(ctx context.Context, t *testing.T, g *guest, fs filesystemco
 	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	wreq := connect.NewRequest(&fspb.WatchDirRequest{Path: base + "/w", IncludeEntry: true})
-	wreq.Header().Set(envd.KeepaliveHeader, "1")
+	wreq.Header().Set("Keepalive-Ping-Interval", "1")
 	stream, err := fs.WatchDir(wctx, wreq)
 	if err != nil {
 		t.Fatal(err)

@@ -7,7 +7,6 @@ import (
 	"io/fs"
 	"net/http"
 	"path"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -168,21 +167,6 @@ func (s *filesystemService) Remove(ctx context.Context, req *connect.Request[fsp
 		return nil, connectError(err)
 	}
 	return connect.NewResponse(&fspb.RemoveResponse{}), nil
-}
-
-// KeepaliveHeader is the request header in which the SDK asks for
-// keepalive events on a server stream, in seconds (envd's
-// Keepalive-Ping-Interval).
-const KeepaliveHeader = "Keepalive-Ping-Interval"
-
-// keepaliveInterval is the interval a stream request asks for; 0 (none)
-// when the header is missing or not a positive number of seconds.
-func keepaliveInterval(h http.Header) time.Duration {
-	n, err := strconv.Atoi(h.Get(KeepaliveHeader))
-	if err != nil || n <= 0 {
-		return 0
-	}
-	return time.Duration(n) * time.Second
 }
 
 // WatchDir implements filesystem.Filesystem: a start event once the

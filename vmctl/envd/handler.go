@@ -27,7 +27,6 @@ func NewHandler(c *client.Client, o Options) http.Handler {
 	mux := http.NewServeMux()
 	// Each service registers its routes here (one line each).
 	mux.Handle(processconnect.NewProcessHandler(newProcessService(c, o)))
-	_ = c
 	mountFiles(mux, c, o)
 	mountFilesystem(mux, c, o)
 	return mux
