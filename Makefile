@@ -19,11 +19,13 @@ build:
 # the module cache (an empty one too): what runs after it may be offline, as
 # the vendor-hash check is (GOPROXY=off). Then the npm packages of the MCP
 # tests (the MCP Inspector, the TypeScript MCP SDK), exactly as
-# tests/mcp/package-lock.json pins them, into tests/mcp/node_modules.
+# tests/mcp/package-lock.json pins them, into tests/mcp/node_modules, and
+# the E2B SDK of the E2B tests as tests/e2b/package-lock.json pins it.
 deps:
 	$(GO) mod download
 	$(GO) mod verify
 	cd tests/mcp && npm ci --no-audit --no-fund
+	cd tests/e2b && npm ci --no-audit --no-fund
 
 # Debian packages, qemu.conf, virtlogd and libvirtd (tests/host-setup.sh).
 host-setup:

@@ -241,14 +241,14 @@ func TestCLICopy(t *testing.T) {
 
 func TestCLIListInspectRemove(t *testing.T) {
 	d := startDaemon(t)
-	d.cli(t, nil, "ls").check(t, 0, "ID  NAME  STATE  IMAGE  CPUS  MEMORY  AGE\n", "")
+	d.cli(t, nil, "ls").check(t, 0, "ID  NAME  STATE  IMAGE  TEMPLATE  CPUS  MEMORY  AGE\n", "")
 	d.cli(t, nil, "create", "--image", "/img", "--name", "w1", "--label", "team=a").check(t, 0, "000000abc001\n", "")
 	d.cli(t, nil, "create", "--image", "/img", "--cpus", "4", "--memory", "2048").check(t, 0, "000000abc002\n", "")
 
 	d.cli(t, nil, "ls").check(t, 0, ""+
-		"ID            NAME  STATE    IMAGE       CPUS  MEMORY   AGE\n"+
-		"000000abc001  w1    running  test-image  1     256MiB   1m\n"+
-		"000000abc002  -     running  test-image  4     2048MiB  1m\n", "")
+		"ID            NAME  STATE    IMAGE       TEMPLATE  CPUS  MEMORY   AGE\n"+
+		"000000abc001  w1    running  test-image  -         1     256MiB   1m\n"+
+		"000000abc002  -     running  test-image  -         4     2048MiB  1m\n", "")
 	d.cli(t, nil, "ls", "-q", "--label", "team=a").check(t, 0, "000000abc001\n", "")
 	d.cli(t, nil, "ls", "-q", "--state", "stopped").check(t, 0, "", "")
 	d.cli(t, nil, "ls", "--json", "--state", "stopped").check(t, 0, "[]\n", "")

@@ -73,6 +73,9 @@ func applyConfig(c *cli.Context) error {
 		if !known[key] || c.IsSet(key) {
 			continue
 		}
+		if owner, ok := configOwners[key]; ok && c.Command.Name != owner { // templates.go
+			continue
+		}
 		var vals []string
 		switch v := values[key].(type) {
 		case []any:

@@ -15,11 +15,12 @@ func createCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "create",
 		Usage:     "boot a long-lived sandbox through the daemon and print its ID",
-		ArgsUsage: "[PROFILE]",
+		ArgsUsage: "[PROFILE | --template NAME]",
 		Description: "Asks the daemon to boot a sandbox from --image DIR and waits until its guest agent answers.\n" +
 			"Instead of --image, PROFILE names an image of the flake (--flake): it is built here with nix\n" +
 			"(--locked refuses one that differs from the lock file) and its store path is sent, so it must\n" +
-			"exist on the daemon's host too (the same host, or one with the same store path). Only\n" +
+			"exist on the daemon's host too (the same host, or one with the same store path). --template NAME\n" +
+			"boots one of the daemon's named templates instead (`agentbox templates`). Only\n" +
 			"the sandbox ID is printed on stdout, so scripts can do `id=$(agentbox create --image DIR)`.\n" +
 			"The sandbox runs until `agentbox stop`/`rm`, its --ttl or its --idle-timeout (whose\n" +
 			"--idle-action may stop or pause it instead of removing it).\n\n" +
@@ -39,10 +40,13 @@ func createCommand() *cli.Command {
 			&cli.DurationFlag{Name: "boot-timeout", Value: 120 * time.Second, Usage: "give up if the guest agent has not answered after `DURATION`"},
 			&cli.BoolFlag{Name: "locked", Usage: "refuse a PROFILE whose image differs from the lock file (written by agentbox profile lock)"},
 			&cli.BoolFlag{Name: "warm", Usage: "start from the image's saved \"ready\" state instead of booting (the first --warm create of an image and shape boots once to save it)"},
-			networkFlag, allowFlag,
+			networkFlag, allowFlag, createTemplateFlag,
 		}, append(append(resourceFlags(), profileFlags()...), idleFlags()...)...),
 		OnUsageError: usageError,
 		Action: clientAction(func(ctx context.Context, c *cli.Context, cl *client.Client) error {
+			if c.String("template") != "" {
+				return createFromTemplate(ctx, c, cl) // templates.go
+			}
 			name, rest, err := imageArgs(c, false, "agentbox create [FLAGS] PROFILE")
 			if err != nil {
 				return err

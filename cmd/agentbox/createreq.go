@@ -18,20 +18,26 @@ import (
 // builds a profile.
 func createRequest(c *cli.Context, imageDir string) (api.CreateSandboxRequest, error) {
 	var req api.CreateSandboxRequest
-	if imageDir == "" {
+	template := c.String("template") // create only: a name of the daemon's (templates.go)
+	if imageDir == "" && template == "" {
 		return req, errors.New("no image: pass --image DIR (or set AGENTBOX_IMAGE), or a PROFILE; `make test-image` builds one")
 	}
-	img, err := filepath.Abs(imageDir)
-	if err != nil {
-		return req, err
+	var img string
+	if template == "" {
+		var err error
+		if img, err = filepath.Abs(imageDir); err != nil {
+			return req, err
+		}
 	}
 	req = api.CreateSandboxRequest{
 		Image:     img,
+		Template:  template,
 		Name:      c.String("name"),
 		VCPUs:     c.Int("cpus"),
 		MemoryMiB: c.Int("memory"),
 		Accel:     c.String("accel"),
 	}
+	var err error
 	if req.Network, err = networkRequest(c); err != nil {
 		return req, err
 	}

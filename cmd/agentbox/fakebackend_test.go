@@ -120,10 +120,16 @@ func (b *fakeBackend) CreateSandbox(ctx context.Context, req api.CreateSandboxRe
 			return api.Sandbox{}, api.Errorf(http.StatusConflict, api.CodeNameTaken, "the name %q is taken: choose another", req.Name)
 		}
 	}
+	if req.Template != "" {
+		if err := b.templateImage(&req); err != nil { // templates_test.go
+			return api.Sandbox{}, err
+		}
+	}
 	b.next++
 	now := time.Now()
 	sb := &api.Sandbox{
-		ID: fmt.Sprintf("%012x", 0xabc000+b.next), Name: req.Name, State: api.StateRunning,
+		Template: req.Template,
+		ID:       fmt.Sprintf("%012x", 0xabc000+b.next), Name: req.Name, State: api.StateRunning,
 		Image: api.ImageRef{Name: "test-image", Dir: req.Image}, Accel: "tcg",
 		VCPUs: max(req.VCPUs, 1), MemoryMiB: max(req.MemoryMiB, 256), Labels: req.Labels,
 		CreatedAt: now.Add(-90 * time.Second), StartedAt: &now, BootMs: 1234, Limits: req.Limits,

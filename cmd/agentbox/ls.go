@@ -18,7 +18,8 @@ func lsCommand() *cli.Command {
 		Name:    "ls",
 		Aliases: []string{"list"},
 		Usage:   "list the daemon's sandboxes",
-		Description: "Prints one line per sandbox, oldest first: ID, NAME, STATE, IMAGE, CPUS, MEMORY, AGE.\n" +
+		Description: "Prints one line per sandbox, oldest first: ID, NAME, STATE, IMAGE, TEMPLATE (the daemon's template\n" +
+			"it was created from, `-` for an image directory), CPUS, MEMORY, AGE.\n" +
 			"--label (repeatable) keeps those that have all the given labels, --state those in one state\n" +
 			"(creating, running, stopping, stopped, failed). -q prints only IDs; --json the API's objects.",
 		Flags: []cli.Flag{
@@ -48,13 +49,16 @@ func lsCommand() *cli.Command {
 // writeSandboxTable writes the `ls` table; ages count up to now.
 func writeSandboxTable(w io.Writer, sbs []api.Sandbox, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tNAME\tSTATE\tIMAGE\tCPUS\tMEMORY\tAGE")
+	fmt.Fprintln(tw, "ID\tNAME\tSTATE\tIMAGE\tTEMPLATE\tCPUS\tMEMORY\tAGE")
 	for _, sb := range sbs {
-		name := sb.Name
+		name, template := sb.Name, sb.Template
 		if name == "" {
 			name = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%dMiB\t%s\n", sb.ID, name, sb.State, sb.Image.Name, sb.VCPUs, sb.MemoryMiB, age(now.Sub(sb.CreatedAt)))
+		if template == "" {
+			template = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%dMiB\t%s\n", sb.ID, name, sb.State, sb.Image.Name, template, sb.VCPUs, sb.MemoryMiB, age(now.Sub(sb.CreatedAt)))
 	}
 	return tw.Flush()
 }

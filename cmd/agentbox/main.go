@@ -81,6 +81,7 @@ func newApp() *cli.App {
 			snapshotCommand(),
 			restoreCommand(),
 			warmCommand(),
+			templatesCommand(),
 			eventsCommand(),
 			accelCommand(),
 			profileCommand(),

@@ -58,6 +58,7 @@ func serveCommand() *cli.Command {
 			&cli.Int64Flag{Name: "audit-max-bytes", Value: 64 << 20, Usage: "rotate the audit log at this many `BYTES`"},
 			&cli.IntFlag{Name: "audit-max-files", Value: 10, Usage: "rotated audit log files to keep"},
 			&cli.BoolFlag{Name: "audit-full-tty", Usage: "keep every key typed into a terminal session (`exec -it`) in its audit entry, up to 1 MiB, not just the first KiB"},
+			templateFlag, // templates.go
 		}, append(append(append(networkFlags(), resourceServeFlags()...), serveMCPFlags()...), serveE2BFlags()...)...),
 		OnUsageError: usageError,
 		Action:       serveAction,
@@ -121,6 +122,11 @@ func serveAction(c *cli.Context) error {
 		return networkCleanup(c) // servenet.go
 	}
 
+	templates, err := serveTemplates(ctx, c) // templates.go
+	if err != nil {
+		closeAll()
+		return err
+	}
 	conn, err := libvirt.Connect(ctx, libvirt.Config{URI: c.String("uri"), Socket: c.String("libvirt-socket"), Logger: logger})
 	if err != nil {
 		closeAll()
@@ -164,6 +170,7 @@ func serveAction(c *cli.Context) error {
 		Ceilings:       ceilings,
 		Thresholds:     thresholds,
 		UsageInterval:  usageInterval,
+		Templates:      templates,
 	})
 	if err != nil {
 		closeAll()

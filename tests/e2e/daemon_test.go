@@ -99,11 +99,11 @@ func TestDaemonCLILifecycle(t *testing.T) {
 	r = d.cli(nil, "ls")
 	expect(t, r, 0, string(r.stdout), "")
 	lines := strings.Split(strings.TrimSuffix(string(r.stdout), "\n"), "\n")
-	if len(lines) != 2 || strings.Join(strings.Fields(lines[0]), " ") != "ID NAME STATE IMAGE CPUS MEMORY AGE" {
+	if len(lines) != 2 || strings.Join(strings.Fields(lines[0]), " ") != "ID NAME STATE IMAGE TEMPLATE CPUS MEMORY AGE" {
 		t.Fatalf("ls: %q, want a header and one sandbox", r.stdout)
 	}
-	if f := strings.Fields(lines[1]); len(f) != 7 || f[0] != id || f[1] != "work1" || f[2] != "running" {
-		t.Fatalf("ls line %q: want %s work1 running", lines[1], id)
+	if f := strings.Fields(lines[1]); len(f) != 8 || f[0] != id || f[1] != "work1" || f[2] != "running" || f[4] != "-" {
+		t.Fatalf("ls line %q: want %s work1 running, no template", lines[1], id)
 	}
 	expect(t, d.cli(nil, "ls", "-q"), 0, id+"\n", "")
 	inspectState := func(want string) {

@@ -134,6 +134,7 @@ var errorTable = []mapping{
 	{errdefs.ErrInvalidArgument, true, http.StatusRequestEntityTooLarge, CodeTooLarge},
 	{errdefs.ErrInvalidArgument, true, http.StatusUnsupportedMediaType, CodeUnsupportedMedia},
 	{errdefs.ErrNotImplemented, true, http.StatusMethodNotAllowed, CodeMethodNotAllowed},
+	{errdefs.ErrNotFound, true, http.StatusNotFound, CodeTemplateNotFound},
 
 	// Categories, for errors without one of the reasons above.
 	{errdefs.ErrNotFound, false, http.StatusNotFound, CodeNotFound},

@@ -41,6 +41,8 @@ var schemaTypes = map[string]reflect.Type{
 	"PortForward":          reflect.TypeFor[api.PortForward](),
 	"PortForwardList":      reflect.TypeFor[api.PortForwardList](),
 	"WarmTemplateList":     reflect.TypeFor[api.WarmTemplateList](),
+	"Template":             reflect.TypeFor[api.Template](),
+	"TemplateList":         reflect.TypeFor[api.TemplateList](),
 	"Sandbox":              reflect.TypeFor[api.Sandbox](),
 	"ImageRef":             reflect.TypeFor[api.ImageRef](),
 	"Limits":               reflect.TypeFor[api.Limits](),

@@ -31,6 +31,10 @@ type Sandbox struct {
 	Reason string `json:"reason,omitempty"`
 	// Image is the image the sandbox booted.
 	Image ImageRef `json:"image"`
+	// Template is the name of the template (GET /v1/templates) the
+	// sandbox was created from; empty for one created from an image
+	// directory or restored from a snapshot.
+	Template string `json:"template,omitempty"`
 	// Domain is the libvirt domain name ("agentbox-" + ID).
 	Domain string `json:"domain"`
 	// Accel is the accelerator the domain runs with: "kvm" or "tcg".
@@ -125,8 +129,12 @@ type Limits struct {
 // CreateSandboxRequest is the body of POST /v1/sandboxes.
 type CreateSandboxRequest struct {
 	// Image is the image directory on the daemon's host (holds
-	// manifest.toml). Required.
-	Image string `json:"image"`
+	// manifest.toml). Give it or Template, not both.
+	Image string `json:"image,omitempty"`
+	// Template names one of the daemon's templates (GET /v1/templates,
+	// serve --template NAME=DIR|PROFILE) whose image the sandbox boots; an
+	// unknown one is answered 404 template_not_found.
+	Template string `json:"template,omitempty"`
 	// Name is optional; it must match NamePattern and be unused.
 	Name string `json:"name,omitempty"`
 	// VCPUs and MemoryMiB override the image's defaults when > 0.

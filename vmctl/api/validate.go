@@ -164,8 +164,14 @@ func FormatMode(m fs.FileMode) string {
 // Validate checks a create request (the server does before it calls the
 // Backend). Errors are 400 invalid_argument naming the field.
 func (req *CreateSandboxRequest) Validate() error {
-	if strings.TrimSpace(req.Image) == "" {
-		return Invalidf("image is missing: give the image directory on the daemon's host (it holds manifest.toml)")
+	if req.Image != "" && req.Template != "" {
+		return Invalidf("give image or template, not both: template %s already names an image", QuoteShort(req.Template))
+	}
+	if req.Template != "" && !ValidTemplateName(req.Template) {
+		return Invalidf("template %s is invalid: use 1 to 63 letters, digits, '_', '.', '-', starting with a letter or digit (GET /v1/templates lists them)", QuoteShort(req.Template))
+	}
+	if req.Template == "" && strings.TrimSpace(req.Image) == "" {
+		return Invalidf("image is missing: give the image directory on the daemon's host (it holds manifest.toml), or a template (GET /v1/templates lists them)")
 	}
 	if strings.IndexByte(req.Image, 0) >= 0 {
 		return Invalidf("image contains a NUL byte")

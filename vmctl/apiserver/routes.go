@@ -96,4 +96,5 @@ var routes = []route{
 	{"POST", "/v1/snapshots/{name}/restore", nil, needs[SnapshotBackend]("snapshots", stream(restoreSnapshot))},
 	{"GET", "/v1/warm", nil, needs[WarmBackend]("warm templates", reply(http.StatusOK, listWarm))},
 	{"DELETE", "/v1/warm/{key}", nil, needs[WarmBackend]("warm templates", status(http.StatusNoContent, deleteWarm))},
+	{"GET", "/v1/templates", nil, needs[TemplateBackend]("templates", reply(http.StatusOK, listTemplates))},
 }

@@ -18,6 +18,7 @@ func createArgs(req api.CreateSandboxRequest) map[string]any {
 			args[k] = v
 		}
 	}
+	set("template", req.Template, req.Template != "")
 	set("name", req.Name, req.Name != "")
 	set("labels", req.Labels, len(req.Labels) > 0)
 	set("vcpus", req.VCPUs, req.VCPUs > 0)

@@ -14,7 +14,7 @@ import (
 // was asked too.
 func TestCreateArgsRecordEverySetting(t *testing.T) {
 	req := api.CreateSandboxRequest{
-		Image: "/img", Name: "n", VCPUs: 2, MemoryMiB: 512, Accel: "tcg", BootTimeoutMs: 1000,
+		Image: "/img", Template: "base", Name: "n", VCPUs: 2, MemoryMiB: 512, Accel: "tcg", BootTimeoutMs: 1000,
 		Labels: map[string]string{"k": "v"}, Warm: true,
 		Limits:  api.Limits{TTLSeconds: 1, IdleTimeoutSeconds: 2, ExecTimeoutMs: 3, MaxExecs: 4, IdleAction: "pause-to-disk", PausedTTLSeconds: 5, TTLAction: "pause"},
 		Env:     []string{"SECRET=v"},

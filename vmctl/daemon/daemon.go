@@ -22,6 +22,7 @@ import (
 	"github.com/agentbox/agentbox/vmctl/accel"
 	"github.com/agentbox/agentbox/vmctl/api"
 	"github.com/agentbox/agentbox/vmctl/audit"
+	"github.com/agentbox/agentbox/vmctl/image"
 	"github.com/agentbox/agentbox/vmctl/process"
 	"github.com/agentbox/agentbox/vmctl/revert"
 	"github.com/agentbox/agentbox/vmctl/sandbox"
@@ -104,6 +105,10 @@ type Config struct {
 	// too (sandbox.Options.GuestAgentChannel), for benchmarks against
 	// qemu-ga (`agentbox run --qemu-ga-channel`).
 	GuestAgentChannel bool
+	// Templates are the named images create requests may ask for by name
+	// (templates.go; serve --template); each must load when the daemon
+	// starts.
+	Templates []Template
 }
 
 // Daemon is the running service core. Create it with New, serve its
@@ -181,6 +186,9 @@ func New(ctx context.Context, cfg Config) (_ *Daemon, err error) {
 	}
 	if cfg.ImageVerifyCacheDir == "" {
 		cfg.ImageVerifyCacheDir = filepath.Join(cfg.StateDir, "image-verify")
+	}
+	if err := checkTemplates(ctx, cfg.Templates, image.LoadOptions{VerifyCacheDir: cfg.ImageVerifyCacheDir}); err != nil { // templates.go
+		return nil, err
 	}
 	d := &Daemon{cfg: cfg, log: log, boxes: map[string]*box{}, seen: map[string]string{}, events: newHub()}
 

@@ -73,6 +73,11 @@ func (d *Daemon) create(ctx context.Context, req api.CreateSandboxRequest) (*san
 	if err := d.adm.admitting(); err != nil {
 		return nil, err
 	}
+	imageDir, template, err := d.templateImage(req) // templates.go
+	if err != nil {
+		return nil, err
+	}
+	req.Image = imageDir
 	if !filepath.IsAbs(req.Image) {
 		return nil, errdefs.ErrInvalidArgument.WithMessage(fmt.Sprintf("image %q: give the image directory as an absolute path on the daemon's host", req.Image))
 	}
@@ -106,7 +111,7 @@ func (d *Daemon) create(ctx context.Context, req api.CreateSandboxRequest) (*san
 	// runs either way (it is under context.WithoutCancel).
 	sb, err := d.startSandbox(ctx, req.Warm, sandbox.Options{
 		Image: img, Accel: choice, Name: req.Name, Labels: req.Labels, Extra: raw,
-		VCPUs: req.VCPUs, MemoryMiB: req.MemoryMiB,
+		Template: template, VCPUs: req.VCPUs, MemoryMiB: req.MemoryMiB,
 		BootTimeout:       time.Duration(req.BootTimeoutMs) * time.Millisecond,
 		Admit:             d.adm.admit,
 		Network:           policy,
@@ -191,8 +196,9 @@ func (d *Daemon) view(sb *sandbox.Sandbox) api.Sandbox {
 	r := sb.Record()
 	v := api.Sandbox{
 		ID: r.ID, Name: r.Name, State: string(r.State), Reason: r.Reason,
-		Image:  api.ImageRef{Name: r.ImageName, Digest: digest(r.ImageDigest), Dir: r.ImageDir},
-		Domain: r.Domain, Accel: r.Accel, VCPUs: r.VCPUs, MemoryMiB: r.MemoryMiB,
+		Image:    api.ImageRef{Name: r.ImageName, Digest: digest(r.ImageDigest), Dir: r.ImageDir},
+		Template: r.Template,
+		Domain:   r.Domain, Accel: r.Accel, VCPUs: r.VCPUs, MemoryMiB: r.MemoryMiB,
 		Labels: maps.Clone(r.Labels), CreatedAt: r.CreatedAt, BootMs: r.BootMs,
 		StartedAt: timePtr(r.StartedAt), StoppedAt: timePtr(r.StoppedAt),
 	}

@@ -179,6 +179,7 @@ func (m *Manager) NewBuild(s Shape) (*Build, error) {
 		r.Resources = r.Resources.forRestore() // our own copy, without the source's enforcement and cgroups
 	}
 	r.ID, r.Name, r.State, r.Domain, r.Labels, r.Extra = id, "", StateCreating, sb.Domain, nil, nil
+	r.Template = "" // StepRegister sets the new sandbox's own
 	r.ImageName, r.ImageDigest, r.ImageDir = s.Image.Manifest.Name, s.Image.Digest, s.Image.Dir
 	r.Accel, r.DomainType = string(s.Accel.Accel), s.Accel.DomainType
 	r.VCPUs, r.MemoryMiB = sb.VCPUs, sb.Memory
@@ -196,6 +197,8 @@ type Admission struct {
 	Labels map[string]string
 	Extra  []byte
 	Admit  func(r Resources) error
+	// Template is as in Options.
+	Template string
 }
 
 // StepRegister ("register") names the sandbox, adds it to the registry
@@ -207,6 +210,7 @@ func StepRegister(a Admission) Step {
 		sb.Name, sb.Labels = a.Name, maps.Clone(a.Labels)
 		sb.mu.Lock()
 		sb.rec.Name, sb.rec.Labels, sb.rec.Extra = sb.Name, sb.Labels, append([]byte(nil), a.Extra...)
+		sb.rec.Template = a.Template
 		sb.rec.CreatedAt = time.Now().UTC()
 		sb.mu.Unlock()
 		sb.loadAccount()

@@ -56,6 +56,9 @@ type Record struct {
 	ImageName   string `json:"image_name"`
 	ImageDigest string `json:"image_digest"`
 	ImageDir    string `json:"image_dir"`
+	// Template is the name of the daemon's template the sandbox was
+	// created from (serve --template), or "".
+	Template string `json:"template,omitempty"`
 	// Accel is "kvm" or "tcg"; DomainType the libvirt domain type.
 	Accel      string `json:"accel"`
 	DomainType string `json:"domain_type"`

@@ -98,6 +98,8 @@ type Backend struct {
 	Lifecycle LifecycleFns
 	// Terminals holds the process resize and attach functions (attach.go).
 	Terminals TerminalFns
+	// Templates holds the named template functions (templates.go).
+	Templates TemplateFns
 
 	mu    sync.Mutex
 	calls []string

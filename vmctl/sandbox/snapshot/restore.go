@@ -32,6 +32,9 @@ type RestoreOptions struct {
 	Labels map[string]string
 	Extra  []byte
 	Admit  func(r sandbox.Resources) error
+	// Template is as in sandbox.Options (a warm create's template; a
+	// restore of a snapshot has none).
+	Template string
 	// Timeout bounds the time from the domain's resume to the agent's
 	// handshake; 0 means 60 s.
 	Timeout time.Duration
@@ -209,7 +212,7 @@ func (s *Service) newBuild(src Source, img *image.Image) (*sandbox.Build, error)
 // register is the core's register step with opts' name, labels, extra
 // and admission.
 func (s *Service) register(opts RestoreOptions) sandbox.Step {
-	return sandbox.StepRegister(sandbox.Admission{Name: opts.Name, Labels: opts.Labels, Extra: opts.Extra, Admit: opts.Admit})
+	return sandbox.StepRegister(sandbox.Admission{Name: opts.Name, Labels: opts.Labels, Template: opts.Template, Extra: opts.Extra, Admit: opts.Admit})
 }
 
 // prepareSteps: the directory, the copy of src's file, the network (the

@@ -145,7 +145,7 @@ func (w *Service) Create(ctx context.Context, opts sandbox.Options) (*sandbox.Sa
 	src.Base.Network = &sandbox.NetworkRecord{Policy: opts.Network}
 	ropts := snapshot.RestoreOptions{
 		Image: opts.Image, Name: opts.Name, Labels: opts.Labels, Extra: opts.Extra, Admit: opts.Admit,
-		Timeout: opts.BootTimeout,
+		Timeout: opts.BootTimeout, Template: opts.Template,
 	}
 	pooled := !opts.Network.HasNIC() // a pooled sandbox's network would be set up before its policy is known
 	if pooled {
