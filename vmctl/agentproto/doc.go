@@ -30,4 +30,8 @@ package agentproto
 // (proc-* operations, FrameProcOutput), forwarded connections (connect),
 // watches and reseeding: a version 1 agent would kill detached processes
 // with its session, so a host refuses it and says to rebuild the image.
-const ProtocolVersion = 2
+// Version 3 added named users (ExecRequest.User, the owner of written
+// files and directories, owner and group names in file info) and the move
+// operation: a version 2 agent would ignore the user and run the command,
+// or write the file, as root.
+const ProtocolVersion = 3
