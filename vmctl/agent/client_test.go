@@ -63,7 +63,7 @@ func TestDialVersionMismatch(t *testing.T) {
 	if !errors.Is(err, agentproto.ErrVersionMismatch) {
 		t.Fatalf("got %v", err)
 	}
-	want := "agent: handshake: agentproto: protocol version mismatch: guest agent speaks protocol 7, host 2: rebuild the image with a matching agentbox-guest"
+	want := "agent: handshake: agentproto: protocol version mismatch: guest agent speaks protocol 7, host 3: rebuild the image with a matching agentbox-guest"
 	if err.Error() != want {
 		t.Fatalf("message %q", err.Error())
 	}

@@ -36,35 +36,35 @@ func TestHandshake(t *testing.T) {
 }
 
 func TestAcceptHelloSkipsStaleBytes(t *testing.T) {
-	in := "\x00\x01yamux junk AGENTBOX/ AGENTBOX/2 HELLO bad!nonce\n" +
-		"AGENTBOX/x HELLO abc\nAAGENTBOX/2 HELLO\n" +
-		strings.Repeat("z", maxLine+10) + "AGENTBOX/2 HELLO " + strings.Repeat("q", maxLine) + "\n" +
-		"AGENTBOX/2 HELAGENTBOX/2 HELLO n-1_A\nAGENTBOX/2 HELLO later\n"
+	in := "\x00\x01yamux junk AGENTBOX/ AGENTBOX/3 HELLO bad!nonce\n" +
+		"AGENTBOX/x HELLO abc\nAAGENTBOX/3 HELLO\n" +
+		strings.Repeat("z", maxLine+10) + "AGENTBOX/3 HELLO " + strings.Repeat("q", maxLine) + "\n" +
+		"AGENTBOX/3 HELAGENTBOX/3 HELLO n-1_A\nAGENTBOX/3 HELLO later\n"
 	r := bufio.NewReader(strings.NewReader(in))
 	var out bytes.Buffer
 	h, err := AcceptHello(r, &out, "dev")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if h != (Hello{Version: 2, Nonce: "n-1_A"}) {
+	if h != (Hello{Version: 3, Nonce: "n-1_A"}) {
 		t.Fatalf("got %+v", h)
 	}
-	if out.String() != "AGENTBOX/2 OK n-1_A dev\n" {
+	if out.String() != "AGENTBOX/3 OK n-1_A dev\n" {
 		t.Fatalf("reply %q", out.String())
 	}
 	rest, _ := io.ReadAll(r)
-	if string(rest) != "AGENTBOX/2 HELLO later\n" {
+	if string(rest) != "AGENTBOX/3 HELLO later\n" {
 		t.Fatalf("consumed past the hello: rest %q", rest)
 	}
 }
 
 func TestAcceptHelloVersionMismatch(t *testing.T) {
 	var out bytes.Buffer
-	_, err := AcceptHello(bufio.NewReader(strings.NewReader("AGENTBOX/3 HELLO abc\n")), &out, "dev")
+	_, err := AcceptHello(bufio.NewReader(strings.NewReader("AGENTBOX/4 HELLO abc\n")), &out, "dev")
 	if !errors.Is(err, ErrVersionMismatch) {
 		t.Fatalf("got %v", err)
 	}
-	want := "AGENTBOX/2 ERR abc guest agent speaks protocol 2, host 3: rebuild the image with a matching agentbox-guest\n"
+	want := "AGENTBOX/3 ERR abc guest agent speaks protocol 3, host 4: rebuild the image with a matching agentbox-guest\n"
 	if out.String() != want {
 		t.Fatalf("reply %q, want %q", out.String(), want)
 	}
@@ -87,7 +87,7 @@ func fakeGuest(t *testing.T, reply func(nonce string) string) (*bufio.Reader, io
 
 func TestClientHandshakeSkipsStaleReplies(t *testing.T) {
 	r, w := fakeGuest(t, func(n string) string {
-		return "\x00\x00\x00garbage AGENTBOX/2 OK other v0\nAGENTBOX/3 ERR other nope\nAGENTBOX/2 OK " + n + " v9\nAFTER"
+		return "\x00\x00\x00garbage AGENTBOX/3 OK other v0\nAGENTBOX/4 ERR other nope\nAGENTBOX/3 OK " + n + " v9\nAFTER"
 	})
 	ver, err := ClientHandshake(r, w, "mynonce")
 	if err != nil || ver != "v9" {
@@ -100,19 +100,19 @@ func TestClientHandshakeSkipsStaleReplies(t *testing.T) {
 }
 
 func TestClientHandshakeMismatch(t *testing.T) {
-	r, w := fakeGuest(t, func(n string) string { return "AGENTBOX/3 OK " + n + " v3\n" })
+	r, w := fakeGuest(t, func(n string) string { return "AGENTBOX/4 OK " + n + " v3\n" })
 	_, err := ClientHandshake(r, w, "abc")
 	if !errors.Is(err, ErrVersionMismatch) {
 		t.Fatalf("got %v", err)
 	}
-	want := "agentproto: protocol version mismatch: guest agent speaks protocol 3, host 2: rebuild the image with a matching agentbox-guest"
+	want := "agentproto: protocol version mismatch: guest agent speaks protocol 4, host 3: rebuild the image with a matching agentbox-guest"
 	if err.Error() != want {
 		t.Fatalf("message %q", err.Error())
 	}
 }
 
 func TestClientHandshakeRefused(t *testing.T) {
-	r, w := fakeGuest(t, func(n string) string { return "AGENTBOX/2 ERR " + n + " busy\n" })
+	r, w := fakeGuest(t, func(n string) string { return "AGENTBOX/3 ERR " + n + " busy\n" })
 	_, err := ClientHandshake(r, w, "abc")
 	if !errors.Is(err, ErrHandshakeRefused) || !strings.HasSuffix(err.Error(), ": busy") {
 		t.Fatalf("got %v", err)
@@ -120,7 +120,7 @@ func TestClientHandshakeRefused(t *testing.T) {
 }
 
 func TestHandshakeScanIsBounded(t *testing.T) {
-	junk := bytes.Repeat([]byte("AGENTBOX/2 HELLO no spaces allowed here\n"), 2*MaxHandshakeScan/40)
+	junk := bytes.Repeat([]byte("AGENTBOX/3 HELLO no spaces allowed here\n"), 2*MaxHandshakeScan/40)
 	r := bufio.NewReader(bytes.NewReader(junk))
 	_, err := ReadHello(r)
 	if !errors.Is(err, ErrNoHandshake) {
@@ -142,9 +142,9 @@ func TestClientHandshakeRejectsBadNonce(t *testing.T) {
 }
 
 func FuzzReadHello(f *testing.F) {
-	f.Add([]byte("AGENTBOX/2 HELLO abc\n"))
-	f.Add([]byte("xxAGENTBOX/AGENTBOX/22 HELLO a-b_c\r\n"))
-	f.Add([]byte("AGENTBOX/2 OK abc v\n"))
+	f.Add([]byte("AGENTBOX/3 HELLO abc\n"))
+	f.Add([]byte("xxAGENTBOX/AGENTBOX/32 HELLO a-b_c\r\n"))
+	f.Add([]byte("AGENTBOX/3 OK abc v\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		h, err := ReadHello(bufio.NewReader(bytes.NewReader(data)))
 		if err == nil {

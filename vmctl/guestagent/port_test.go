@@ -144,10 +144,10 @@ func TestServePortReconnect(t *testing.T) {
 	// A host that wrote half a hello and left before the guest started,
 	// and one that wrote a whole hello and timed out.
 	h := port.connect()
-	io.WriteString(h, "AGENTBOX/2 HEL")
+	io.WriteString(h, "AGENTBOX/3 HEL")
 	h.Close()
 	h = port.connect()
-	io.WriteString(h, "AGENTBOX/2 HELLO timedout\n")
+	io.WriteString(h, "AGENTBOX/3 HELLO timedout\n")
 	h.Close()
 	port.waitFor(func() bool { return !port.connected })
 
@@ -208,7 +208,7 @@ func TestServePortHostGoneMidCommand(t *testing.T) {
 func TestServePortQueuedHellos(t *testing.T) {
 	port := newFakePort()
 	h := port.connect()
-	io.WriteString(h, "AGENTBOX/2 HELLO gaveup\n")
+	io.WriteString(h, "AGENTBOX/3 HELLO gaveup\n")
 	h.Close()
 	// The next host's hello is queued behind the stale one before the
 	// guest reads anything.
@@ -220,7 +220,7 @@ func TestServePortQueuedHellos(t *testing.T) {
 		}
 		dialed <- c
 	}()
-	want := len("AGENTBOX/2 HELLO gaveup\n") + len("AGENTBOX/2 HELLO ") + 32 + 1
+	want := len("AGENTBOX/3 HELLO gaveup\n") + len("AGENTBOX/3 HELLO ") + 32 + 1
 	port.waitFor(func() bool { return port.in.Len() == want })
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

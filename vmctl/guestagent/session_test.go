@@ -90,9 +90,9 @@ func TestStaleBytesBeforeHandshake(t *testing.T) {
 
 func TestGuestVersionMismatch(t *testing.T) {
 	ta := startGuest(t, guestagent.Options{})
-	io.WriteString(ta.host, "AGENTBOX/3 HELLO abc\n")
+	io.WriteString(ta.host, "AGENTBOX/4 HELLO abc\n")
 	line, err := bufio.NewReader(ta.host).ReadString('\n')
-	want := "AGENTBOX/2 ERR abc guest agent speaks protocol 2, host 3: rebuild the image with a matching agentbox-guest\n"
+	want := "AGENTBOX/3 ERR abc guest agent speaks protocol 3, host 4: rebuild the image with a matching agentbox-guest\n"
 	if err != nil || line != want {
 		t.Fatalf("reply %q, %v", line, err)
 	}
