@@ -457,6 +457,10 @@ type Usage struct {
 	// (pids.current, pids.max); -1 when unknown.
 	Pids    int64 `json:"pids"`
 	PidsMax int64 `json:"pids_max"`
+	// Memory splits the QEMU process's memory into what is its own and
+	// what it shares (memory.go); nil when its smaps_rollup could not be
+	// read.
+	Memory *MemoryUsage `json:"memory,omitempty"`
 }
 
 // Usage samples the running sandbox's resource use from the driver's
@@ -492,6 +496,9 @@ func (e *Enforcer) Usage(ctx context.Context, sb *sandbox.Sandbox) (Usage, error
 		if g, err := cgroup.Of(pid, cgroup.Options{}); err == nil {
 			cs := g.Stats()
 			u.Pids, u.PidsMax = cs.Pids, cs.PidsMax
+			u.Memory = memoryUsage(pid, cs)
+		} else {
+			u.Memory = memoryUsage(pid, cgroup.Stats{MemoryBytes: -1, MemoryAnonBytes: -1, MemoryFileBytes: -1})
 		}
 	}
 	return u, nil
