@@ -1,5 +1,11 @@
 package sandbox
 
+import (
+	"fmt"
+	"os"
+	"syscall"
+)
+
 // SharedMemory is guest RAM a sandbox maps from a memory template's RAM
 // file instead of holding it: a clone maps the file privately
 // (copy-on-write), so the pages it only reads stay page cache shared with
@@ -70,4 +76,21 @@ func (m *Manager) requestLocked(sb *Sandbox) Resources {
 		}
 	}
 	return r
+}
+
+// SharedMemoryOf is the SharedMemory of a clone that maps the memory
+// template RAM file ramFile: the file's path as the template's identity
+// (a rebuilt template writes a new file) and its allocated size — the
+// guest RAM the template touched; the rest of a sparse RAM file is holes
+// — in MiB, rounded down. Errors: the file cannot be stat'ed.
+func SharedMemoryOf(ramFile string) (*SharedMemory, error) {
+	fi, err := os.Stat(ramFile)
+	if err != nil {
+		return nil, fmt.Errorf("memory template RAM file: %w", err)
+	}
+	alloc := fi.Size()
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		alloc = min(alloc, st.Blocks*512) // st_blocks counts 512-byte units
+	}
+	return &SharedMemory{Template: ramFile, MiB: int(alloc >> 20)}, nil
 }

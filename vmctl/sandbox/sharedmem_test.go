@@ -2,6 +2,9 @@ package sandbox
 
 import (
 	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"testing"
 )
 
@@ -104,5 +107,31 @@ func TestSharedMemoryRecord(t *testing.T) {
 	}
 	if got := (&Manager{}).fromRecord(sb.Record()).Shared; got == nil || *got != *sb.Shared {
 		t.Errorf("fromRecord: %+v", got)
+	}
+}
+
+// A sparse RAM file shares what it holds, not its size.
+func TestSharedMemoryOf(t *testing.T) {
+	ram := filepath.Join(t.TempDir(), "ram-x")
+	f, err := os.Create(ram)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(512 << 20); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt(make([]byte, 3<<20), 100<<20); err != nil { // zeros written are allocated
+		t.Fatal(err)
+	}
+	f.Close()
+	s, err := SharedMemoryOf(ram)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Template != ram || s.MiB < 3 || s.MiB > 4 {
+		t.Errorf("SharedMemoryOf a 512 MiB file with 3 MiB written: %+v, want %s and 3..4 MiB", s, ram)
+	}
+	if _, err := SharedMemoryOf(ram + ".gone"); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("missing file: %v", err)
 	}
 }
