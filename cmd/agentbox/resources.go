@@ -143,6 +143,7 @@ func resourceServeFlags() []cli.Flag {
 		&cli.IntFlag{Name: "warn-percent", Value: 80, Usage: "audit and publish a warning when a sandbox's QEMU memory or disk use reaches `PERCENT` of its limit (negative: off)"},
 		&cli.IntFlag{Name: "act-percent", Value: 95, Usage: "stop a sandbox whose QEMU memory or disk use reaches `PERCENT` of its limit (negative: off)"},
 		&cli.DurationFlag{Name: "usage-interval", Value: daemon.DefaultUsageInterval, Usage: "sample running sandboxes' usage every `DURATION`"},
+		&cli.IntFlag{Name: "tcg-cache", Value: resources.DefaultTCGCacheMiB, Usage: fmt.Sprintf("TCG translation cache of each TCG sandbox in `MiB` (%d..%d; counted in its memory limit; KVM sandboxes have none)", resources.MinTCGCacheMiB, resources.MaxTCGCacheMiB)},
 	}
 }
 

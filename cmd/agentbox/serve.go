@@ -153,6 +153,7 @@ func serveAction(c *cli.Context) error {
 		Version:           version,
 		CapacityMemoryMiB: c.Int("capacity-memory"),
 		CapacityVCPUs:     c.Int("capacity-vcpus"),
+		TCGCacheMiB:       c.Int("tcg-cache"),
 		Defaults: api.Limits{
 			TTLSeconds:         int64(c.Duration("default-ttl").Seconds()),
 			IdleTimeoutSeconds: int64(c.Duration("default-idle-timeout").Seconds()),

@@ -24,6 +24,11 @@
 //     a guest terminal over the interactive exec (pty.go).
 //  12. with --watch (and only that): file-watch event latency, write in
 //     the guest → agent, and host upload → event at the host (watch.go).
+//  13. with --density N (and only that): N idle sandboxes of
+//     --density-memory MiB, cold-booted or warm-created
+//     (--density-mode), their PSS / private / shared memory, the host's
+//     MemAvailable drop per sandbox and how many fit in --density-host
+//     MiB (density.go).
 //
 // Usage: go run ./tests/bench --image DIR --agentbox bin/agentbox
 package main
@@ -71,6 +76,14 @@ func main() {
 	ptyKeys := flag.Int("pty", 0, "run only the PTY benchmark (11): keystroke echo round trip of `N` keys through `exec -it`'s WebSocket and a guest terminal")
 	neighbours := flag.Bool("neighbours", false, "run only the noisy-neighbour benchmark (10): exec latency of an idle sandbox (--execs runs) next to a fork bomb, a memory hog and disk saturation")
 	watch := flag.Bool("watch", false, "run only the file-watch latency benchmark (11): --execs events in the guest and from the host")
+	density := flag.Int("density", 0, "run only the density benchmark (13): start `N` idle sandboxes and measure their memory")
+	var dens densityOptions
+	flag.StringVar(&dens.mode, "density-mode", "cold", "with --density: `cold` (booted) or warm (the daemon's warm create: clones of a memory template where the daemon makes them)")
+	flag.IntVar(&dens.memoryMiB, "density-memory", 512, "with --density: guest RAM of each sandbox, `MiB`")
+	flag.IntVar(&dens.tcgCache, "tcg-cache", 0, "with --density: the daemon's TCG translation cache, `MiB` (0: its default)")
+	flag.DurationVar(&dens.settle, "density-settle", 20*time.Second, "with --density: idle time before measuring")
+	flag.IntVar(&dens.execs, "density-execs", 0, "with --density: time `N` runs of `ls -lR /usr/lib` in the first sandbox afterwards (translation cache effect)")
+	flag.IntVar(&dens.hostMiB, "density-host", 24<<10, "with --density: host memory the fit estimate is for, `MiB`")
 	flag.Parse()
 	if *imgDir == "" {
 		fail(errors.New("--image DIR is required"))
@@ -83,6 +96,14 @@ func main() {
 	host, _ := os.Hostname()
 	fmt.Printf("# agentbox benchmarks\n\nhost %s, %s, image %s (kernel %s), TCG\n\n", host, time.Now().UTC().Format(time.RFC3339), img.Manifest.Name, img.Manifest.KernelVersion)
 
+	if *density > 0 {
+		if dens.mode != "cold" && dens.mode != "warm" {
+			fail(fmt.Errorf("--density-mode %q: want cold or warm", dens.mode))
+		}
+		dens.n = *density
+		benchDensity(ctx, img, *bin, *uri, dens)
+		return
+	}
 	if *snapshots {
 		benchSnapshots(ctx, img, *bin, *uri, *creates, *snapshotRuns)
 		return

@@ -42,6 +42,15 @@ type (
 		NetTxBytes       uint64    `json:"net_tx_bytes"`
 		Pids             int64     `json:"pids"`
 		PidsMax          int64     `json:"pids_max"`
+		Memory           *struct {
+			PSSBytes        uint64 `json:"pss_bytes"`
+			PrivateBytes    uint64 `json:"private_bytes"`
+			SharedBytes     uint64 `json:"shared_bytes"`
+			AnonBytes       uint64 `json:"anon_bytes"`
+			CgroupBytes     int64  `json:"cgroup_bytes"`
+			CgroupAnonBytes int64  `json:"cgroup_anon_bytes"`
+			CgroupFileBytes int64  `json:"cgroup_file_bytes"`
+		} `json:"memory"`
 	}
 	wireResourceSandbox struct {
 		ID        string `json:"id"`
@@ -272,6 +281,44 @@ func TestResourcesGuest(t *testing.T) {
 		// Prometheus gauges per sandbox.
 		body, _ := d.call("GET", "/metrics", nil, http.StatusOK)
 		for _, name := range []string{"agentbox_sandbox_memory_rss_bytes", "agentbox_sandbox_cpu_seconds", "agentbox_sandbox_disk_bytes", "agentbox_sandbox_host_tasks"} {
+			if !strings.Contains(string(body), name+`{sandbox="`+sb.ID+`"}`) {
+				t.Errorf("/metrics lacks %s for %s", name, sb.ID)
+			}
+		}
+	})
+
+	t.Run("memory split", func(t *testing.T) {
+		// A booted guest's RAM is anonymous memory only its QEMU maps;
+		// what QEMU shares with other processes is its code and libraries.
+		// PSS lies between the private memory and the resident memory, and
+		// the memory cgroup is charged at least the anonymous memory's
+		// bulk and at most the hard limit.
+		deadline := time.Now().Add(30 * time.Second)
+		for (rs.Usage == nil || rs.Usage.Memory == nil) && time.Now().Before(deadline) {
+			time.Sleep(time.Second)
+			rs = d.getResources(sb.ID)
+		}
+		if rs.Usage == nil || rs.Usage.Memory == nil {
+			t.Fatal("no memory split in the usage after 30 s with --usage-interval 1s")
+		}
+		m, limit := *rs.Usage.Memory, int64(rs.Usage.MemoryLimitBytes)
+		t.Logf("memory of a booted 512 MiB TCG guest: pss %d MiB, private %d MiB, shared %d MiB, anon %d MiB, cgroup %d MiB (anon %d, file %d)",
+			m.PSSBytes>>20, m.PrivateBytes>>20, m.SharedBytes>>20, m.AnonBytes>>20, m.CgroupBytes>>20, m.CgroupAnonBytes>>20, m.CgroupFileBytes>>20)
+		if m.AnonBytes < 64<<20 || m.PrivateBytes < m.AnonBytes || m.SharedBytes >= m.PrivateBytes ||
+			m.PSSBytes < m.PrivateBytes || m.PSSBytes > m.PrivateBytes+m.SharedBytes || m.PSSBytes > uint64(limit) {
+			t.Errorf("smaps figures not sane: %+v (limit %d)", m, limit)
+		}
+		if m.CgroupBytes <= 0 || m.CgroupBytes > limit || m.CgroupAnonBytes < int64(m.AnonBytes)/2 || m.CgroupAnonBytes+m.CgroupFileBytes > m.CgroupBytes {
+			t.Errorf("cgroup figures not sane: %+v (limit %d)", m, limit)
+		}
+		r := d.cli(nil, "inspect", sb.ID)
+		for _, want := range []string{`"pss_bytes"`, `"private_bytes"`, `"shared_bytes"`, `"cgroup_file_bytes"`} {
+			if r.code != 0 || !strings.Contains(string(r.stdout), want) {
+				t.Errorf("agentbox inspect: exit %d, output lacks %s:\n%s", r.code, want, r.stdout)
+			}
+		}
+		body, _ := d.call("GET", "/metrics", nil, http.StatusOK)
+		for _, name := range []string{"agentbox_sandbox_memory_pss_bytes", "agentbox_sandbox_memory_private_bytes", "agentbox_sandbox_memory_shared_bytes"} {
 			if !strings.Contains(string(body), name+`{sandbox="`+sb.ID+`"}`) {
 				t.Errorf("/metrics lacks %s for %s", name, sb.ID)
 			}

@@ -53,6 +53,7 @@ var schemaTypes = map[string]reflect.Type{
 	"Resources":            reflect.TypeFor[api.Resources](),
 	"LimitEnforcement":     reflect.TypeFor[api.LimitEnforcement](),
 	"Usage":                reflect.TypeFor[api.Usage](),
+	"MemoryUsage":          reflect.TypeFor[api.MemoryUsage](),
 	"SandboxList":          reflect.TypeFor[api.SandboxList](),
 	"TimeoutRequest":       reflect.TypeFor[api.TimeoutRequest](),
 	"CreateSandboxRequest": reflect.TypeFor[api.CreateSandboxRequest](),

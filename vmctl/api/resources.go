@@ -78,4 +78,37 @@ type Usage struct {
 	// -1 when unknown.
 	Pids    int64 `json:"pids"`
 	PidsMax int64 `json:"pids_max"`
+	// Memory splits the QEMU process's memory into what only this
+	// sandbox holds and what it shares with other processes (a memory
+	// template's clones share the template's guest RAM pages they have
+	// not written); absent when it could not be read.
+	Memory *MemoryUsage `json:"memory,omitempty"`
+}
+
+// MemoryUsage is a sandbox's host memory from its QEMU process's
+// /proc/PID/smaps_rollup and its memory cgroup; every figure is in bytes.
+// PrivateBytes + SharedBytes is the resident memory (MemoryRSSBytes, read
+// at nearly the same time).
+type MemoryUsage struct {
+	// PSSBytes is the proportional set size: each resident page divided
+	// by the number of processes mapping it; summed over sandboxes, what
+	// they hold together.
+	PSSBytes uint64 `json:"pss_bytes"`
+	// PrivateBytes is resident memory no other process maps, freed with
+	// the sandbox.
+	PrivateBytes uint64 `json:"private_bytes"`
+	// SharedBytes is resident memory other processes map too: a clone's
+	// template RAM pages another clone also read, QEMU's code.
+	SharedBytes uint64 `json:"shared_bytes"`
+	// AnonBytes is resident memory backed by no file: QEMU's heap and
+	// TCG translation cache, a booted guest's RAM, a clone's pages copied
+	// on write.
+	AnonBytes uint64 `json:"anon_bytes"`
+	// CgroupBytes is what the kernel charges to the domain's memory
+	// cgroup (the figure its hard limit applies to), CgroupAnonBytes and
+	// CgroupFileBytes its anonymous and page-cache parts; page cache is
+	// charged to the group that first faulted it in. -1 when unknown.
+	CgroupBytes     int64 `json:"cgroup_bytes"`
+	CgroupAnonBytes int64 `json:"cgroup_anon_bytes"`
+	CgroupFileBytes int64 `json:"cgroup_file_bytes"`
 }

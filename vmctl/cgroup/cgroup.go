@@ -367,6 +367,14 @@ type Stats struct {
 	// memory.usage_in_bytes on v1, both including page cache), in bytes;
 	// -1 when unknown.
 	MemoryBytes int64
+	// MemoryAnonBytes and MemoryFileBytes are the parts of MemoryBytes
+	// that are anonymous memory and page cache (memory.stat "anon" and
+	// "file" on v2, "total_rss" and "total_cache" on v1), in bytes; -1
+	// when unknown. Page cache is charged to the group whose process
+	// first faulted the page in, and stays charged there while other
+	// groups use it; the kernel reclaims clean page cache before it
+	// OOM-kills at the limit (see vmctl/sandbox/RESOURCES.md).
+	MemoryAnonBytes, MemoryFileBytes int64
 	// MemoryMaxBytes is the memory limit in force, in bytes; -1 for none
 	// or unknown.
 	MemoryMaxBytes int64
@@ -379,8 +387,9 @@ type Stats struct {
 
 // Stats reads the group's usage and limits; what cannot be read is -1.
 func (g *Group) Stats() Stats {
-	s := Stats{MemoryBytes: -1, MemoryMaxBytes: -1, Pids: -1, PidsMax: -1}
+	s := Stats{MemoryBytes: -1, MemoryAnonBytes: -1, MemoryFileBytes: -1, MemoryMaxBytes: -1, Pids: -1, PidsMax: -1}
 	if dir, err := g.Dir("memory"); err == nil {
+		s.MemoryAnonBytes, s.MemoryFileBytes = memoryStat(filepath.Join(dir, "memory.stat"), g.unified)
 		if g.unified {
 			s.MemoryBytes = readInt(filepath.Join(dir, "memory.current"))
 			s.MemoryMaxBytes = readInt(filepath.Join(dir, "memory.max"))
@@ -397,6 +406,39 @@ func (g *Group) Stats() Stats {
 		s.PidsMax = readInt(filepath.Join(dir, "pids.max"))
 	}
 	return s
+}
+
+// memoryStat reads the anonymous and file bytes of a memory.stat file:
+// "anon" and "file" on v2; on v1 "total_rss" and "total_cache" (the
+// group and its children), else "rss" and "cache". -1 for a field that
+// is missing, or both when the file cannot be read.
+func memoryStat(p string, unified bool) (anon, file int64) {
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return -1, -1
+	}
+	v := map[string]int64{}
+	for _, line := range strings.Split(string(b), "\n") {
+		k, val, ok := strings.Cut(line, " ")
+		if !ok {
+			continue
+		}
+		if n, err := strconv.ParseInt(val, 10, 64); err == nil {
+			v[k] = n
+		}
+	}
+	get := func(keys ...string) int64 {
+		for _, k := range keys {
+			if n, ok := v[k]; ok {
+				return n
+			}
+		}
+		return -1
+	}
+	if unified {
+		return get("anon"), get("file")
+	}
+	return get("total_rss", "rss"), get("total_cache", "cache")
 }
 
 // write writes value to dir/file (a cgroup control file) and returns its

@@ -108,8 +108,13 @@ func TestV1Limits(t *testing.T) {
 	if g.Unified() {
 		t.Fatal("hybrid host reported as unified")
 	}
-	if s := g.Stats(); s.MemoryBytes != 1000 || s.MemoryMaxBytes != -1 || s.Pids != -1 {
+	if s := g.Stats(); s.MemoryBytes != 1000 || s.MemoryAnonBytes != -1 || s.MemoryFileBytes != -1 || s.MemoryMaxBytes != -1 || s.Pids != -1 {
 		t.Errorf("Stats before limits = %+v", s)
+	}
+	// v1 memory.stat: the hierarchical totals win over the group's own.
+	touch(t, filepath.Join(root, "memory", dom, "memory.stat"), "cache 100\nrss 200\nmapped_file 50\ntotal_cache 300\ntotal_rss 400\n")
+	if s := g.Stats(); s.MemoryAnonBytes != 400 || s.MemoryFileBytes != 300 {
+		t.Errorf("Stats with memory.stat = %+v, want anon 400 file 300", s)
 	}
 	file, err := g.SetMemoryMax(768 << 20)
 	if err != nil {
@@ -172,6 +177,7 @@ func TestV2Limits(t *testing.T) {
 	dom := filepath.Join(root, `machine.slice/machine-qemu\x2d1\x2dagentbox\x2dx.scope/libvirt`)
 	touch(t, filepath.Join(dom, "memory.max"), "max\n")
 	touch(t, filepath.Join(dom, "memory.current"), "2048\n")
+	touch(t, filepath.Join(dom, "memory.stat"), "anon 1024\nfile 768\nkernel 256\nfile_mapped 512\n")
 	touch(t, filepath.Join(dom, "pids.max"), "max\n")
 	touch(t, filepath.Join(dom, "pids.current"), "7\n")
 	yes := true
@@ -185,7 +191,7 @@ func TestV2Limits(t *testing.T) {
 	if f, err := g.SetPidsMax(128); err != nil || f != filepath.Join(dom, "pids.max") || read(t, f) != "128" {
 		t.Fatalf("SetPidsMax: %s %v", f, err)
 	}
-	if s := g.Stats(); s != (Stats{MemoryBytes: 2048, MemoryMaxBytes: 1 << 30, Pids: 7, PidsMax: 128}) {
+	if s := g.Stats(); s != (Stats{MemoryBytes: 2048, MemoryAnonBytes: 1024, MemoryFileBytes: 768, MemoryMaxBytes: 1 << 30, Pids: 7, PidsMax: 128}) {
 		t.Errorf("Stats = %+v", s)
 	}
 	if len(g.Made()) != 0 {

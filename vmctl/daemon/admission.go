@@ -90,15 +90,20 @@ func (a *admission) admitting() error {
 // admit is admission control: a create that would commit more memory or
 // vCPUs than the configured capacity is refused with 429 and the numbers.
 func (a *admission) admit(r sandbox.Resources) error {
-	memOK := r.UsedMemoryMiB+r.MemoryMiB <= a.memoryMiB
+	need := r.MemoryMiB - r.SharedMiB // a clone's template RAM that live clones already count is not committed again
+	memOK := r.UsedMemoryMiB+need <= a.memoryMiB
 	cpuOK := r.UsedVCPUs+r.VCPUs <= a.vcpus
 	if memOK && cpuOK {
 		return nil
 	}
-	msg := fmt.Sprintf("host capacity exceeded: the sandbox needs %d MiB and %d vCPUs; %d of %d MiB and %d of %d vCPUs are committed: %s",
-		r.MemoryMiB, r.VCPUs, r.UsedMemoryMiB, a.memoryMiB, r.UsedVCPUs, a.vcpus, a.hint)
+	shared := ""
+	if r.SharedMiB > 0 {
+		shared = fmt.Sprintf(" (%d MiB of its %d MiB guest RAM shared with live clones of its memory template)", r.SharedMiB, r.MemoryMiB)
+	}
+	msg := fmt.Sprintf("host capacity exceeded: the sandbox needs %d MiB%s and %d vCPUs; %d of %d MiB and %d of %d vCPUs are committed: %s",
+		need, shared, r.VCPUs, r.UsedMemoryMiB, a.memoryMiB, r.UsedVCPUs, a.vcpus, a.hint)
 	details := map[string]any{
-		"requested_memory_mib": r.MemoryMiB, "requested_vcpus": r.VCPUs,
+		"requested_memory_mib": need, "requested_vcpus": r.VCPUs,
 		"used_memory_mib": r.UsedMemoryMiB, "used_vcpus": r.UsedVCPUs,
 		"capacity_memory_mib": a.memoryMiB, "capacity_vcpus": a.vcpus,
 	}

@@ -69,3 +69,20 @@ func TestApplyCeilings(t *testing.T) {
 		}
 	}
 }
+
+// A clone whose template RAM live clones already count commits only its
+// private part; refused, the message says what is shared.
+func TestAdmitClone(t *testing.T) {
+	d := newAdmission(Config{CapacityMemoryMiB: 1024, CapacityVCPUs: 8}, newMetrics(nil, nil).admissionRefused)
+	if err := d.admit(sandbox.Resources{VCPUs: 1, MemoryMiB: 512, SharedMiB: 384, UsedVCPUs: 1, UsedMemoryMiB: 896}); err != nil {
+		t.Fatalf("a clone needing 128 MiB in the 128 MiB left: %v", err)
+	}
+	err := d.admit(sandbox.Resources{VCPUs: 1, MemoryMiB: 512, SharedMiB: 383, UsedVCPUs: 1, UsedMemoryMiB: 896})
+	ae := api.ErrorFrom(err)
+	if ae == nil || ae.Status != http.StatusTooManyRequests || ae.Details["requested_memory_mib"] != 129 {
+		t.Fatalf("clone over capacity: %v %+v", err, ae)
+	}
+	if want := "the sandbox needs 129 MiB (383 MiB of its 512 MiB guest RAM shared with live clones of its memory template)"; !strings.Contains(ae.Message, want) {
+		t.Errorf("message %q lacks %q", ae.Message, want)
+	}
+}

@@ -101,6 +101,11 @@ type Config struct {
 	// "" means StateDir/image-verify. An in-process service whose
 	// StateDir is per run points it at the shared cache.
 	ImageVerifyCacheDir string
+	// TCGCacheMiB is the TCG translation cache, in MiB, of the TCG
+	// domains the daemon starts (`serve --tcg-cache`); KVM domains have
+	// none. 0 means resources.DefaultTCGCacheMiB; else
+	// resources.MinTCGCacheMiB..MaxTCGCacheMiB (New refuses others).
+	TCGCacheMiB int
 	// GuestAgentChannel gives every sandbox QEMU's own guest agent channel
 	// too (sandbox.Options.GuestAgentChannel), for benchmarks against
 	// qemu-ga (`agentbox run --qemu-ga-channel`).
@@ -166,6 +171,9 @@ func New(ctx context.Context, cfg Config) (_ *Daemon, err error) {
 	if cfg.Driver == nil {
 		return nil, errors.New("daemon: no driver")
 	}
+	if err := resources.CheckTCGCacheMiB(cfg.TCGCacheMiB); err != nil {
+		return nil, fmt.Errorf("daemon: %w", err)
+	}
 	for name, dir := range map[string]string{"state dir": cfg.StateDir, "runtime dir": cfg.RuntimeDir} {
 		if !filepath.IsAbs(dir) {
 			return nil, fmt.Errorf("daemon: %s %q must be an absolute path", name, dir)
@@ -207,7 +215,7 @@ func New(ctx context.Context, cfg Config) (_ *Daemon, err error) {
 	d.metrics = newMetrics(cfg.Registerer, d)
 	d.adm = newAdmission(cfg, d.metrics.admissionRefused)
 	d.snapMetrics() // registered now, so /metrics shows them before the first snapshot
-	d.limits = resources.New(cfg.Driver, log)
+	d.limits = resources.New(cfg.Driver, log, resources.WithTCGCacheMiB(cfg.TCGCacheMiB))
 	d.mgr, err = sandbox.NewManager(sandbox.Config{
 		Driver:     cfg.Driver,
 		Limits:     d.limits,

@@ -59,5 +59,11 @@ func viewResources(r sandbox.Record, v *api.Sandbox, latest func(id string) (res
 			DiskBytes: u.DiskBytes, DiskCapBytes: u.DiskCapBytes, NetRxBytes: u.NetRxBytes, NetTxBytes: u.NetTxBytes,
 			Pids: u.Pids, PidsMax: u.PidsMax,
 		}
+		if m := u.Memory; m != nil {
+			v.Usage.Memory = &api.MemoryUsage{
+				PSSBytes: m.PSSBytes, PrivateBytes: m.PrivateBytes, SharedBytes: m.SharedBytes, AnonBytes: m.AnonBytes,
+				CgroupBytes: m.CgroupBytes, CgroupAnonBytes: m.CgroupAnonBytes, CgroupFileBytes: m.CgroupFileBytes,
+			}
+		}
 	}
 }

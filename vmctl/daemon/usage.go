@@ -267,6 +267,9 @@ var usageDescs = map[string]*prometheus.Desc{
 	"rx":      prometheus.NewDesc("agentbox_sandbox_network_receive_bytes", "Bytes the sandbox's interfaces received.", []string{"sandbox"}, nil),
 	"tx":      prometheus.NewDesc("agentbox_sandbox_network_transmit_bytes", "Bytes the sandbox's interfaces sent.", []string{"sandbox"}, nil),
 	"pids":    prometheus.NewDesc("agentbox_sandbox_host_tasks", "Host tasks (processes and threads) of the sandbox's QEMU process.", []string{"sandbox"}, nil),
+	"pss":     prometheus.NewDesc("agentbox_sandbox_memory_pss_bytes", "Proportional set size of the sandbox's QEMU process (shared pages divided among the processes mapping them).", []string{"sandbox"}, nil),
+	"private": prometheus.NewDesc("agentbox_sandbox_memory_private_bytes", "Resident memory only the sandbox's QEMU process maps.", []string{"sandbox"}, nil),
+	"shared":  prometheus.NewDesc("agentbox_sandbox_memory_shared_bytes", "Resident memory the sandbox's QEMU process shares with other processes (a memory template's clones share its guest RAM pages).", []string{"sandbox"}, nil),
 	"paused":  prometheus.NewDesc("agentbox_sandbox_paused", "1 while the sandbox's domain is paused (e.g. QEMU stopped it on a host I/O error).", []string{"sandbox"}, nil),
 }
 
@@ -294,6 +297,11 @@ func (c *usageCollector) Collect(ch chan<- prometheus.Metric) {
 		g("tx", float64(u.NetTxBytes), id)
 		if u.Pids >= 0 {
 			g("pids", float64(u.Pids), id)
+		}
+		if m := u.Memory; m != nil {
+			g("pss", float64(m.PSSBytes), id)
+			g("private", float64(m.PrivateBytes), id)
+			g("shared", float64(m.SharedBytes), id)
 		}
 		paused := 0.0
 		if u.DomainState == "paused" {

@@ -132,6 +132,10 @@ type Shape struct {
 	VCPUs, MemoryMiB int
 	// GuestAgentChannel gives the sandbox a qemu-ga socket.
 	GuestAgentChannel bool
+	// SharedMemory is set by a clone of a memory template: the guest RAM
+	// it maps from the template's RAM file (admission counts it once per
+	// template; sharedmem.go). nil for every other build.
+	SharedMemory *SharedMemory
 	// From, if set, is the record the new one starts from (a snapshot's
 	// source, a warm template's sandbox), so what other parts keep there
 	// (resource limits, network policy) carries over; identity, paths,
@@ -157,6 +161,7 @@ func (m *Manager) NewBuild(s Shape) (*Build, error) {
 		Accel:  s.Accel,
 		VCPUs:  s.VCPUs,
 		Memory: s.MemoryMiB,
+		Shared: s.SharedMemory.clone(),
 		obs:    observer{m},
 		log:    m.log,
 		life:   newLife(),
@@ -183,6 +188,7 @@ func (m *Manager) NewBuild(s Shape) (*Build, error) {
 	r.ImageName, r.ImageDigest, r.ImageDir = s.Image.Manifest.Name, s.Image.Digest, s.Image.Dir
 	r.Accel, r.DomainType = string(s.Accel.Accel), s.Accel.DomainType
 	r.VCPUs, r.MemoryMiB = sb.VCPUs, sb.Memory
+	r.SharedMemory = sb.Shared.clone() // not the source's: a restore does not map a template
 	r.Dir, r.Overlay, r.ConsoleLog, r.AgentSocket = sb.Dir, sb.Overlay, sb.ConsoleLog, sb.AgentSocket
 	r.CreatedAt = time.Now().UTC()
 	sb.rec = r

@@ -308,8 +308,7 @@ func (m *Manager) register(sb *Sandbox, admit func(Resources) error) error {
 		}
 	}
 	if admit != nil {
-		r := m.resourcesLocked()
-		r.VCPUs, r.MemoryMiB = sb.VCPUs, sb.Memory
+		r := m.requestLocked(sb) // sharedmem.go
 		if err := admit(r); err != nil {
 			return err
 		}
@@ -405,9 +404,16 @@ func (m *Manager) List() []*Sandbox {
 type Resources struct {
 	// VCPUs and MemoryMiB are the new sandbox's resources (MiB).
 	VCPUs, MemoryMiB int
+	// SharedMiB is the part of MemoryMiB that UsedMemoryMiB already
+	// counts: the new sandbox is a clone of a memory template that a live
+	// clone maps too (SharedMemory), and the template's RAM is counted
+	// once. Admission commits MemoryMiB − SharedMiB for the new sandbox.
+	SharedMiB int
 	// UsedVCPUs and UsedMemoryMiB sum the sandboxes that are creating,
 	// running, paused in memory or stopping, or being resumed or started
-	// (MiB); a sandbox paused to disk holds nothing.
+	// (MiB); a sandbox paused to disk holds nothing. A clone of a memory
+	// template counts its guest RAM minus its SharedMemory.MiB, and each
+	// template with live clones counts the largest of those once.
 	UsedVCPUs, UsedMemoryMiB int
 }
 
@@ -421,12 +427,14 @@ func (m *Manager) Resources() Resources {
 
 func (m *Manager) resourcesLocked() Resources {
 	var r Resources
+	var live []*Sandbox
 	for _, sb := range m.byID {
 		if sb.holdsResources() {
 			r.UsedVCPUs += sb.VCPUs
-			r.UsedMemoryMiB += sb.Memory
+			live = append(live, sb)
 		}
 	}
+	r.UsedMemoryMiB = memoryCommit(live) // sharedmem.go
 	return r
 }
 

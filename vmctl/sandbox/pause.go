@@ -465,8 +465,7 @@ func (m *Manager) reserve(sb *Sandbox, admit func(Resources) error) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if admit != nil {
-		r := m.resourcesLocked()
-		r.VCPUs, r.MemoryMiB = sb.VCPUs, sb.Memory
+		r := m.requestLocked(sb) // sharedmem.go
 		if err := admit(r); err != nil {
 			return err
 		}

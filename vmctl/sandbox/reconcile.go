@@ -248,6 +248,7 @@ func (m *Manager) fromRecord(r Record) *Sandbox {
 		Accel:    accel.Choice{DomainType: r.DomainType, Accel: accel.Mode(r.Accel), Reason: "adopted"},
 		VCPUs:    r.VCPUs,
 		Memory:   r.MemoryMiB,
+		Shared:   r.SharedMemory.clone(),
 		BootTime: time.Duration(r.BootMs) * time.Millisecond,
 		obs:      observer{m},
 		log:      m.log,

@@ -98,6 +98,9 @@ type Record struct {
 	// Extra is the sandbox's exec accounting as JSON (ExecAccount: limits
 	// and counters; exec.go); the manager itself never reads it.
 	Extra []byte `json:"extra,omitempty"`
+	// SharedMemory is the guest RAM the sandbox maps from a memory
+	// template rather than holds (a clone; sharedmem.go); nil otherwise.
+	SharedMemory *SharedMemory `json:"shared_memory,omitempty"`
 	// Ports are the sandbox's port forwards (ports.go), re-opened at the
 	// same host addresses by a restarted daemon; never shared with the
 	// slice a caller passed (SetPorts copies).

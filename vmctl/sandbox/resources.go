@@ -100,6 +100,11 @@ type ResourceLimits struct {
 	// NetBytesPerSec is the network cap in each direction, bytes/s; 0
 	// means none.
 	NetBytesPerSec int64 `json:"net_bps,omitempty"`
+	// TCGCacheMiB is the TCG translation cache of a TCG domain, in MiB
+	// (<features><tcg><tb-cache>; counted in MemoryHardLimitMiB); 0 for
+	// KVM, and in records from before it was a setting (their TCG domains
+	// get resources.DefaultTCGCacheMiB).
+	TCGCacheMiB int64 `json:"tcg_cache_mib,omitempty"`
 	// Status lists every limit with its enforcement.
 	Status []LimitStatus `json:"status,omitempty"`
 	// MadeCgroups are the cgroup directories agentbox made for the domain

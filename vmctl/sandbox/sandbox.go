@@ -47,6 +47,10 @@ type Sandbox struct {
 	Accel accel.Choice
 	// VCPUs and Memory (MiB) are the resources the domain got.
 	VCPUs, Memory int
+	// Shared is the guest RAM it maps from a memory template instead of
+	// holding it (a clone; sharedmem.go), or nil. Set before the sandbox
+	// is registered, not changed afterwards.
+	Shared *SharedMemory
 	// BootTime is the time from domain start to the agent's handshake
 	// (zero for an adopted sandbox whose record lacks it).
 	BootTime time.Duration
@@ -89,6 +93,7 @@ func (sb *Sandbox) Record() Record {
 	r.Labels = maps.Clone(r.Labels)
 	r.Extra = append([]byte(nil), r.Extra...)
 	r.Resources = r.Resources.clone()
+	r.SharedMemory = r.SharedMemory.clone()
 	return r
 }
 

@@ -55,9 +55,33 @@ const (
 // bytes/s: one burst's worth (network.MinRateBytes) per second.
 const MinNetBytesPerSec = network.MinRateBytes
 
-// TCGCacheMiB is the TCG translation cache agentbox gives TCG domains
-// (QEMU's default is 1 GiB, which would count toward the memory limit).
-const TCGCacheMiB = 256
+// DefaultTCGCacheMiB is the TCG translation cache, in MiB, agentbox
+// gives TCG domains when the daemon sets none (`serve --tcg-cache`,
+// WithTCGCacheMiB). QEMU's own default is 1 GiB, which a busy guest fills
+// and which counts toward the memory limit. RESOURCES.md in the parent
+// directory gives the measurements behind the choice.
+const DefaultTCGCacheMiB = 256
+
+// TCGCacheMiB is DefaultTCGCacheMiB (its former name).
+const TCGCacheMiB = DefaultTCGCacheMiB
+
+// MinTCGCacheMiB and MaxTCGCacheMiB bound the TCG translation cache a
+// daemon may set, in MiB: below 32 MiB QEMU flushes the cache all the
+// time while a guest boots; above 2 GiB QEMU refuses the size on x86-64
+// hosts.
+const (
+	MinTCGCacheMiB = 32
+	MaxTCGCacheMiB = 2048
+)
+
+// CheckTCGCacheMiB checks a TCG translation cache size in MiB (0: the
+// default). Errors wrap sandbox.ErrInvalid and give the bounds.
+func CheckTCGCacheMiB(mib int) error {
+	if mib != 0 && (mib < MinTCGCacheMiB || mib > MaxTCGCacheMiB) {
+		return fmt.Errorf("%w: TCG translation cache %d MiB: want %d..%d MiB, or 0 for the default of %d MiB", sandbox.ErrInvalid, mib, MinTCGCacheMiB, MaxTCGCacheMiB, DefaultTCGCacheMiB)
+	}
+	return nil
+}
 
 // QEMUOverheadMiB is QEMU's own resident memory besides the guest's RAM
 // and the TCG translation cache, with margin: measured 122 MiB after boot
@@ -74,10 +98,17 @@ const QEMUOverheadMiB = 160
 // use by 28 % is warned about and by 52 % stopped (95 %), before the
 // kernel kills it at the limit.
 func MemoryHardLimitMiB(guestMiB int64, tcg bool) int64 {
-	n := guestMiB + QEMUOverheadMiB
 	if tcg {
-		n += TCGCacheMiB
+		return HardLimitMiB(guestMiB, DefaultTCGCacheMiB)
 	}
+	return HardLimitMiB(guestMiB, 0)
+}
+
+// HardLimitMiB is MemoryHardLimitMiB with the TCG translation cache's
+// size in MiB (0 for a KVM domain, which has none): 8/5 × (guestMiB +
+// QEMUOverheadMiB + tcgCacheMiB), rounded up.
+func HardLimitMiB(guestMiB, tcgCacheMiB int64) int64 {
+	n := guestMiB + QEMUOverheadMiB + tcgCacheMiB
 	return (n*8 + 4) / 5
 }
 
@@ -174,16 +205,39 @@ type Enforcer struct {
 	// cgroups is where Reconciling looks for leftover groups: the host's
 	// (zero), a fake root in tests.
 	cgroups cgroup.Options
+	// tcgCacheMiB is the translation cache of new TCG domains
+	// (WithTCGCacheMiB), in MiB.
+	tcgCacheMiB int64
 }
 
 var _ sandbox.Limits = (*Enforcer)(nil)
 
+// Option tunes an Enforcer (New).
+type Option func(*Enforcer)
+
+// WithTCGCacheMiB sets the TCG translation cache, in MiB, of the TCG
+// domains the Enforcer resolves from now on (<features><tcg><tb-cache>;
+// KVM domains have none); 0 keeps DefaultTCGCacheMiB. Check the value
+// with CheckTCGCacheMiB first: New clamps it to MinTCGCacheMiB..
+// MaxTCGCacheMiB.
+func WithTCGCacheMiB(mib int) Option {
+	return func(e *Enforcer) {
+		if mib != 0 {
+			e.tcgCacheMiB = int64(min(max(mib, MinTCGCacheMiB), MaxTCGCacheMiB))
+		}
+	}
+}
+
 // New returns the Enforcer of driver; a nil log discards its logs.
-func New(driver sandbox.Driver, log *slog.Logger) *Enforcer {
+func New(driver sandbox.Driver, log *slog.Logger, opts ...Option) *Enforcer {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Enforcer{driver: driver, log: log}
+	e := &Enforcer{driver: driver, log: log, tcgCacheMiB: DefaultTCGCacheMiB}
+	for _, o := range opts {
+		o(e)
+	}
+	return e
 }
 
 // Resolve resolves sb's limits from opts and the image and checks the
@@ -207,12 +261,15 @@ func (e *Enforcer) Resolve(ctx context.Context, sb *sandbox.Sandbox, opts sandbo
 	case uint64(req.DiskMiB)<<20 < base.VirtualSize:
 		return nil, fmt.Errorf("%w: disk %d MiB is smaller than the image's disk of %d MiB (%d bytes): ask for at least %d MiB", sandbox.ErrInvalid, req.DiskMiB, baseMiB, base.VirtualSize, baseMiB)
 	}
-	tcg := opts.Accel.DomainType == string(domain.TypeQEMU)
+	var tcgCache int64
+	if opts.Accel.DomainType == string(domain.TypeQEMU) {
+		tcgCache = e.tcgCacheMiB
+	}
 	return &sandbox.ResourceLimits{
 		DiskMiB: req.DiskMiB, CPUQuotaPercent: req.CPUQuotaPercent,
 		IOBytesPerSec: req.IOBytesPerSec, IOPS: req.IOPS, IOWeight: req.IOWeight,
-		MemoryHardLimitMiB: MemoryHardLimitMiB(int64(sb.Memory), tcg), Pids: req.Pids,
-		NetBytesPerSec: req.NetBytesPerSec,
+		MemoryHardLimitMiB: HardLimitMiB(int64(sb.Memory), tcgCache), Pids: req.Pids,
+		NetBytesPerSec: req.NetBytesPerSec, TCGCacheMiB: tcgCache,
 	}, nil
 }
 
@@ -235,8 +292,11 @@ func tune(lim *sandbox.ResourceLimits, typ domain.Type, viaLibvirt bool) domain.
 		DiskBytesPerSec: uint64(lim.IOBytesPerSec),
 		DiskIOPS:        uint64(lim.IOPS),
 	}
-	if typ == domain.TypeQEMU {
-		t.TCGCacheMiB = TCGCacheMiB
+	if typ == domain.TypeQEMU { // TCG only: KVM has no translation cache (domain.Tune refuses it)
+		t.TCGCacheMiB = uint(lim.TCGCacheMiB)
+		if t.TCGCacheMiB == 0 { // a record from before the setting
+			t.TCGCacheMiB = DefaultTCGCacheMiB
+		}
 	}
 	if viaLibvirt {
 		t.MemoryHardLimitMiB = uint64(lim.MemoryHardLimitMiB)
@@ -457,6 +517,10 @@ type Usage struct {
 	// (pids.current, pids.max); -1 when unknown.
 	Pids    int64 `json:"pids"`
 	PidsMax int64 `json:"pids_max"`
+	// Memory splits the QEMU process's memory into what is its own and
+	// what it shares (memory.go); nil when its smaps_rollup could not be
+	// read.
+	Memory *MemoryUsage `json:"memory,omitempty"`
 }
 
 // Usage samples the running sandbox's resource use from the driver's
@@ -492,6 +556,9 @@ func (e *Enforcer) Usage(ctx context.Context, sb *sandbox.Sandbox) (Usage, error
 		if g, err := cgroup.Of(pid, cgroup.Options{}); err == nil {
 			cs := g.Stats()
 			u.Pids, u.PidsMax = cs.Pids, cs.PidsMax
+			u.Memory = memoryUsage(pid, cs)
+		} else {
+			u.Memory = memoryUsage(pid, cgroup.Stats{MemoryBytes: -1, MemoryAnonBytes: -1, MemoryFileBytes: -1})
 		}
 	}
 	return u, nil
