@@ -196,7 +196,9 @@ func TestWarmMemoryTemplateRefused(t *testing.T) {
 			_, err = fh.WriteAt([]byte("garbage"), 4096)
 			return err
 		},
-		"ram": func(dir string, man map[string]any) error { return os.Truncate(filepath.Join(dir, ramName(man)), 1<<20) },
+		"ram": func(dir string, man map[string]any) error {
+			return os.Truncate(filepath.Join(dir, ramName(man)), 1<<20)
+		},
 	}
 	for _, what := range []string{"state", "ram"} {
 		dir, man := f.template(t)
