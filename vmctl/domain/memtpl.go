@@ -98,3 +98,13 @@ func (mb *MemoryBackend) apply(d *libvirtxml.Domain, memoryMiB uint64) {
 	}
 	d.QEMUCommandline = cl
 }
+
+// Taints returns the libvirt taints the domain of s gets from its own
+// configuration: "custom-argv" with a MemoryBackend (passthrough of QEMU
+// arguments); nil otherwise.
+func (s Spec) Taints() []string {
+	if s.MemoryBackend != nil {
+		return []string{"custom-argv"}
+	}
+	return nil
+}
