@@ -28,7 +28,7 @@ type memFixture struct {
 	ws *warm.Service
 }
 
-func newMemFixture(t *testing.T) *memFixture {
+func newMemFixture(t testing.TB) *memFixture {
 	t.Helper()
 	base := newFixture(t, testenv.Image(t)) // its cleanup checks for leaks
 	conn, err := libvirt.Connect(context.Background(), libvirt.Config{URI: testenv.URI()})
