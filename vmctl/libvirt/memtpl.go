@@ -141,8 +141,8 @@ func (d *Driver) SaveDeviceState(ctx context.Context, name, file string) (err er
 // x-ignore-shared on the domain (started paused with an incoming
 // domain.MemoryBackend), has QEMU listen with migrate-incoming on a unix
 // socket (see SaveDeviceState for why not fd:) and streams file into
-// it. QEMU exits when the load fails: the error then wraps
-// sandbox.ErrNotRunning.
+// it; then it turns the capability off again. QEMU exits when the load
+// fails: the error then wraps sandbox.ErrNotRunning.
 func (d *Driver) LoadDeviceState(ctx context.Context, name, file string) error {
 	unlock, err := d.snapLocks.lock(ctx, name)
 	if err != nil {
@@ -178,6 +178,14 @@ func (d *Driver) LoadDeviceState(ctx context.Context, name, file string) error {
 	c.Close()
 	if err := waitMigration(ctx, m); err != nil {
 		return notRunning(fmt.Errorf("load device state into %s: %w", name, errors.Join(err, cerr)))
+	}
+	// Off again: with it on, a later snapshot-save of the clone (its own
+	// snapshots, pause to disk) would write the RAM blocks' addresses into
+	// the stream, which a domain without the capability cannot load.
+	off := ignoreShared
+	off.State = false
+	if err := m.MigrateSetCapabilities(ctx, off); err != nil {
+		return notRunning(fmt.Errorf("load device state into %s: %w", name, err))
 	}
 	return nil
 }

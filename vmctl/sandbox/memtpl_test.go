@@ -18,6 +18,7 @@ import (
 	"github.com/agentbox/agentbox/tests/testenv"
 	"github.com/agentbox/agentbox/vmctl/libvirt"
 	"github.com/agentbox/agentbox/vmctl/sandbox"
+	"github.com/agentbox/agentbox/vmctl/sandbox/snapshot"
 	"github.com/agentbox/agentbox/vmctl/sandbox/warm"
 )
 
@@ -25,7 +26,8 @@ import (
 // (memory templates, the default), checked for leaks at the end.
 type memFixture struct {
 	*fixture
-	ws *warm.Service
+	ws    *warm.Service
+	snaps *snapshot.Service
 }
 
 func newMemFixture(t testing.TB) *memFixture {
@@ -37,13 +39,13 @@ func newMemFixture(t testing.TB) *memFixture {
 	}
 	t.Cleanup(func() { conn.Close() })
 	runtime := testenv.ShortTempDir(t)
-	m, _, ws, err := newManager(sandbox.Config{Driver: libvirt.NewDriver(conn), StateDir: base.state, RuntimeDir: runtime})
+	m, snaps, ws, err := newManager(sandbox.Config{Driver: libvirt.NewDriver(conn), StateDir: base.state, RuntimeDir: runtime})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { testenv.AssertNoLeaks(t, base.state, runtime) })
 	base.mgr = m
-	return &memFixture{base, ws}
+	return &memFixture{base, ws, snaps}
 }
 
 // warm makes a warm sandbox of 256 MiB, destroyed at the end.
@@ -246,4 +248,42 @@ func TestWarmMemoryConcurrent(t *testing.T) {
 		}
 	}
 	f.template(t)
+}
+
+// TestWarmMemoryCloneLifecycle: a clone's own snapshot restores into a
+// sandbox that no longer needs the template (removed first), and a
+// stopped clone starts again (a cold boot with private RAM).
+func TestWarmMemoryCloneLifecycle(t *testing.T) {
+	f := newMemFixture(t)
+	a := f.warm(t)
+	sh(t, a, "echo kept > /root/kept && sync", 30*time.Second)
+	if _, err := f.snaps.Save(context.Background(), a, "c1", nil); err != nil {
+		t.Fatalf("snapshot of a clone: %v", err)
+	}
+	t.Cleanup(func() { f.snaps.Delete(context.Background(), "c1") })
+	for _, tpl := range f.ws.Templates() {
+		if err := f.ws.Delete(context.Background(), tpl.Key); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r, err := f.snaps.Restore(context.Background(), "c1", snapshot.RestoreOptions{Image: f.img})
+	if err != nil {
+		t.Fatalf("restore of a clone's snapshot after its template was removed: %v", err)
+	}
+	t.Cleanup(func() { f.mgr.Destroy(context.Background(), r) })
+	if out, _, _ := sh(t, r, "cat /root/kept", 30*time.Second); strings.TrimSpace(out) != "kept" {
+		t.Errorf("restored clone snapshot: /root/kept = %q", out)
+	}
+	if mb := r.Record().Spec.MemoryBackend; mb == nil || mb.File != "" || mb.Incoming {
+		t.Errorf("restored clone snapshot: memory backend %+v; want private anonymous RAM", mb)
+	}
+	if err := f.mgr.Stop(context.Background(), a, "test"); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.mgr.Start(context.Background(), a, sandbox.StartOptions{Image: f.img}); err != nil {
+		t.Fatalf("start a stopped clone again: %v", err)
+	}
+	if out, _, _ := sh(t, a, "cat /root/kept", 30*time.Second); strings.TrimSpace(out) != "kept" {
+		t.Errorf("restarted clone: /root/kept = %q", out)
+	}
 }
