@@ -25,6 +25,7 @@ import (
 	"github.com/agentbox/agentbox/vmctl/daemon"
 	"github.com/agentbox/agentbox/vmctl/inprocess"
 	"github.com/agentbox/agentbox/vmctl/libvirt"
+	"github.com/agentbox/agentbox/vmctl/sandbox/warm"
 )
 
 func serveCommand() *cli.Command {
@@ -53,6 +54,7 @@ func serveCommand() *cli.Command {
 			&cli.IntFlag{Name: "default-max-execs", Usage: "most commands a sandbox may run unless it asks otherwise (0: no limit)"},
 			&cli.BoolFlag{Name: "stop-on-exit", Usage: "stop all sandboxes when the daemon exits (default: leave them for the next daemon)"},
 			&cli.IntFlag{Name: "warm-pool", Usage: "keep `N` sandboxes per warm template restored and paused, so `create --warm` only resumes one; refilled at start for recently used templates (each holds its memory on the host, is not listed by `ls` and not counted against --capacity-*; `agentbox warm ls` shows them)"},
+			&cli.StringFlag{Name: "warm-mode", Value: string(warm.ModeMemory), Usage: "how warm templates are made: `memory` (RAM in a file clones map copy-on-write, only the device state loaded per create) or snapshot (a whole-RAM internal snapshot copied and loaded per create, the earlier mechanism)"},
 			&cli.IntFlag{Name: "warm-templates", Value: 8, Usage: "keep at most `N` warm templates (one per image and shape); building another removes the least recently used"},
 			&cli.DurationFlag{Name: "shutdown-timeout", Value: 30 * time.Second, Usage: "on SIGTERM, let running commands finish for this long"},
 			&cli.Int64Flag{Name: "audit-max-bytes", Value: 64 << 20, Usage: "rotate the audit log at this many `BYTES`"},
@@ -98,6 +100,10 @@ func serveAction(c *cli.Context) error {
 	}
 	if apiCfg.TLS, err = serverTLS(c); err != nil {
 		return err
+	}
+	warmMode, err := warm.ParseMode(c.String("warm-mode"))
+	if err != nil {
+		return usageError(c, err, false)
 	}
 	tcpAddr := c.String("listen-tcp")
 	if tcpAddr != "" {
@@ -163,6 +169,7 @@ func serveAction(c *cli.Context) error {
 		StopOnShutdown: c.Bool("stop-on-exit"),
 		WarmPool:       c.Int("warm-pool"),
 		WarmTemplates:  c.Int("warm-templates"),
+		WarmMode:       warmMode,
 		AuditMaxBytes:  c.Int64("audit-max-bytes"),
 		AuditMaxFiles:  c.Int("audit-max-files"),
 		AuditFullTty:   c.Bool("audit-full-tty"),

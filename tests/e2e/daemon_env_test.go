@@ -45,6 +45,7 @@ type (
 		MemoryMiB int               `json:"memory_mib"`
 		Labels    map[string]string `json:"labels"`
 		ExecCount int               `json:"exec_count"`
+		Tainted   []string          `json:"tainted"`
 		Image     struct {
 			Name string `json:"name"`
 			Dir  string `json:"dir"`

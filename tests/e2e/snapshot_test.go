@@ -455,6 +455,13 @@ func TestWarmCreate(t *testing.T) {
 	keys, _ := filepath.Glob(filepath.Join(d.state, "warm", "*", "manifest.json"))
 	if len(keys) != 1 {
 		t.Errorf("warm templates %v; want exactly one for one image and shape", keys)
+	} else if man, _ := os.ReadFile(keys[0]); !strings.Contains(string(man), `"memory"`) {
+		t.Errorf("the warm template is not a memory template (the default --warm-mode): %s", man)
+	}
+	for _, sb := range warm {
+		if len(sb.Tainted) != 1 || sb.Tainted[0] != "custom-argv" {
+			t.Errorf("warm sandbox %s: tainted %q; want [custom-argv] (memory template clone, QEMU passthrough)", sb.ID, sb.Tainted)
+		}
 	}
 	if sbs := d.list(""); len(sbs) != 2 {
 		t.Errorf("sandboxes after two warm creates: %+v; want just the two (the template's boot is gone)", sbs)

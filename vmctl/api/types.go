@@ -57,6 +57,12 @@ type Sandbox struct {
 	// BootMs is the time from domain start to the agent's handshake, in
 	// milliseconds.
 	BootMs int64 `json:"boot_ms,omitempty"`
+	// Tainted lists the libvirt taints agentbox's own domain
+	// configuration gives the sandbox's domain: "custom-argv" when its
+	// QEMU command line carries passthrough arguments (a warm sandbox
+	// cloned from a memory template, see docs/snapshots.md, and what is
+	// restarted or restored from one). Empty for other sandboxes.
+	Tainted []string `json:"tainted,omitempty"`
 	// ExecCount is the number of commands run so far (attached and
 	// detached).
 	ExecCount int `json:"exec_count"`

@@ -72,6 +72,9 @@ type Config struct {
 	// least recently used goes when another is built
 	// (warm.Service.SetTemplates); 0 means 8.
 	WarmTemplates int
+	// WarmMode is how warm templates are made (warm.Service.SetMode):
+	// warm.ModeMemory (the default, "") or warm.ModeSnapshot.
+	WarmMode warm.Mode
 	// AuditMaxBytes and AuditMaxFiles rotate the audit log (0: the audit
 	// package's defaults, 64 MiB × 10 files).
 	AuditMaxBytes int64
@@ -238,6 +241,7 @@ func New(ctx context.Context, cfg Config) (_ *Daemon, err error) {
 	d.snaps = snapshot.New(d.mgr) // before Reconcile: it keeps snapshot files
 	d.warm = warm.New(d.mgr, d.snaps)
 	d.warm.SetPool(cfg.WarmPool)
+	d.warm.SetMode(cfg.WarmMode)
 	d.report, err = d.mgr.Reconcile(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("reconcile with libvirt: %w", err)

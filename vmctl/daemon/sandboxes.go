@@ -209,6 +209,9 @@ func (d *Daemon) view(sb *sandbox.Sandbox) api.Sandbox {
 	if v.Limits.TTLSeconds > 0 {
 		v.ExpiresAt = timePtr(r.CreatedAt.Add(time.Duration(v.Limits.TTLSeconds) * time.Second))
 	}
+	if r.Spec != nil {
+		v.Tainted = r.Spec.Taints()
+	}
 	v.Network = networkView(r)
 	v.Ports = d.portViews(sb.ID)         // ports.go
 	viewResources(r, &v, d.usage.latest) // resources.go

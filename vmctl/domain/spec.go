@@ -143,4 +143,9 @@ type Spec struct {
 	// fresh random numbers. It is part of the machine's device set: a
 	// snapshot restores only into a domain with the same GenID setting.
 	GenID bool
+
+	// MemoryBackend, if set, puts the guest RAM in agentbox's own QEMU
+	// memory backend (a RAM file for warm memory templates), passed
+	// through libvirt's <qemu:commandline>: see [MemoryBackend]. Optional.
+	MemoryBackend *MemoryBackend
 }

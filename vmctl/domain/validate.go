@@ -130,6 +130,7 @@ func (s Spec) Validate() error {
 
 	errs = append(errs, s.Tune.validate(s)...)
 	errs = append(errs, s.Interface.validate()...)
+	errs = append(errs, s.MemoryBackend.validate()...)
 	return errors.Join(errs...)
 }
 

@@ -189,6 +189,10 @@ type Options struct {
 	// ResourceRequest and Limits); zero fields take the image's or
 	// agentbox's defaults.
 	Resources ResourceRequest
+	// MemoryBackend, if set, puts the guest RAM in agentbox's own
+	// memory backend (domain.MemoryBackend): a warm memory template's
+	// build runs with its RAM in a shared file.
+	MemoryBackend *domain.MemoryBackend
 	// Admit, if set, is called with the sandbox's resolved vCPUs and
 	// memory (MiB) and with what the manager's other live sandboxes hold
 	// (see Resources), before anything is made; an error aborts the create
@@ -244,6 +248,8 @@ func (m *Manager) Create(ctx context.Context, opts Options) (*Sandbox, error) {
 		// A new VM generation ID for every domain: restores of a
 		// snapshot of this sandbox reseed their guest's RNG at once.
 		GenID: true,
+
+		MemoryBackend: opts.MemoryBackend,
 	}
 	bootTimeout := opts.BootTimeout
 	if bootTimeout <= 0 {

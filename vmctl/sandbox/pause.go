@@ -453,6 +453,7 @@ func (m *Manager) Start(ctx context.Context, sb *Sandbox, opts StartOptions) err
 func (m *Manager) rebuild(sb *Sandbox) *Build {
 	sb.mu.Lock()
 	spec := *sb.rec.Spec
+	spec.MemoryBackend = spec.MemoryBackend.Private() // a clone's template RAM is not its to reuse
 	sb.life = newLife()
 	sb.mu.Unlock()
 	return &Build{Sandbox: sb, Spec: spec, Undo: revert.New(), m: m}

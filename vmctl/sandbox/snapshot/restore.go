@@ -121,6 +121,17 @@ type Source struct {
 	// restored record starts from it, so what other parts of the manager
 	// keep there (resources, network policy) carries over.
 	Base sandbox.Record
+	// Memory, if set, is the restored domain's memory backend (a warm
+	// memory template's clone: its RAM file mapped copy-on-write, waiting
+	// for its device state); nil gives it the Private form of the saved
+	// spec's (see domain.MemoryBackend.Private).
+	Memory *domain.MemoryBackend
+	// Load, if set, replaces the snapshot load: it loads the saved state
+	// into the domain started paused (a memory template's device state,
+	// see vmctl/sandbox/warm), and LoadInFinish moves it from Prepare to
+	// Finish (a pooled member then holds a domain still waiting for it).
+	Load         *sandbox.Step
+	LoadInFinish bool
 }
 
 // policy is the network policy the restored sandbox gets: its source's.
@@ -143,7 +154,7 @@ func (s *Service) RestoreFrom(ctx context.Context, src Source, opts RestoreOptio
 		return nil, err
 	}
 	steps := append([]sandbox.Step{s.register(opts)}, s.prepareSteps(snap, src)...)
-	if err := b.Run(ctx, "restore", append(steps, s.finishSteps(snap, opts)...)...); err != nil {
+	if err := b.Run(ctx, "restore", append(steps, s.finishSteps(snap, src, opts)...)...); err != nil {
 		return nil, err
 	}
 	return s.done(ctx, b, src)
@@ -179,7 +190,7 @@ func (s *Service) Finish(ctx context.Context, b *sandbox.Build, src Source, opts
 	}
 	b.Started = time.Now()
 	b.Times = sandbox.RestoreTimes{}
-	if err := b.Run(ctx, "restore", append([]sandbox.Step{s.register(opts)}, s.finishSteps(snap, opts)...)...); err != nil {
+	if err := b.Run(ctx, "restore", append([]sandbox.Step{s.register(opts)}, s.finishSteps(snap, src, opts)...)...); err != nil {
 		return nil, err
 	}
 	return s.done(ctx, b, src)
@@ -204,6 +215,10 @@ func (s *Service) newBuild(src Source, img *image.Image) (*sandbox.Build, error)
 	spec.Disk, spec.AgentSocket, spec.ConsoleLog = sb.Overlay, sb.AgentSocket, sb.ConsoleLog
 	spec.GuestAgentSocket = sb.GuestAgentSocket
 	spec.UUID = ""
+	spec.MemoryBackend = spec.MemoryBackend.Private()
+	if src.Memory != nil {
+		spec.MemoryBackend = src.Memory
+	}
 	spec.Cmdline = hostnameRE.ReplaceAllString(spec.Cmdline, "agentbox.hostname="+sb.Domain)
 	b.Spec = spec
 	return b, nil
@@ -220,7 +235,11 @@ func (s *Service) register(opts RestoreOptions) sandbox.Step {
 // had one), the guest's MAC, the domain started paused (with the limits,
 // as a create starts it) and the load of the saved state.
 func (s *Service) prepareSteps(snap sandbox.Snapshotter, src Source) []sandbox.Step {
-	return []sandbox.Step{
+	load := sandbox.StepLoad(snap, src.Tag, fmt.Sprintf("snapshot %q (remove the snapshot if it stays unusable)", src.Name))
+	if src.Load != nil {
+		load = *src.Load
+	}
+	steps := []sandbox.Step{
 		sandbox.StepDir(),
 		{Name: "copy", Run: func(ctx context.Context, b *sandbox.Build) error {
 			return s.copyFile(ctx, src, b.Sandbox.Overlay, &b.Times)
@@ -231,21 +250,28 @@ func (s *Service) prepareSteps(snap sandbox.Snapshotter, src Source) []sandbox.S
 			return nil
 		}},
 		sandbox.StepDomain(snap.StartDomainPaused),
-		sandbox.StepLoad(snap, src.Tag, fmt.Sprintf("snapshot %q (remove the snapshot if it stays unusable)", src.Name)),
 	}
+	if src.LoadInFinish {
+		return steps
+	}
+	return append(steps, load)
 }
 
 // finishSteps: resume the loaded domain, reconnect the agent (a new
 // hello ends the session the guest was in when the state was saved, see
 // vmctl/guestagent's sessionConn), set the guest's clock and identity,
 // and mark the sandbox running.
-func (s *Service) finishSteps(snap sandbox.Snapshotter, opts RestoreOptions) []sandbox.Step {
+func (s *Service) finishSteps(snap sandbox.Snapshotter, src Source, opts RestoreOptions) []sandbox.Step {
 	timeout := opts.Timeout
 	if timeout <= 0 {
 		timeout = 60 * time.Second
 	}
 	var agentStart time.Time
-	return []sandbox.Step{
+	var steps []sandbox.Step
+	if src.LoadInFinish && src.Load != nil {
+		steps = append(steps, *src.Load)
+	}
+	return append(steps, []sandbox.Step{
 		sandbox.StepResumeDomain(snap),
 		// Times.Agent counts from here.
 		{Name: "agent timer", Run: func(ctx context.Context, b *sandbox.Build) error {
@@ -274,7 +300,7 @@ func (s *Service) finishSteps(snap sandbox.Snapshotter, opts RestoreOptions) []s
 			return nil
 		}},
 		sandbox.StepRunning(),
-	}
+	}...)
 }
 
 // done hands b's sandbox over and gives the guest its own addresses (it

@@ -51,6 +51,9 @@ type manifest struct {
 	// Source is the template sandbox's record: warm sandboxes start their
 	// records from it (as restores do from SnapshotRecord.Source).
 	Source sandbox.Record `json:"source"`
+	// Memory is set for a memory template (ModeMemory): its RAM and
+	// device state files and its clone key.
+	Memory *memManifest `json:"memory,omitempty"`
 }
 
 // templateKey is the template key: a hash of everything the saved state
@@ -81,6 +84,8 @@ type Service struct {
 	// paused domain.
 	poolSize int
 	poolShut bool
+	// mode is how templates are made (SetMode).
+	mode Mode
 	// maxTemplates caps the templates (SetTemplates).
 	maxTemplates int
 	pool         map[string][]member
@@ -135,8 +140,19 @@ func (w *Service) Create(ctx context.Context, opts sandbox.Options) (*sandbox.Sa
 	if err := resources.CheckRequest(vcpus, opts.MemoryMiB, opts.Resources); err != nil { // also for a template built before
 		return nil, err
 	}
-	key := templateKey(opts.Image.Digest, opts.Accel.DomainType, domain.DefaultMachine, vcpus, memory, opts.GuestAgentChannel, opts.Network.HasNIC(), opts.Resources)
-	man, err := w.template(ctx, key, opts)
+	mt, memMode := w.memTemplater()
+	domainType := opts.Accel.DomainType
+	if memMode {
+		domainType += "+" + string(ModeMemory) // another template than a snapshot template
+	}
+	key := templateKey(opts.Image.Digest, domainType, domain.DefaultMachine, vcpus, memory, opts.GuestAgentChannel, opts.Network.HasNIC(), opts.Resources)
+	var man manifest
+	var err error
+	if memMode {
+		man, err = w.memTemplate(ctx, mt, key, opts)
+	} else {
+		man, err = w.template(ctx, key, opts)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -169,12 +185,17 @@ func (w *Service) Create(ctx context.Context, opts sandbox.Options) (*sandbox.Sa
 }
 
 // source is what a restore from template man starts from (the template's
-// network policy; Create sets the request's).
+// network policy; Create sets the request's): a clone (memSource) for a
+// memory template.
 func (w *Service) source(man manifest, ac accel.Choice) snapshot.Source {
-	return snapshot.Source{
+	src := snapshot.Source{
 		Name: "warm template " + man.Key, File: filepath.Join(w.dir(man.Key), "overlay.qcow2"), Tag: readyTag,
 		Spec: man.Spec, Accel: ac, VCPUs: man.VCPUs, MemoryMiB: man.MemoryMiB, Base: man.Source,
 	}
+	if mt, ok := w.cfg.Driver.(sandbox.MemoryTemplater); ok && man.Memory != nil {
+		src = w.memSource(mt, man, src)
+	}
+	return src
 }
 
 // template returns the manifest of the template for key, building it
