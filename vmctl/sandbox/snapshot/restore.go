@@ -199,10 +199,20 @@ func (s *Service) Finish(ctx context.Context, b *sandbox.Build, src Source, opts
 // newBuild makes the new sandbox of a restore from src.
 func (s *Service) newBuild(src Source, img *image.Image) (*sandbox.Build, error) {
 	base := src.Base
-	b, err := s.m.NewBuild(sandbox.Shape{
+	shape := sandbox.Shape{
 		Image: img, Accel: src.Accel, VCPUs: src.VCPUs, MemoryMiB: src.MemoryMiB,
 		GuestAgentChannel: src.Spec.GuestAgentSocket != "", From: &base,
-	})
+	}
+	if src.Memory != nil {
+		// A clone of a memory template: admission counts the template's
+		// RAM once, not in every clone (sandbox.SharedMemoryOf).
+		shared, err := sandbox.SharedMemoryOf(src.Memory.File)
+		if err != nil {
+			return nil, err
+		}
+		shape.SharedMemory = shared
+	}
+	b, err := s.m.NewBuild(shape)
 	if err != nil {
 		return nil, err
 	}
