@@ -36,7 +36,7 @@ var _ filesystemconnect.FilesystemHandler = (*filesystemService)(nil)
 
 // mountFilesystem registers the service on mux.
 func mountFilesystem(mux *http.ServeMux, c *client.Client, o Options) {
-	mux.Handle(filesystemconnect.NewFilesystemHandler(&filesystemService{c: c, opts: o}))
+	mux.Handle(filesystemconnect.NewFilesystemHandler(&filesystemService{c: c, opts: o}, handlerOptions...))
 }
 
 // resolver returns the path resolver of a request (its user from the
