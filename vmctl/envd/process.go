@@ -62,10 +62,6 @@ func newProcessService(c *client.Client, o Options) *processService {
 	return &processService{c: c, defaultUser: o.DefaultUser, started: map[procKey]startInfo{}}
 }
 
-// keepaliveHeader is the request header in which E2B's SDK asks for
-// keepalive events on a stream, in seconds between two.
-const keepaliveHeader = "Keepalive-Ping-Interval"
-
 // sandboxOf returns the sandbox of a request, which the front put in its
 // context.
 func sandboxOf(ctx context.Context) (string, error) {
