@@ -123,8 +123,11 @@ func (s *processService) Start(ctx context.Context, req *connect.Request[process
 	err = s.follow(ctx, req.Header(), sb, p, 0, func(ev *process.ProcessEvent) error {
 		return stream.Send(&process.StartResponse{Event: ev})
 	})
-	if err == nil {
-		s.forget(key) // it ended and the client was told
+	if err == nil || ctx.Err() == nil {
+		// It ended and the client was told, or the service failed the
+		// stream: nobody will ask for it. A client that went away may
+		// connect again while it runs (find forgets it once it ended).
+		s.forget(key)
 	}
 	return err
 }
@@ -156,15 +159,14 @@ func (s *processService) List(ctx context.Context, req *connect.Request[process.
 		return nil, connectError(err)
 	}
 	res := &process.ListResponse{Processes: []*process.ProcessInfo{}}
-	running := map[procKey]bool{}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.pruneLocked(sb, list)
 	for _, p := range list {
 		if p.State != api.ProcessRunning {
 			continue
 		}
 		key := procKey{sb, p.ID}
-		running[key] = true
 		info := &process.ProcessInfo{Pid: uint32(p.Pid)}
 		if st, ok := s.started[key]; ok {
 			info.Config = st.config
@@ -175,11 +177,6 @@ func (s *processService) List(ctx context.Context, req *connect.Request[process.
 			info.Config = &process.ProcessConfig{Cmd: p.Cmd[0], Args: p.Cmd[1:]}
 		}
 		res.Processes = append(res.Processes, info)
-	}
-	for key := range s.started { // those that ended while no stream followed them
-		if key.sandbox == sb && !running[key] {
-			delete(s.started, key)
-		}
 	}
 	return connect.NewResponse(res), nil
 }
@@ -304,6 +301,9 @@ func (s *processService) find(ctx context.Context, sb string, sel *process.Proce
 	if err != nil {
 		return api.Process{}, connectError(err)
 	}
+	s.mu.Lock()
+	s.pruneLocked(sb, list)
+	s.mu.Unlock()
 	var ended *api.Process
 	for i := len(list) - 1; i >= 0; i-- { // newest first
 		p := list[i]
@@ -321,6 +321,23 @@ func (s *processService) find(ctx context.Context, sb string, sel *process.Proce
 		return *ended, nil
 	}
 	return api.Process{}, errorf(connect.CodeNotFound, "process with %s not found", what)
+}
+
+// pruneLocked drops what Start kept of the processes of sandbox sb that
+// list, the sandbox's processes, does not show running: those that ended
+// while no stream followed them. s.mu is held.
+func (s *processService) pruneLocked(sb string, list []api.Process) {
+	running := map[string]bool{}
+	for _, p := range list {
+		if p.State == api.ProcessRunning {
+			running[p.ID] = true
+		}
+	}
+	for key := range s.started {
+		if key.sandbox == sb && !running[key.id] {
+			delete(s.started, key)
+		}
+	}
 }
 
 // forget drops what Start kept of a process.
