@@ -58,20 +58,12 @@ func (req *MoveRequest) Validate() error {
 	return nil
 }
 
-// CheckOwner checks an Owner field: empty, a numeric uid, or an account
-// name as useradd(8) allows (letters, digits, _ . -, not starting with -,
-// at most 32 bytes). Errors are 400 invalid_argument.
+// CheckOwner checks an Owner field, or another name of a guest account
+// (the user of an E2B data-plane request): empty, or a name or numeric
+// uid as ExecRequest.User takes it (UserPattern: one syntax of account
+// names). Errors are 400 invalid_argument.
 func CheckOwner(what, owner string) error {
-	if owner == "" {
-		return nil
-	}
-	ok := len(owner) <= 32 && owner[0] != '-'
-	for _, c := range owner {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == '-') {
-			ok = false
-		}
-	}
-	if !ok {
+	if owner != "" && !userRE.MatchString(owner) {
 		return Invalidf("%s %s is not a guest account: give a user name (such as root) or a numeric uid", what, QuoteShort(owner))
 	}
 	return nil

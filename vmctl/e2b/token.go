@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -23,11 +24,13 @@ const accessKeyBytes = 32
 // LoadAccessKey returns the key in dir/AccessKeyFile, making it (32
 // random bytes, mode 0600) when the file does not exist: tokens then stay
 // valid across restarts of the daemon, and removing the file revokes all
-// of them. Errors: the file cannot be read or made, or holds a key of the
-// wrong length (the message says to remove it).
+// of them. Errors: the file cannot be read or made, may be read by other
+// users than its owner (whoever reads it has every sandbox's data plane;
+// the message says to chmod it), or holds a key of the wrong length (the
+// message says to remove it).
 func LoadAccessKey(dir string) ([]byte, error) {
 	path := filepath.Join(dir, AccessKeyFile)
-	key, err := os.ReadFile(path)
+	key, err := readPrivate(path)
 	if err == nil {
 		if len(key) != accessKeyBytes {
 			return nil, fmt.Errorf("E2B access key %s holds %d bytes, want %d: remove it (a new one is made; tokens handed out so far stop working)", path, len(key), accessKeyBytes)
@@ -35,7 +38,7 @@ func LoadAccessKey(dir string) ([]byte, error) {
 		return key, nil
 	}
 	if !errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("E2B access key: %w", err)
+		return nil, err
 	}
 	key = make([]byte, accessKeyBytes)
 	if _, err := rand.Read(key); err != nil {
@@ -55,6 +58,28 @@ func LoadAccessKey(dir string) ([]byte, error) {
 	}
 	if err := f.Close(); err != nil {
 		os.Remove(path)
+		return nil, fmt.Errorf("E2B access key: %w", err)
+	}
+	return key, nil
+}
+
+// readPrivate reads the key file at path, refusing one that group or
+// others may read.
+func readPrivate(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("E2B access key: %w", err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("E2B access key: %w", err)
+	}
+	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
+		return nil, fmt.Errorf("E2B access key %s may be read by other users (mode %04o): chmod 600 it, or remove it (a new one is made; tokens handed out so far stop working)", path, perm)
+	}
+	key, err := io.ReadAll(f)
+	if err != nil {
 		return nil, fmt.Errorf("E2B access key: %w", err)
 	}
 	return key, nil

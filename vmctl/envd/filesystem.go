@@ -9,7 +9,6 @@ import (
 	"path"
 	"strings"
 	"sync"
-	"time"
 
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -36,7 +35,7 @@ var _ filesystemconnect.FilesystemHandler = (*filesystemService)(nil)
 
 // mountFilesystem registers the service on mux.
 func mountFilesystem(mux *http.ServeMux, c *client.Client, o Options) {
-	mux.Handle(filesystemconnect.NewFilesystemHandler(&filesystemService{c: c, opts: o}))
+	mux.Handle(filesystemconnect.NewFilesystemHandler(&filesystemService{c: c, opts: o}, handlerOptions...))
 }
 
 // resolver returns the path resolver of a request (its user from the
@@ -215,27 +214,10 @@ func (s *filesystemService) WatchDir(ctx context.Context, req *connect.Request[f
 		_ = send(&fspb.WatchDirResponse{Event: &fspb.WatchDirResponse_Start{Start: &fspb.WatchDirResponse_StartEvent{}}})
 		close(started)
 	}
-	if every := keepaliveInterval(req.Header()); every > 0 {
-		go func() {
-			select {
-			case <-started:
-			case <-ctx.Done():
-				return
-			}
-			t := time.NewTicker(every)
-			defer t.Stop()
-			for {
-				select {
-				case <-ctx.Done():
-					return
-				case <-t.C:
-					if send(&fspb.WatchDirResponse{Event: &fspb.WatchDirResponse_Keepalive{Keepalive: &fspb.WatchDirResponse_KeepAlive{}}}) != nil {
-						return
-					}
-				}
-			}
-		}()
-	}
+	stop := keepalive(ctx, keepaliveInterval(req.Header()), started, func() error {
+		return send(&fspb.WatchDirResponse{Event: &fspb.WatchDirResponse_Keepalive{Keepalive: &fspb.WatchDirResponse_KeepAlive{}}})
+	})
+	defer stop() // no send after the handler returned
 	emit := func(ev api.WatchEvent) error {
 		for _, e := range watchEvents(dir, ev, withEntry) {
 			if err := send(&fspb.WatchDirResponse{Event: &fspb.WatchDirResponse_Filesystem{Filesystem: e}}); err != nil {
@@ -245,6 +227,7 @@ func (s *filesystemService) WatchDir(ctx context.Context, req *connect.Request[f
 		return nil
 	}
 	err = s.c.Watch(ctx, r.sb, dir, req.Msg.GetRecursive(), ready, emit)
+	stop()
 	mu.Lock()
 	defer mu.Unlock()
 	if sendErr != nil {

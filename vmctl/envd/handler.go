@@ -4,6 +4,8 @@ import (
 	"context"
 	"net/http"
 
+	"connectrpc.com/connect"
+
 	"github.com/agentbox/agentbox/vmctl/client"
 	"github.com/agentbox/agentbox/vmctl/envd/gen/process/processconnect"
 )
@@ -26,11 +28,21 @@ func NewHandler(c *client.Client, o Options) http.Handler {
 	}
 	mux := http.NewServeMux()
 	// Each service registers its routes here (one line each).
-	mux.Handle(processconnect.NewProcessHandler(newProcessService(c, o)))
+	mux.Handle(processconnect.NewProcessHandler(newProcessService(c, o), handlerOptions...))
 	mountFiles(mux, c, o)
 	mountFilesystem(mux, c, o)
 	return mux
 }
+
+// MaxMessageBytes is the largest request message the Connect services
+// read, in bytes (16 MiB), after decompression: a larger one (stdin of
+// SendInput, most likely; send it in pieces) is answered
+// resource_exhausted before it is held in memory, and a small gzip
+// body cannot expand past it.
+const MaxMessageBytes = 16 << 20
+
+// handlerOptions are the options of every Connect service's handler.
+var handlerOptions = []connect.HandlerOption{connect.WithReadMaxBytes(MaxMessageBytes)}
 
 type sandboxKey struct{}
 

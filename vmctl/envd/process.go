@@ -3,12 +3,9 @@ package envd
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
 	"maps"
-	"net/http"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -65,10 +62,6 @@ func newProcessService(c *client.Client, o Options) *processService {
 	return &processService{c: c, defaultUser: o.DefaultUser, started: map[procKey]startInfo{}}
 }
 
-// keepaliveHeader is the request header in which E2B's SDK asks for
-// keepalive events on a stream, in seconds between two.
-const keepaliveHeader = "Keepalive-Ping-Interval"
-
 // sandboxOf returns the sandbox of a request, which the front put in its
 // context.
 func sandboxOf(ctx context.Context) (string, error) {
@@ -77,29 +70,6 @@ func sandboxOf(ctx context.Context) (string, error) {
 		return "", errorf(connect.CodeInternal, "the request carries no sandbox (the E2B front must route it with WithSandbox)")
 	}
 	return id, nil
-}
-
-// userOf returns the guest user a request runs as: the name of HTTP Basic
-// credentials (E2B's SDK sends "Authorization: Basic base64(NAME:)"), or
-// def without them.
-func userOf(h http.Header, def string) (string, error) {
-	a := h.Get("Authorization")
-	if a == "" {
-		return def, nil
-	}
-	scheme, cred, _ := strings.Cut(a, " ")
-	if !strings.EqualFold(scheme, "Basic") {
-		return "", errorf(connect.CodeUnauthenticated, "authorization scheme %q: the data plane takes Basic credentials naming the guest user", scheme)
-	}
-	b, err := base64.StdEncoding.DecodeString(strings.TrimSpace(cred))
-	if err != nil {
-		return "", errorf(connect.CodeUnauthenticated, "authorization: Basic credentials are not base64: %v", err)
-	}
-	name, _, _ := strings.Cut(string(b), ":")
-	if name == "" {
-		return def, nil
-	}
-	return name, nil
 }
 
 // Start implements process.Process/Start.
@@ -112,15 +82,21 @@ func (s *processService) Start(ctx context.Context, req *connect.Request[process
 	if cfg.GetCmd() == "" {
 		return errorf(connect.CodeInvalidArgument, "process.cmd is empty: give the program to run")
 	}
-	user, err := userOf(req.Header(), s.defaultUser)
+	user, err := rpcUser(req.Header(), s.defaultUser)
 	if err != nil {
 		return err
 	}
 	er := api.ExecRequest{
 		Cmd:       append([]string{cfg.GetCmd()}, cfg.GetArgs()...),
-		Cwd:       cfg.GetCwd(),
 		User:      user,
 		StdinOpen: req.Msg.GetStdin(),
+	}
+	if cfg.GetCwd() != "" {
+		// As envd: relative to the user's home, "~" expanded.
+		res := &resolver{c: s.c, sb: sb, user: user}
+		if er.Cwd, err = res.abs(ctx, cfg.GetCwd()); err != nil {
+			return connectError(err)
+		}
 	}
 	for _, k := range slices.Sorted(maps.Keys(cfg.GetEnvs())) {
 		er.Env = append(er.Env, k+"="+cfg.GetEnvs()[k])
@@ -147,8 +123,11 @@ func (s *processService) Start(ctx context.Context, req *connect.Request[process
 	err = s.follow(ctx, req.Header(), sb, p, 0, func(ev *process.ProcessEvent) error {
 		return stream.Send(&process.StartResponse{Event: ev})
 	})
-	if err == nil {
-		s.forget(key) // it ended and the client was told
+	if err == nil || ctx.Err() == nil {
+		// It ended and the client was told, or the service failed the
+		// stream: nobody will ask for it. A client that went away may
+		// connect again while it runs (find forgets it once it ended).
+		s.forget(key)
 	}
 	return err
 }
@@ -180,15 +159,14 @@ func (s *processService) List(ctx context.Context, req *connect.Request[process.
 		return nil, connectError(err)
 	}
 	res := &process.ListResponse{Processes: []*process.ProcessInfo{}}
-	running := map[procKey]bool{}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.pruneLocked(sb, list)
 	for _, p := range list {
 		if p.State != api.ProcessRunning {
 			continue
 		}
 		key := procKey{sb, p.ID}
-		running[key] = true
 		info := &process.ProcessInfo{Pid: uint32(p.Pid)}
 		if st, ok := s.started[key]; ok {
 			info.Config = st.config
@@ -199,11 +177,6 @@ func (s *processService) List(ctx context.Context, req *connect.Request[process.
 			info.Config = &process.ProcessConfig{Cmd: p.Cmd[0], Args: p.Cmd[1:]}
 		}
 		res.Processes = append(res.Processes, info)
-	}
-	for key := range s.started { // those that ended while no stream followed them
-		if key.sandbox == sb && !running[key] {
-			delete(s.started, key)
-		}
 	}
 	return connect.NewResponse(res), nil
 }
@@ -328,6 +301,9 @@ func (s *processService) find(ctx context.Context, sb string, sel *process.Proce
 	if err != nil {
 		return api.Process{}, connectError(err)
 	}
+	s.mu.Lock()
+	s.pruneLocked(sb, list)
+	s.mu.Unlock()
 	var ended *api.Process
 	for i := len(list) - 1; i >= 0; i-- { // newest first
 		p := list[i]
@@ -345,6 +321,23 @@ func (s *processService) find(ctx context.Context, sb string, sel *process.Proce
 		return *ended, nil
 	}
 	return api.Process{}, errorf(connect.CodeNotFound, "process with %s not found", what)
+}
+
+// pruneLocked drops what Start kept of the processes of sandbox sb that
+// list, the sandbox's processes, does not show running: those that ended
+// while no stream followed them. s.mu is held.
+func (s *processService) pruneLocked(sb string, list []api.Process) {
+	running := map[string]bool{}
+	for _, p := range list {
+		if p.State == api.ProcessRunning {
+			running[p.ID] = true
+		}
+	}
+	for key := range s.started {
+		if key.sandbox == sb && !running[key.id] {
+			delete(s.started, key)
+		}
+	}
 }
 
 // forget drops what Start kept of a process.

@@ -4,10 +4,8 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"strconv"
 	"sync"
 	"syscall"
-	"time"
 
 	"connectrpc.com/connect"
 
@@ -36,28 +34,10 @@ func (s *processService) follow(ctx context.Context, h http.Header, sb string, p
 	if err := sendLocked(&process.ProcessEvent{Event: &process.ProcessEvent_Start{Start: &process.ProcessEvent_StartEvent{Pid: uint32(p.Pid)}}}); err != nil {
 		return err
 	}
-	if every := keepaliveInterval(h); every > 0 {
-		kctx, stop := context.WithCancel(ctx)
-		var wg sync.WaitGroup
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			t := time.NewTicker(every)
-			defer t.Stop()
-			for {
-				select {
-				case <-kctx.Done():
-					return
-				case <-t.C:
-					if sendLocked(&process.ProcessEvent{Event: &process.ProcessEvent_Keepalive{Keepalive: &process.ProcessEvent_KeepAlive{}}}) != nil {
-						return
-					}
-				}
-			}
-		}()
-		defer wg.Wait() // no send after the handler returned
-		defer stop()
-	}
+	stop := keepalive(ctx, keepaliveInterval(h), nil, func() error {
+		return sendLocked(&process.ProcessEvent{Event: &process.ProcessEvent_Keepalive{Keepalive: &process.ProcessEvent_KeepAlive{}}})
+	})
+	defer stop() // no send after the handler returned
 
 	stdout := &dataWriter{send: sendLocked, offset: &offset, wrap: func(b []byte) *process.ProcessEvent_DataEvent {
 		return &process.ProcessEvent_DataEvent{Output: &process.ProcessEvent_DataEvent_Stdout{Stdout: b}}
@@ -90,16 +70,6 @@ func (s *processService) follow(ctx context.Context, h http.Header, sb string, p
 			return errorf(connect.CodeUnavailable, "the sandbox service ended the output of process %d %d times without its end; connect again", p.Pid, tries+1)
 		}
 	}
-}
-
-// keepaliveInterval returns the interval between keepalive events h asks
-// for, 0 for none.
-func keepaliveInterval(h http.Header) time.Duration {
-	n, err := strconv.Atoi(h.Get(keepaliveHeader))
-	if err != nil || n <= 0 {
-		return 0
-	}
-	return time.Duration(n) * time.Second
 }
 
 // dataWriter sends what is written to it as data events and advances the

@@ -99,6 +99,7 @@ type limitWriter struct {
 	n int64
 }
 
+// Write implements io.Writer: p, or an error once more than n bytes came.
 func (l *limitWriter) Write(p []byte) (int, error) {
 	if int64(len(p)) > l.n {
 		return 0, fmt.Errorf("the guest's /etc/passwd is over 4 MiB")
