@@ -49,20 +49,3 @@ func TestConnectError(t *testing.T) {
 		t.Error("nil became an error")
 	}
 }
-
-// TestUserOf: the guest user is the name of Basic credentials (as E2B's
-// SDK sends "user:"), the default without them.
-func TestUserOf(t *testing.T) {
-	h := http.Header{}
-	if u, err := userOf(h, "user"); u != "user" || err != nil {
-		t.Errorf("none: %q %v", u, err)
-	}
-	h.Set("Authorization", "Basic cm9vdDo=") // root:
-	if u, err := userOf(h, "user"); u != "root" || err != nil {
-		t.Errorf("root: %q %v", u, err)
-	}
-	h.Set("Authorization", "Bearer abc")
-	if _, err := userOf(h, "user"); connect.CodeOf(err) != connect.CodeUnauthenticated {
-		t.Errorf("bearer: %v", err)
-	}
-}

@@ -3,12 +3,9 @@ package envd
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
 	"maps"
-	"net/http"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -79,29 +76,6 @@ func sandboxOf(ctx context.Context) (string, error) {
 	return id, nil
 }
 
-// userOf returns the guest user a request runs as: the name of HTTP Basic
-// credentials (E2B's SDK sends "Authorization: Basic base64(NAME:)"), or
-// def without them.
-func userOf(h http.Header, def string) (string, error) {
-	a := h.Get("Authorization")
-	if a == "" {
-		return def, nil
-	}
-	scheme, cred, _ := strings.Cut(a, " ")
-	if !strings.EqualFold(scheme, "Basic") {
-		return "", errorf(connect.CodeUnauthenticated, "authorization scheme %q: the data plane takes Basic credentials naming the guest user", scheme)
-	}
-	b, err := base64.StdEncoding.DecodeString(strings.TrimSpace(cred))
-	if err != nil {
-		return "", errorf(connect.CodeUnauthenticated, "authorization: Basic credentials are not base64: %v", err)
-	}
-	name, _, _ := strings.Cut(string(b), ":")
-	if name == "" {
-		return def, nil
-	}
-	return name, nil
-}
-
 // Start implements process.Process/Start.
 func (s *processService) Start(ctx context.Context, req *connect.Request[process.StartRequest], stream *connect.ServerStream[process.StartResponse]) error {
 	sb, err := sandboxOf(ctx)
@@ -112,7 +86,7 @@ func (s *processService) Start(ctx context.Context, req *connect.Request[process
 	if cfg.GetCmd() == "" {
 		return errorf(connect.CodeInvalidArgument, "process.cmd is empty: give the program to run")
 	}
-	user, err := userOf(req.Header(), s.defaultUser)
+	user, err := rpcUser(req.Header(), s.defaultUser)
 	if err != nil {
 		return err
 	}
