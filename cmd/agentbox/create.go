@@ -22,9 +22,9 @@ func createCommand() *cli.Command {
 			"exist on the daemon's host too (the same host, or one with the same store path). --template NAME\n" +
 			"boots one of the daemon's named templates instead (`agentbox templates`). Only\n" +
 			"the sandbox ID is printed on stdout, so scripts can do `id=$(agentbox create --image DIR)`.\n" +
-			"The sandbox runs until `agentbox stop`/`rm`, its --ttl or its --idle-timeout (whose\n" +
-			"--ttl-action and --idle-action may stop or pause it instead of removing it). --env sets\n" +
-			"variables every command run in it gets.\n\n" +
+			"The sandbox runs until `agentbox stop`/`rm`, its --ttl or its --idle-timeout (which may\n" +
+			"stop or pause it instead of removing it: --ttl-action, --idle-action). --env sets variables\n" +
+			"every command run in it gets.\n\n" +
 			"Exit status: 0 once it runs; 125 if it could not be created (bad image, name taken, the host's\n" +
 			"capacity reached, boot failure: the message says which).",
 		Flags: append([]cli.Flag{

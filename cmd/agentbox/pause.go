@@ -14,7 +14,7 @@ import (
 func idleFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "idle-action", Usage: "what --idle-timeout does: remove, stop (start boots it again), pause (in memory) or pause-to-disk (QEMU ends, host memory freed)", DefaultText: "remove"},
-		&cli.StringFlag{Name: "ttl-action", Usage: "what reaching --ttl does: remove, stop, pause or pause-to-disk (as --idle-action; any but remove ends the TTL: the sandbox is kept until `agentbox timeout` sets a new one)", DefaultText: "remove"},
+		&cli.StringFlag{Name: "ttl-action", Usage: "what reaching --ttl does, `ACTION`: remove, stop, pause or pause-to-disk (as --idle-action; any but remove ends the TTL: the sandbox is kept until agentbox timeout sets a new one)", DefaultText: "remove"},
 		&cli.DurationFlag{Name: "paused-ttl", Usage: "remove the sandbox `DURATION` after it was paused to disk (whole seconds)", DefaultText: "never"},
 	}
 }
