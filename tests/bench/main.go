@@ -24,6 +24,9 @@
 //     a guest terminal over the interactive exec (pty.go).
 //  12. with --watch (and only that): file-watch event latency, write in
 //     the guest → agent, and host upload → event at the host (watch.go).
+//  13. with --e2b N (and only that): the e2b SDK against the E2B front vs
+//     agentbox's own API, cold and warm: create → first command, and N
+//     round trips of `true` (e2b.go, tests/e2b/bench.mjs).
 //
 // Usage: go run ./tests/bench --image DIR --agentbox bin/agentbox
 package main
@@ -71,6 +74,7 @@ func main() {
 	ptyKeys := flag.Int("pty", 0, "run only the PTY benchmark (11): keystroke echo round trip of `N` keys through `exec -it`'s WebSocket and a guest terminal")
 	neighbours := flag.Bool("neighbours", false, "run only the noisy-neighbour benchmark (10): exec latency of an idle sandbox (--execs runs) next to a fork bomb, a memory hog and disk saturation")
 	watch := flag.Bool("watch", false, "run only the file-watch latency benchmark (11): --execs events in the guest and from the host")
+	e2bRuns := flag.Int("e2b", 0, "run only the E2B benchmark (13): the e2b SDK (tests/e2b/bench.mjs) vs agentbox's API, cold and warm, --creates creates and `N` round trips of `true`")
 	flag.Parse()
 	if *imgDir == "" {
 		fail(errors.New("--image DIR is required"))
@@ -89,6 +93,10 @@ func main() {
 	}
 	if *watch {
 		benchWatch(ctx, img, *bin, *uri, *execs)
+		return
+	}
+	if *e2bRuns > 0 {
+		benchE2B(ctx, img, *bin, *uri, *creates, *e2bRuns) // e2b.go
 		return
 	}
 	if *neighbours {
