@@ -22,8 +22,9 @@ func createCommand() *cli.Command {
 			"exist on the daemon's host too (the same host, or one with the same store path). --template NAME\n" +
 			"boots one of the daemon's named templates instead (`agentbox templates`). Only\n" +
 			"the sandbox ID is printed on stdout, so scripts can do `id=$(agentbox create --image DIR)`.\n" +
-			"The sandbox runs until `agentbox stop`/`rm`, its --ttl or its --idle-timeout (whose\n" +
-			"--idle-action may stop or pause it instead of removing it).\n\n" +
+			"The sandbox runs until `agentbox stop`/`rm`, its --ttl or its --idle-timeout (which may\n" +
+			"stop or pause it instead of removing it: --ttl-action, --idle-action). --env sets variables\n" +
+			"every command run in it gets.\n\n" +
 			"Exit status: 0 once it runs; 125 if it could not be created (bad image, name taken, the host's\n" +
 			"capacity reached, boot failure: the message says which).",
 		Flags: append([]cli.Flag{
@@ -40,7 +41,7 @@ func createCommand() *cli.Command {
 			&cli.DurationFlag{Name: "boot-timeout", Value: 120 * time.Second, Usage: "give up if the guest agent has not answered after `DURATION`"},
 			&cli.BoolFlag{Name: "locked", Usage: "refuse a PROFILE whose image differs from the lock file (written by agentbox profile lock)"},
 			&cli.BoolFlag{Name: "warm", Usage: "start from the image's saved \"ready\" state instead of booting (the first --warm create of an image and shape boots once to save it)"},
-			networkFlag, allowFlag, createTemplateFlag,
+			networkFlag, allowFlag, createTemplateFlag, createEnvFlag,
 		}, append(append(resourceFlags(), profileFlags()...), idleFlags()...)...),
 		OnUsageError: usageError,
 		Action: clientAction(func(ctx context.Context, c *cli.Context, cl *client.Client) error {
@@ -66,6 +67,9 @@ func createCommand() *cli.Command {
 			}
 			req, err := createRequest(c, imageDir)
 			if err != nil {
+				return err
+			}
+			if req.Env, err = sandboxEnv(c); err != nil { // createenv.go
 				return err
 			}
 			req.Warm = c.Bool("warm")

@@ -7,14 +7,16 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/agentbox/agentbox/vmctl/api"
 	"github.com/agentbox/agentbox/vmctl/apiserver"
 	"github.com/agentbox/agentbox/vmctl/client"
+	"github.com/agentbox/agentbox/vmctl/daemon"
 	"github.com/agentbox/agentbox/vmctl/e2b"
 	"github.com/agentbox/agentbox/vmctl/envd"
 )
@@ -22,8 +24,8 @@ import (
 // serveE2BFlags are `serve`'s E2B flags.
 func serveE2BFlags() []cli.Flag {
 	return []cli.Flag{
-		&cli.StringFlag{Name: "e2b-listen", Usage: "also serve the E2B API (control and data plane, for the unmodified `e2b` SDK) on TCP `ADDR` (host:port); needs --token-file, whose token is the SDK's E2B_API_KEY"},
-		&cli.StringFlag{Name: "e2b-image", Usage: "image `DIR` of the E2B template \"base\" (the SDK's default templateID)", EnvVars: []string{"AGENTBOX_IMAGE"}},
+		&cli.StringFlag{Name: "e2b-listen", Usage: "also serve the E2B API (control and data plane, for the unmodified e2b SDK) on TCP `ADDR` (host:port); needs --token-file, whose token is the SDK's E2B_API_KEY"},
+		&cli.BoolFlag{Name: "e2b-warm", Usage: "start every E2B sandbox warm (as create --warm does: from its template's saved ready state; the first create of a template and shape boots once to save it), as the E2B API has no way to ask"},
 	}
 }
 
@@ -35,10 +37,12 @@ type e2bFront struct {
 
 // serveE2B makes the E2B front of --e2b-listen over srv's own handler
 // (client.NewHandler: every call goes through the API), listening but
-// not yet serving; nil without --e2b-listen. The envd access key lives in
-// stateDir. Errors: no token (the API key is the daemon's token), a
-// missing --e2b-image, the key or the listener.
-func serveE2B(c *cli.Context, srv *apiserver.Server, stateDir, token string, logger *slog.Logger) (*e2bFront, error) {
+// not yet serving; nil without --e2b-listen. E2B's templateIDs are the
+// daemon's templates (serve --template); without one named base (the
+// SDK's default) a note on stderr says so. The envd access key lives in
+// stateDir. Errors: no token (the API key is the daemon's token), the key
+// or the listener.
+func serveE2B(c *cli.Context, srv *apiserver.Server, templates []daemon.Template, stateDir, token string, logger *slog.Logger) (*e2bFront, error) {
 	addr := c.String("e2b-listen")
 	if addr == "" {
 		return nil, nil
@@ -47,13 +51,8 @@ func serveE2B(c *cli.Context, srv *apiserver.Server, stateDir, token string, log
 	if token == "" {
 		return nil, errors.New("--e2b-listen needs --token-file: its token is the API key E2B clients send (E2B_API_KEY)")
 	}
-	templates := e2b.ImageTemplates{}
-	if dir := c.String("e2b-image"); dir != "" {
-		abs, err := filepath.Abs(dir)
-		if err != nil {
-			return nil, err
-		}
-		templates["base"] = abs
+	if !slices.ContainsFunc(templates, func(t daemon.Template) bool { return t.Name == api.DefaultTemplate }) {
+		fmt.Fprintf(c.App.ErrWriter, "agentbox serve: note: no template named %s: the E2B SDK's Sandbox.create() without a template will fail; add --template %s=DIR|PROFILE\n", api.DefaultTemplate, api.DefaultTemplate)
 	}
 	key, err := e2b.LoadAccessKey(stateDir)
 	if err != nil {
@@ -65,7 +64,7 @@ func serveE2B(c *cli.Context, srv *apiserver.Server, stateDir, token string, log
 		Data:      envd.NewHandler(cl, envd.Options{}),
 		APIKey:    token,
 		AccessKey: key,
-		Templates: templates,
+		Warm:      c.Bool("e2b-warm"),
 		Logger:    logger,
 	})
 	if err != nil {

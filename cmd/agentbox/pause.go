@@ -10,10 +10,11 @@ import (
 	"github.com/agentbox/agentbox/vmctl/client"
 )
 
-// idleFlags are create's flags for what the idle timeout does.
+// idleFlags are create's flags for what the idle timeout and the TTL do.
 func idleFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "idle-action", Usage: "what --idle-timeout does: remove, stop (start boots it again), pause (in memory) or pause-to-disk (QEMU ends, host memory freed)", DefaultText: "remove"},
+		&cli.StringFlag{Name: "ttl-action", Usage: "what reaching --ttl does, `ACTION`: remove, stop, pause or pause-to-disk (as --idle-action; any but remove ends the TTL: the sandbox is kept until agentbox timeout sets a new one)", DefaultText: "remove"},
 		&cli.DurationFlag{Name: "paused-ttl", Usage: "remove the sandbox `DURATION` after it was paused to disk (whole seconds)", DefaultText: "never"},
 	}
 }
@@ -24,6 +25,10 @@ func setIdleLimits(c *cli.Context, req *api.CreateSandboxRequest) error {
 	req.Limits.IdleAction = c.String("idle-action")
 	if !api.ValidIdleAction(req.Limits.IdleAction) {
 		return fmt.Errorf("--idle-action %q: use remove, stop, pause or pause-to-disk", req.Limits.IdleAction)
+	}
+	req.Limits.TTLAction = c.String("ttl-action")
+	if !api.ValidIdleAction(req.Limits.TTLAction) {
+		return fmt.Errorf("--ttl-action %q: use remove, stop, pause or pause-to-disk", req.Limits.TTLAction)
 	}
 	var err error
 	req.Limits.PausedTTLSeconds, err = wholeSeconds(c, "paused-ttl")

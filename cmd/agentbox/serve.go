@@ -199,7 +199,7 @@ func serveAction(c *cli.Context) error {
 		d.Shutdown(context.Background())
 		return err
 	}
-	front, err := serveE2B(c, srv, stateDir, apiCfg.Token, logger) // e2b.go
+	front, err := serveE2B(c, srv, templates, stateDir, apiCfg.Token, logger) // e2b.go
 	if err != nil {
 		closeAll()
 		closeMCP()

@@ -140,6 +140,9 @@ func createFromTemplate(ctx context.Context, c *cli.Context, cl *client.Client) 
 	if err != nil {
 		return err
 	}
+	if req.Env, err = sandboxEnv(c); err != nil { // createenv.go
+		return err
+	}
 	req.Warm = c.Bool("warm")
 	sb, err := cl.CreateSandbox(ctx, req)
 	if err != nil {

@@ -24,7 +24,10 @@
 //     a guest terminal over the interactive exec (pty.go).
 //  12. with --watch (and only that): file-watch event latency, write in
 //     the guest → agent, and host upload → event at the host (watch.go).
-//  13. with --density N (and only that): N idle sandboxes of
+//  13. with --e2b N (and only that): the e2b SDK against the E2B front vs
+//     agentbox's own API, cold and warm: create → first command, and N
+//     round trips of `true` (e2b.go, tests/e2b/bench.mjs).
+//  14. with --density N (and only that): N idle sandboxes of
 //     --density-memory MiB, cold-booted or warm-created
 //     (--density-mode), their PSS / private / shared memory, the host's
 //     MemAvailable drop per sandbox and how many fit in --density-host
@@ -76,7 +79,7 @@ func main() {
 	ptyKeys := flag.Int("pty", 0, "run only the PTY benchmark (11): keystroke echo round trip of `N` keys through `exec -it`'s WebSocket and a guest terminal")
 	neighbours := flag.Bool("neighbours", false, "run only the noisy-neighbour benchmark (10): exec latency of an idle sandbox (--execs runs) next to a fork bomb, a memory hog and disk saturation")
 	watch := flag.Bool("watch", false, "run only the file-watch latency benchmark (11): --execs events in the guest and from the host")
-	density := flag.Int("density", 0, "run only the density benchmark (13): start `N` idle sandboxes and measure their memory")
+	density := flag.Int("density", 0, "run only the density benchmark (18): start `N` idle sandboxes and measure their memory")
 	var dens densityOptions
 	flag.StringVar(&dens.mode, "density-mode", "cold", "with --density: `cold` (booted) or warm (the daemon's warm create: clones of a memory template where the daemon makes them)")
 	flag.IntVar(&dens.memoryMiB, "density-memory", 512, "with --density: guest RAM of each sandbox, `MiB`")
@@ -84,6 +87,7 @@ func main() {
 	flag.DurationVar(&dens.settle, "density-settle", 20*time.Second, "with --density: idle time before measuring")
 	flag.IntVar(&dens.execs, "density-execs", 0, "with --density: time `N` runs of `ls -lR /usr/lib` in the first sandbox afterwards (translation cache effect)")
 	flag.IntVar(&dens.hostMiB, "density-host", 24<<10, "with --density: host memory the fit estimate is for, `MiB`")
+	e2bRuns := flag.Int("e2b", 0, "run only the E2B benchmark (13): the e2b SDK (tests/e2b/bench.mjs) vs agentbox's API, cold and warm, --creates creates and `N` round trips of `true`")
 	flag.Parse()
 	if *imgDir == "" {
 		fail(errors.New("--image DIR is required"))
@@ -110,6 +114,10 @@ func main() {
 	}
 	if *watch {
 		benchWatch(ctx, img, *bin, *uri, *execs)
+		return
+	}
+	if *e2bRuns > 0 {
+		benchE2B(ctx, img, *bin, *uri, *creates, *e2bRuns) // e2b.go
 		return
 	}
 	if *neighbours {

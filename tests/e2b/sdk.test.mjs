@@ -26,6 +26,7 @@ import {
   FileNotFoundError,
   FileType,
   FilesystemEventType,
+  TemplateError,
 } from 'e2b'
 
 const created = process.env.AGENTBOX_E2B_CREATED
@@ -54,7 +55,12 @@ async function until(what, cond, ms = 60_000) {
 let a // the sandbox the SDK creates
 
 before(async () => {
-  a = await Sandbox.create('base', { metadata: { suite: run, role: 'main' }, timeoutMs: 1_800_000, ...slow })
+  a = await Sandbox.create('base', {
+    metadata: { suite: run, role: 'main' },
+    envs: { SANDBOX_ENV: 'from-create', SHADOWED: 'create' },
+    timeoutMs: 1_800_000,
+    ...slow,
+  })
 })
 
 after(async () => {
@@ -126,6 +132,9 @@ test('commands.run: a non-zero exit is a CommandExitError with the code and outp
 
 test('commands.run: env, cwd and user', async () => {
   assert.equal((await a.commands.run('echo "$FOO-$BAR"', { envs: { FOO: 'foo', BAR: 'b a r' } })).stdout, 'foo-b a r\n')
+  // Sandbox.create's envs are every command's; a command's own win.
+  assert.equal((await a.commands.run('echo "$SANDBOX_ENV $SHADOWED"')).stdout, 'from-create create\n')
+  assert.equal((await a.commands.run('echo "$SANDBOX_ENV $SHADOWED"', { envs: { SHADOWED: 'command' } })).stdout, 'from-create command\n')
   assert.equal((await a.commands.run('pwd', { cwd: '/tmp' })).stdout, '/tmp\n')
   assert.equal((await a.commands.run('id -un', { user: 'root' })).stdout, 'root\n')
   assert.equal((await a.commands.run('id -un', { user: 'user' })).stdout, 'user\n')
@@ -221,6 +230,42 @@ test('files: watchDir reports a file created in the directory', async () => {
   } finally {
     await w.stop()
   }
+})
+
+// --- envdVersion: the SDK's feature gates ----------------------------------
+
+test('envdVersion: the gates it passes work, those it does not are refused by the SDK', async () => {
+  // 0.5.7: octet-stream uploads, plain and gzip-encoded.
+  const w1 = await a.files.write('/tmp/e2b/octet.txt', 'octet\n', { useOctetStream: true })
+  assert.equal(w1.path, '/tmp/e2b/octet.txt')
+  await a.files.write('/tmp/e2b/gz.txt', 'gzipped\n', { gzip: true })
+  assert.equal((await a.commands.run('cat /tmp/e2b/octet.txt /tmp/e2b/gz.txt')).stdout, 'octet\ngzipped\n')
+  assert.equal(await a.files.read('/tmp/e2b/gz.txt', { gzip: true }), 'gzipped\n')
+  await a.commands.run('rm /tmp/e2b/octet.txt /tmp/e2b/gz.txt')
+
+  // 0.1.4: recursive watch (names relative to the watched directory).
+  await a.files.makeDir('/tmp/e2b/rw/sub')
+  const events = []
+  const w = await a.files.watchDir('/tmp/e2b/rw', (ev) => events.push(ev), { recursive: true })
+  try {
+    await a.commands.run('echo x > /tmp/e2b/rw/sub/deep.txt')
+    await until('a create event for sub/deep.txt', () =>
+      events.some((e) => e.name === 'sub/deep.txt' && e.type === FilesystemEventType.CREATE))
+  } finally {
+    await w.stop()
+  }
+  await a.files.remove('/tmp/e2b/rw')
+
+  // 0.1.5 and 0.2.4: metrics, with the disk's.
+  const m = await a.getMetrics()
+  assert.ok(Array.isArray(m), JSON.stringify(m))
+  for (const s of m) assert.ok(s.cpuCount >= 1 && s.memTotal > 0 && s.diskTotal > 0, JSON.stringify(s))
+
+  // Not advertised: file metadata (0.6.2) and entries in watch events
+  // (0.6.3): the SDK refuses them before sending anything.
+  await assert.rejects(a.files.write('/tmp/e2b/meta.txt', 'x', { metadata: { k: 'v' } }), TemplateError)
+  await assert.rejects(a.files.watchDir('/tmp/e2b', () => {}, { includeEntry: true }), TemplateError)
+  assert.equal(await a.files.exists('/tmp/e2b/meta.txt'), false)
 })
 
 // --- Terminal --------------------------------------------------------------

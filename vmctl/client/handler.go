@@ -42,6 +42,12 @@ func (t handlerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if sreq.Body == nil {
 		sreq.Body = http.NoBody
 	}
+	// A client request's ContentLength 0 with a body means "unknown" (sent
+	// chunked over a connection); a server request says unknown with -1
+	// and means 0 bytes by 0.
+	if sreq.ContentLength == 0 && sreq.Body != http.NoBody {
+		sreq.ContentLength = -1
+	}
 	pr, pw := io.Pipe()
 	// As over a connection, a cancelled request's body fails with the
 	// context's error (not a clean end), whatever the handler does.

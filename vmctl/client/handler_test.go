@@ -65,6 +65,14 @@ func TestNewHandler(t *testing.T) {
 	if fi, err := cl.Upload(ctx, "w1", "/f", bytes.NewReader(data), 0, false); err != nil || fi.Size != int64(len(data)) || !bytes.Equal(stored, data) {
 		t.Fatalf("upload: %v %+v", err, fi)
 	}
+	// A body of unknown length (a multipart part, a gzip stream: what the
+	// E2B data plane forwards) reaches the handler whole, as a chunked one
+	// does over a connection: Content-Length 0 with a body means unknown
+	// on the client's side, not empty.
+	stored = nil
+	if fi, err := cl.Upload(ctx, "w1", "/f", io.MultiReader(bytes.NewReader(data)), 0, false); err != nil || fi.Size != int64(len(data)) || !bytes.Equal(stored, data) {
+		t.Fatalf("upload of unknown length: %v %+v", err, fi)
+	}
 	_, err = cl.GetSandbox(ctx, "nope")
 	var ae *api.Error
 	if !errors.As(err, &ae) || ae.Status != http.StatusNotFound || ae.Code != api.CodeNotFound || ae.Message != `no sandbox "nope"` {

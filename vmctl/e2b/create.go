@@ -21,7 +21,7 @@ func notSupported(format string, args ...any) error {
 }
 
 // createRequest translates an E2B create into the sandbox service's
-// request (without its image: TemplateResolver.Apply sets it) and the
+// request (without its template: applyTemplate sets it) and the
 // timeout: metadata become labels, envVars the sandbox's default env,
 // timeout its TTL, autoPause its TTL action, allow_internet_access and
 // network its network policy. Options agentbox cannot honour are 400

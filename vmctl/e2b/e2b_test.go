@@ -85,7 +85,7 @@ func TestCreate(t *testing.T) {
 		t.Fatalf("create answered %s", body)
 	}
 	want := api.CreateSandboxRequest{
-		Image: "/images/python", Labels: map[string]string{"team": "a", "userId": "u1"}, Env: []string{"A=1", "B=2"},
+		Template: "python", Labels: map[string]string{"team": "a", "userId": "u1"}, Env: []string{"A=1", "B=2"},
 		Limits:  api.Limits{TTLSeconds: 60, TTLAction: api.IdleActionPauseToDisk},
 		Network: &api.NetworkPolicy{Mode: "allowlist", Allow: []string{"example.com", "1.1.1.1:53"}},
 	}
@@ -107,7 +107,7 @@ func TestCreate(t *testing.T) {
 	if status, _, body = call(t, srv.URL, "POST", "/v2/sandboxes", testKey, `{"autoPause":true,"autoPauseMemory":false,"allow_internet_access":true}`); status != http.StatusCreated {
 		t.Fatalf("create: %d %s", status, body)
 	}
-	want = api.CreateSandboxRequest{Image: "/images/base", Limits: api.Limits{TTLSeconds: 300, TTLAction: api.IdleActionStop}, Network: &api.NetworkPolicy{Mode: "open"}}
+	want = api.CreateSandboxRequest{Template: "base", Limits: api.Limits{TTLSeconds: 300, TTLAction: api.IdleActionStop}, Network: &api.NetworkPolicy{Mode: "open"}}
 	if !reflect.DeepEqual(st.created[0], want) {
 		t.Fatalf("the service got %+v, want %+v", st.created[0], want)
 	}
@@ -115,8 +115,42 @@ func TestCreate(t *testing.T) {
 	if status, _, body = call(t, srv.URL, "POST", "/v2/sandboxes", testKey, ``); status != http.StatusCreated {
 		t.Fatalf("create with no body: %d %s", status, body)
 	}
-	if want = (api.CreateSandboxRequest{Image: "/images/base", Limits: api.Limits{TTLSeconds: 300}}); !reflect.DeepEqual(st.created[0], want) {
+	if want = (api.CreateSandboxRequest{Template: "base", Limits: api.Limits{TTLSeconds: 300}}); !reflect.DeepEqual(st.created[0], want) {
 		t.Fatalf("the service got %+v, want %+v", st.created[0], want)
+	}
+}
+
+// TestCreateTemplate: templateID names one of the daemon's templates, the
+// answers show it, and a front made with Warm asks every create for a
+// warm start.
+func TestCreateTemplate(t *testing.T) {
+	var st store
+	srv, _ := frontWith(t, st.backend(), nil, e2b.Config{Warm: true})
+	status, _, body := call(t, srv.URL, "POST", "/v2/sandboxes", testKey, `{"templateID":"python"}`)
+	if status != http.StatusCreated || !strings.Contains(body, `"templateID":"python"`) {
+		t.Fatalf("create: %d %s", status, body)
+	}
+	if want := (api.CreateSandboxRequest{Template: "python", Warm: true, Limits: api.Limits{TTLSeconds: 300}}); len(st.created) != 1 || !reflect.DeepEqual(st.created[0], want) {
+		t.Fatalf("the service got %+v, want %+v", st.created, want)
+	}
+	status, _, body = call(t, srv.URL, "GET", "/sandboxes/000000000001", testKey, "")
+	if status != http.StatusOK || !strings.Contains(body, `"templateID":"python"`) {
+		t.Fatalf("get: %d %s", status, body)
+	}
+	status, _, body = call(t, srv.URL, "GET", "/v2/sandboxes?template=python", testKey, "")
+	if status != http.StatusOK || !strings.Contains(body, `"sandboxID":"000000000001"`) {
+		t.Fatalf("list by template: %d %s", status, body)
+	}
+
+	// A template the daemon does not serve: the service's 404
+	// template_not_found, in E2B's shape, with its message.
+	status, _, body = call(t, srv.URL, "POST", "/v2/sandboxes", testKey, `{"templateID":"node"}`)
+	wantErr(t, "unknown template", status, body, 404, `template "node" not found: this daemon serves base, python`)
+	if !strings.Contains(body, `"error_code":"template_not_found"`) {
+		t.Fatalf("unknown template: %s, want error_code template_not_found", body)
+	}
+	if len(st.boxes) != 1 {
+		t.Fatalf("sandboxes after the refused create: %v", st.boxes)
 	}
 }
 
@@ -131,7 +165,7 @@ func TestCreateRefused(t *testing.T) {
 		status int
 		msg    string
 	}{
-		{`{"templateID":"node"}`, 404, `template "node" not found: this agentbox daemon serves base, python`},
+		{`{"templateID":"team/node:v2"}`, 404, `template "team/node:v2" not found: agentbox templates are named by 1 to 63 letters, digits, '_', '.', '-'; this daemon serves base, python`},
 		{`{"mcp":{"x":{}}}`, 400, "mcp (E2B's MCP gateway template) is not supported by agentbox"},
 		{`{"iam":{"tokens":{"aws":{"audience":"a","tokenType":"JWT-SVID"}}}}`, 400, "iam (workload identity tokens) is not supported by agentbox"},
 		{`{"volumeMounts":[{"name":"v","path":"/v"}]}`, 400, "volumeMounts is not supported by agentbox"},

@@ -81,9 +81,14 @@ func (st *store) backend() *apitest.Backend {
 			defer st.mu.Unlock()
 			st.caller(ctx)
 			st.created = append(st.created, req)
+			if req.Template != "base" && req.Template != "python" {
+				// As the daemon answers it (daemon.ErrTemplateNotFound).
+				return api.Sandbox{}, errdefs.New(errdefs.ErrNotFound, api.CodeTemplateNotFound,
+					fmt.Sprintf("template %q not found: this daemon serves base, python (`agentbox templates` lists them)", req.Template))
+			}
 			st.n++
 			sb := apitest.Sandbox(fmt.Sprintf("%012d", st.n))
-			sb.Name, sb.Labels, sb.Limits, sb.Image.Dir = "", req.Labels, req.Limits, req.Image
+			sb.Name, sb.Labels, sb.Limits, sb.Template = "", req.Labels, req.Limits, req.Template
 			st.boxes[sb.ID] = sb
 			return sb, nil
 		},
@@ -162,6 +167,13 @@ func (st *store) backend() *apitest.Backend {
 // its data plane (nil: a handler that answers the sandbox ID it got).
 func front(t *testing.T, b *apitest.Backend, data http.Handler) (*httptest.Server, []byte) {
 	t.Helper()
+	return frontWith(t, b, data, e2b.Config{})
+}
+
+// frontWith is front with the options of cfg (Warm); the client, data
+// plane and keys are the tests'.
+func frontWith(t *testing.T, b *apitest.Backend, data http.Handler, cfg e2b.Config) (*httptest.Server, []byte) {
+	t.Helper()
 	as, err := apiserver.NewServer(apiserver.Config{Backend: b})
 	if err != nil {
 		t.Fatal(err)
@@ -175,10 +187,8 @@ func front(t *testing.T, b *apitest.Backend, data http.Handler) (*httptest.Serve
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, err := e2b.New(e2b.Config{
-		Client: client.NewHandler(as.Handler()), Data: data, APIKey: testKey, AccessKey: key,
-		Templates: e2b.ImageTemplates{"base": "/images/base", "python": "/images/python"},
-	})
+	cfg.Client, cfg.Data, cfg.APIKey, cfg.AccessKey = client.NewHandler(as.Handler()), data, testKey, key
+	f, err := e2b.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -60,7 +60,7 @@ func (s *Server) sandbox(ctx context.Context, r *http.Request) (api.Sandbox, err
 
 // answer is the Sandbox body of create and connect.
 func (s *Server) answer(sb api.Sandbox) sandboxAnswer {
-	return sandboxAnswer{SandboxID: sb.ID, TemplateID: s.cfg.Templates.Of(sb), ClientID: ClientID,
+	return sandboxAnswer{SandboxID: sb.ID, TemplateID: templateOf(sb), ClientID: ClientID,
 		EnvdVersion: EnvdVersion, EnvdAccessToken: accessToken(s.cfg.AccessKey, sb.ID)}
 }
 
@@ -78,10 +78,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	if in.TemplateID == "" {
-		in.TemplateID = "base"
-	}
-	if err := s.cfg.Templates.Apply(r.Context(), in.TemplateID, &req); err != nil {
+	if err := s.applyTemplate(r.Context(), in.TemplateID, &req); err != nil {
 		writeError(w, err)
 		return
 	}
@@ -175,7 +172,7 @@ func (s *Server) listed(sb api.Sandbox) listedSandbox {
 	if md == nil {
 		md = map[string]string{}
 	}
-	return listedSandbox{SandboxID: sb.ID, TemplateID: s.cfg.Templates.Of(sb), ClientID: ClientID,
+	return listedSandbox{SandboxID: sb.ID, TemplateID: templateOf(sb), ClientID: ClientID,
 		StartedAt: started.UTC().Format(time.RFC3339Nano), EndAt: end, CPUCount: sb.VCPUs, MemoryMB: sb.MemoryMiB,
 		DiskSizeMB: disk, State: e2bState(sb.State), EnvdVersion: EnvdVersion, Metadata: md}
 }

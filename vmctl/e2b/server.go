@@ -42,8 +42,10 @@ type Config struct {
 	// AccessKey derives the sandboxes' envd access tokens (LoadAccessKey);
 	// at least 16 bytes. Required.
 	AccessKey []byte
-	// Templates resolves template IDs. Required.
-	Templates TemplateResolver
+	// Warm asks every create for a warm start (CreateSandboxRequest.Warm:
+	// the template's saved ready state instead of a boot; `serve
+	// --e2b-warm`), as the E2B API has no way to ask for one.
+	Warm bool
 	// Logger gets a line per refused request; nil discards.
 	Logger *slog.Logger
 	// Now is the clock (tests); nil is time.Now.
@@ -68,8 +70,6 @@ func New(cfg Config) (*Server, error) {
 		return nil, errors.New("e2b: no API key: the E2B API needs the daemon's token (--token-file)")
 	case len(cfg.AccessKey) < 16:
 		return nil, errors.New("e2b: the access key is shorter than 16 bytes")
-	case cfg.Templates == nil:
-		return nil, errors.New("e2b: no template resolver")
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)

@@ -3,66 +3,56 @@ package e2b
 import (
 	"context"
 	"fmt"
-	"maps"
-	"path/filepath"
-	"slices"
 	"strings"
 
 	"github.com/agentbox/agentbox/vmctl/api"
 	"github.com/agentbox/agentbox/vmctl/errdefs"
 )
 
-// TemplateResolver turns E2B template IDs into what a create request
-// boots, and back: the seam between this front and the daemon's named
-// templates. Until the core names templates (CreateSandboxRequest's
-// template, `serve --template`), ImageTemplates maps names to image
-// directories; afterwards an implementation sets the request's template
-// name and reads the sandbox's.
-type TemplateResolver interface {
-	// Apply points req at the template named templateID. Errors: a
-	// template the daemon does not serve, errdefs.ErrNotFound (answered
-	// 404) with a message naming those it does.
-	Apply(ctx context.Context, templateID string, req *api.CreateSandboxRequest) error
-	// Of returns the template ID E2B shows for sb: the name it was made
-	// from, else its image's name (a sandbox from an image directory or a
-	// snapshot).
-	Of(sb api.Sandbox) string
-}
+// E2B's templateID is the name of one of the daemon's named templates
+// (serve --template NAME=DIR|PROFILE, GET /v1/templates): a create sets
+// CreateSandboxRequest.Template and the sandbox service resolves it, so a
+// template the daemon does not serve is the service's own 404
+// template_not_found, whose message lists those it does. The SDK raises
+// it as a SandboxError with statusCode 404 and the message, as it does
+// for E2B's own "template 'x' not found".
 
-// ImageTemplates is a TemplateResolver over template names and the image
-// directories they stand for (absolute paths on the daemon's host).
-type ImageTemplates map[string]string
-
-var _ TemplateResolver = ImageTemplates(nil)
-
-// Apply implements TemplateResolver: req.Image becomes the template's
-// directory.
-func (t ImageTemplates) Apply(_ context.Context, templateID string, req *api.CreateSandboxRequest) error {
-	dir, ok := t[templateID]
-	if !ok {
-		names := slices.Sorted(maps.Keys(t))
-		served := "none: start the daemon with --e2b-image DIR for the template \"base\""
-		if len(names) > 0 {
-			served = strings.Join(names, ", ")
-		}
-		return errdefs.ErrNotFound.WithMessage(fmt.Sprintf("template %q not found: this agentbox daemon serves %s", templateID, served))
+// applyTemplate points req at the template templateID ("" is
+// api.DefaultTemplate, the SDK's default "base") and asks for a warm start
+// when the front is configured so (Config.Warm). A templateID that cannot
+// be an agentbox template name (E2B's "team/name:tag" forms) can never be
+// served: it is answered as an unknown one, 404 template_not_found, before
+// anything is made.
+func (s *Server) applyTemplate(ctx context.Context, templateID string, req *api.CreateSandboxRequest) error {
+	if templateID == "" {
+		templateID = api.DefaultTemplate
 	}
-	req.Image = dir
+	if !api.ValidTemplateName(templateID) {
+		served := "list them with `agentbox templates`"
+		if list, err := s.cfg.Client.ListTemplates(ctx); err == nil {
+			names := make([]string, len(list))
+			for i, t := range list {
+				names[i] = t.Name
+			}
+			served = "this daemon serves " + strings.Join(names, ", ")
+			if len(names) == 0 {
+				served = "this daemon serves none (start it with `agentbox serve --template base=DIR|PROFILE`)"
+			}
+		}
+		return errdefs.New(errdefs.ErrNotFound, api.CodeTemplateNotFound,
+			fmt.Sprintf("template %s not found: agentbox templates are named by 1 to 63 letters, digits, '_', '.', '-'; %s", api.QuoteShort(templateID), served))
+	}
+	req.Template = templateID
+	req.Warm = s.cfg.Warm
 	return nil
 }
 
-// Of implements TemplateResolver: the first name (in sorted order) whose
-// directory is sb's image's, else the image's name.
-func (t ImageTemplates) Of(sb api.Sandbox) string {
-	names := make([]string, 0, len(t))
-	for n, dir := range t {
-		if filepath.Clean(dir) == filepath.Clean(sb.Image.Dir) {
-			names = append(names, n)
-		}
+// templateOf returns the templateID E2B shows for sb: the name of the
+// template it was made from, else (a sandbox made from an image directory
+// or restored from a snapshot) its image's name.
+func templateOf(sb api.Sandbox) string {
+	if sb.Template != "" {
+		return sb.Template
 	}
-	if len(names) == 0 {
-		return sb.Image.Name
-	}
-	slices.Sort(names)
-	return names[0]
+	return sb.Image.Name
 }

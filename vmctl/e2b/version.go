@@ -14,6 +14,9 @@ package e2b
 //	0.5.7  files.write as application/octet-stream
 //
 // Not passed (the SDK refuses the option with a TemplateError before any
-// request): 0.6.2 file metadata (X-Metadata-* headers on writes), 0.6.3
-// includeEntry in watch events, 0.6.4 watching network mounts.
+// request): 0.6.2 file metadata (X-Metadata-* headers on writes, kept as
+// extended attributes, which the guest agent cannot set), hence also 0.6.3
+// includeEntry in watch events (the data plane fills the entry, but the
+// gate sits above 0.6.2) and 0.6.4 watching network mounts.
+// tests/e2b/sdk.test.mjs checks both sides through the SDK.
 const EnvdVersion = "0.5.7"

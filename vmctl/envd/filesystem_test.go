@@ -90,6 +90,7 @@ func TestRPCUser(t *testing.T) {
 	}{
 		{"", "user", 0},
 		{"Basic " + base64.StdEncoding.EncodeToString([]byte("root:")), "root", 0},
+		{"basic " + base64.StdEncoding.EncodeToString([]byte("root:")), "root", 0},
 		{"Basic " + base64.StdEncoding.EncodeToString([]byte(":")), "user", 0},
 		{"Bearer x", "", connect.CodeUnauthenticated},
 		{"Basic !!", "", connect.CodeUnauthenticated},

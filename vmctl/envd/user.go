@@ -26,11 +26,11 @@ func rpcUser(h http.Header, def string) (string, error) {
 	if v == "" {
 		return def, nil
 	}
-	enc, ok := strings.CutPrefix(v, "Basic ")
-	if !ok {
-		return "", connect.NewError(connect.CodeUnauthenticated, fmt.Errorf("authorization header %q is not Basic: send Basic base64(USER:)", api.QuoteShort(v)))
+	scheme, enc, _ := strings.Cut(v, " ")
+	if !strings.EqualFold(scheme, "Basic") { // schemes are case-insensitive (RFC 9110)
+		return "", connect.NewError(connect.CodeUnauthenticated, fmt.Errorf("authorization header %s is not Basic: send Basic base64(USER:)", api.QuoteShort(v)))
 	}
-	b, err := base64.StdEncoding.DecodeString(enc)
+	b, err := base64.StdEncoding.DecodeString(strings.TrimSpace(enc))
 	if err != nil {
 		return "", connect.NewError(connect.CodeUnauthenticated, fmt.Errorf("authorization header: %w", err))
 	}
