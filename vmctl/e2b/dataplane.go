@@ -33,8 +33,12 @@ func (s *Server) serveData(w http.ResponseWriter, r *http.Request, ref string) {
 	}
 	sb, err := s.cfg.Client.GetSandbox(r.Context(), ref)
 	// The token is checked before anything about the sandbox is said, so
-	// that without it nobody learns which sandboxes exist. A reference
-	// that finds no sandbox checks against itself (and fails).
+	// that without it every answer is the same 401. A reference that
+	// finds no sandbox checks against itself (and fails). The lookup
+	// comes first because the SDK sends the reference Sandbox.connect was
+	// given, which may be a name; it is an in-memory lookup, so the time
+	// of a refusal says little about whether the sandbox exists (not
+	// nothing: see docs/e2b.md, Security).
 	id := ref
 	if err == nil {
 		id = sb.ID

@@ -18,8 +18,11 @@ import (
 // unavailable, AuthenticationError from unauthenticated, RateLimitError
 // from resource_exhausted). An *api.Error the client returned unwraps to
 // the category of its code (api.Error.Unwrap), so the API's codes map
-// through the same rows: 409 sandbox_not_running, stdin_closed and
-// process_exited are failed_precondition, 503 guest_died unavailable.
+// through the same rows: 409 stdin_closed and process_exited are
+// failed_precondition, 503 guest_died unavailable. One code is taken
+// before the rows: sandbox_not_running (the sandbox was paused, stopped or
+// removed under a call) is unavailable, from which the SDK raises
+// TimeoutError, as E2B's proxy answers for a sandbox that is gone.
 // The first matching row wins.
 var connectCodes = []struct {
 	category *errdefs.Error
@@ -59,6 +62,9 @@ func connectError(err error) error {
 		return connect.NewError(connect.CodeCanceled, err)
 	}
 	ae := api.ErrorFrom(err)
+	if ae.Code == api.CodeNotRunning {
+		return connect.NewError(connect.CodeUnavailable, errors.New(ae.Message))
+	}
 	code := connect.CodeInternal
 	for _, m := range connectCodes {
 		if errors.Is(ae, m.category) {

@@ -24,7 +24,7 @@ func TestConnectError(t *testing.T) {
 		{api.Errorf(http.StatusNotFound, api.CodeNotFound, "no sandbox x"), connect.CodeNotFound},
 		{api.Errorf(http.StatusBadRequest, api.CodeInvalidArgument, "bad"), connect.CodeInvalidArgument},
 		{api.Errorf(http.StatusConflict, api.CodeStdinClosed, "closed"), connect.CodeFailedPrecondition},
-		{api.Errorf(http.StatusConflict, api.CodeNotRunning, "paused"), connect.CodeFailedPrecondition},
+		{api.Errorf(http.StatusConflict, api.CodeNotRunning, "paused"), connect.CodeUnavailable},
 		{api.Errorf(http.StatusTooManyRequests, api.CodeExecLimit, "limit"), connect.CodeResourceExhausted},
 		{api.Errorf(http.StatusServiceUnavailable, api.CodeGuestDied, "died"), connect.CodeUnavailable},
 		{api.Errorf(http.StatusUnauthorized, api.CodeUnauthorized, "token"), connect.CodeUnauthenticated},

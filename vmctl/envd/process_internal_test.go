@@ -79,7 +79,7 @@ func TestStartedForgotten(t *testing.T) {
 	for s.Receive() {
 	}
 	s.Close()
-	if connect.CodeOf(s.Err()) != connect.CodeFailedPrecondition {
+	if connect.CodeOf(s.Err()) != connect.CodeUnavailable {
 		t.Errorf("stream: %v", s.Err())
 	}
 	if n := kept(); n != 0 {
