@@ -44,7 +44,8 @@ func (d *Daemon) CreateSandbox(ctx context.Context, req api.CreateSandboxRequest
 	start := time.Now()
 	caller := api.CallerFrom(ctx).ID
 	args := createArgs(req) // createaudit.go
-	ctx = d.withPolicyTrail(ctx) // policy.go
+
+	ctx = d.withPolicyTrail(ctx) // policy.go: the decisions go into the entry
 	sb, err := d.create(ctx, req)
 	e := audit.Entry{Time: start.UTC(), Caller: caller, Action: audit.ActionCreate, Args: args, DurationMs: ms(time.Since(start)), Policy: policyAudit(ctx)}
 	if err != nil {
