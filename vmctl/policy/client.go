@@ -96,8 +96,10 @@ func NewClient(argv []string, opts Options) (*Client, error) {
 // found, wrong handshake) is reported when the daemon starts. Errors
 // wrap ErrUnavailable.
 func (c *Client) Start() error {
-	_, err := c.connect()
-	return err
+	if _, err := c.connect(); err != nil {
+		return ErrUnavailable.WithMessage(fmt.Sprintf("policy plugin %s: %v", c.argv[0], err))
+	}
+	return nil
 }
 
 // Close ends the plugin; later calls fail with ErrUnavailable.
@@ -120,7 +122,7 @@ func (c *Client) Close() error {
 func (c *Client) Check(ctx context.Context, req Request) (Decision, error) {
 	cur, err := c.connect()
 	if err != nil {
-		return Decision{}, err
+		return Decision{}, c.unavailable(err)
 	}
 	var d Decision
 	call := cur.rpc.check(req, &d)
@@ -159,12 +161,12 @@ func (c *Client) unavailable(err error) error {
 }
 
 // connect returns the running plugin, starting one when none runs and
-// the backoff allows.
+// the backoff allows; its errors say why there is none.
 func (c *Client) connect() (*conn, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
-		return nil, c.unavailable(errors.New("the daemon is shutting down"))
+		return nil, errors.New("the daemon is shutting down")
 	}
 	if c.cur != nil && !c.cur.pc.Exited() {
 		return c.cur, nil
@@ -173,12 +175,12 @@ func (c *Client) connect() (*conn, error) {
 		c.failLocked(c.cur, errors.New("the plugin exited"))
 	}
 	if wait := time.Until(c.retryAt); wait > 0 {
-		return nil, c.unavailable(fmt.Errorf("restarting after %d failures (the last: %v); next attempt in %s", c.failures, c.lastErr, wait.Round(time.Millisecond)))
+		return nil, fmt.Errorf("restarting after %d failures (the last: %v); next attempt in %s", c.failures, c.lastErr, wait.Round(time.Millisecond))
 	}
 	cur, err := c.start()
 	if err != nil {
 		c.failLocked(nil, err)
-		return nil, c.unavailable(err)
+		return nil, err
 	}
 	if c.failures > 0 {
 		c.log.Info("policy plugin restarted", "plugin", c.argv[0], "after_failures", c.failures)

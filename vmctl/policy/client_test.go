@@ -166,7 +166,7 @@ func TestClientMissingPlugin(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantUnavailable(t, c.Start(), "policy plugin /nonexistent/agentbox-policy: start:")
+	wantUnavailable(t, c.Start(), "policy plugin /nonexistent/agentbox-policy: start: fork/exec /nonexistent/agentbox-policy: no such file or directory")
 	c.Close()
 	_, err = c.Check(context.Background(), execReq("ls"))
 	wantUnavailable(t, err, "the daemon is shutting down")
