@@ -337,17 +337,17 @@ func execMode(interactive bool) string {
 }
 
 // policyRestore asks about a restore of snapshot rec (its image img
-// loaded, its limits base) as a create, and applies a modify's changes
-// to req's labels and limits.
-func (d *Daemon) policyRestore(ctx context.Context, req *api.RestoreRequest, rec sandbox.SnapshotRecord, img *image.Image, base api.Limits) error {
+// loaded, its limits base, its sandbox-wide env *env) as a create, and
+// applies a modify's changes to req's labels and limits and to *env.
+func (d *Daemon) policyRestore(ctx context.Context, req *api.RestoreRequest, rec sandbox.SnapshotRecord, img *image.Image, base api.Limits, env *[]string) error {
 	if d.cfg.Policy == nil {
 		return nil
 	}
 	cr := api.CreateSandboxRequest{Image: rec.ImageDir, Name: req.Name, Labels: req.Labels, Limits: req.Limits,
-		VCPUs: rec.VCPUs, MemoryMiB: rec.MemoryMiB}
+		VCPUs: rec.VCPUs, MemoryMiB: rec.MemoryMiB, Env: *env}
 	if err := d.policyCreate(ctx, &cr, img, rec.Name, base); err != nil {
 		return err
 	}
-	req.Labels, req.Limits = cr.Labels, cr.Limits
+	req.Labels, req.Limits, *env = cr.Labels, cr.Limits, cr.Env
 	return nil
 }

@@ -185,7 +185,7 @@ func (d *Daemon) restore(ctx context.Context, name string, req api.RestoreReques
 	if err != nil {
 		d.log.Warn("snapshot extra unreadable", "snapshot", rec.Name, "err", err)
 	}
-	if err := d.policyRestore(ctx, &req, rec, img, api.Limits(ex.Limits)); err != nil { // policy.go
+	if err := d.policyRestore(ctx, &req, rec, img, api.Limits(ex.Limits), &ex.Env); err != nil { // policy.go
 		return nil, err
 	}
 	raw := sandbox.ExecAccount{Limits: sandbox.ExecLimits(mergeLimits(req.Limits, api.Limits(ex.Limits))), Creator: api.CallerFrom(ctx).ID, Env: ex.Env}.Encode()
