@@ -14,6 +14,7 @@ all: build
 build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/agentbox ./cmd/agentbox
 	CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=false -o bin/agentbox-guest ./cmd/agentbox-guest
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/agentbox-policy ./cmd/agentbox-policy
 
 # Every Go module the build and the tests need, from the Go module proxy into
 # the module cache (an empty one too): what runs after it may be offline, as

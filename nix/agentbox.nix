@@ -19,7 +19,10 @@ buildGoModule {
   pname = "agentbox";
   inherit version src;
   vendorHash = import ./vendor-hash.nix;
-  subPackages = [ "cmd/agentbox" ];
+  subPackages = [
+    "cmd/agentbox"
+    "cmd/agentbox-policy" # the rule-file policy plugin (serve --policy)
+  ];
   ldflags = [
     "-s"
     "-w"

@@ -61,7 +61,7 @@ func serveCommand() *cli.Command {
 			&cli.IntFlag{Name: "audit-max-files", Value: 10, Usage: "rotated audit log files to keep"},
 			&cli.BoolFlag{Name: "audit-full-tty", Usage: "keep every key typed into a terminal session (`exec -it`) in its audit entry, up to 1 MiB, not just the first KiB"},
 			templateFlag, // templates.go
-		}, append(append(append(networkFlags(), resourceServeFlags()...), serveMCPFlags()...), serveE2BFlags()...)...),
+		}, append(append(append(networkFlags(), resourceServeFlags()...), serveMCPFlags()...), append(serveE2BFlags(), servePolicyFlags()...)...)...),
 		OnUsageError: usageError,
 		Action:       serveAction,
 	}
@@ -149,6 +149,12 @@ func serveAction(c *cli.Context) error {
 		return err
 	}
 	defer closeNet()
+	pol, closePolicy, err := servePolicy(c, logger) // policy.go
+	if err != nil {
+		closeAll()
+		return err
+	}
+	defer closePolicy()
 	reg := prometheus.NewRegistry()
 	ceilings, thresholds, usageInterval := daemonResources(c) // resources.go
 	d, err := daemon.New(ctx, daemon.Config{
@@ -179,6 +185,7 @@ func serveAction(c *cli.Context) error {
 		Thresholds:     thresholds,
 		UsageInterval:  usageInterval,
 		Templates:      templates,
+		Policy:         pol,
 	})
 	if err != nil {
 		closeAll()

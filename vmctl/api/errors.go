@@ -135,6 +135,8 @@ var errorTable = []mapping{
 	{errdefs.ErrInvalidArgument, true, http.StatusUnsupportedMediaType, CodeUnsupportedMedia},
 	{errdefs.ErrNotImplemented, true, http.StatusMethodNotAllowed, CodeMethodNotAllowed},
 	{errdefs.ErrNotFound, true, http.StatusNotFound, CodeTemplateNotFound},
+	{errdefs.ErrPermissionDenied, true, http.StatusForbidden, CodePolicyDenied},
+	{errdefs.ErrUnavailable, true, http.StatusServiceUnavailable, CodePolicyUnavailable},
 
 	// Categories, for errors without one of the reasons above.
 	{errdefs.ErrNotFound, false, http.StatusNotFound, CodeNotFound},

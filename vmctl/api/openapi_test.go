@@ -83,6 +83,7 @@ var schemaTypes = map[string]reflect.Type{
 	"AuditEntry":           reflect.TypeFor[audit.Entry](),
 	"OutputDigest":         reflect.TypeFor[audit.OutputDigest](),
 	"TtySession":           reflect.TypeFor[audit.TtySession](),
+	"PolicyDecision":       reflect.TypeFor[audit.PolicyDecision](),
 	"TtyChunk":             reflect.TypeFor[audit.TtyChunk](),
 	"TtySize":              reflect.TypeFor[api.TtySize](),
 	"ExecWSMessage":        reflect.TypeFor[api.ExecWSMessage](),

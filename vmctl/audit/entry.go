@@ -42,6 +42,27 @@ type Entry struct {
 	// "not_found"; ErrorMessage its message.
 	Error        string `json:"error,omitempty"`
 	ErrorMessage string `json:"error_message,omitempty"`
+	// Policy holds the policy plugin's decisions on the action (serve
+	// --policy): one per hook asked (a create asks create and network);
+	// nil without a plugin.
+	Policy []PolicyDecision `json:"policy,omitempty"`
+}
+
+// PolicyDecision is one decision of the policy plugin (vmctl/policy).
+type PolicyDecision struct {
+	// Hook is what was asked: create, exec, file, port or network.
+	Hook string `json:"hook"`
+	// Decision is allow, deny, modify, or unavailable (the plugin could
+	// not decide: the call was refused, fail closed).
+	Decision string `json:"decision"`
+	// Reason is the plugin's reason (for unavailable, why it could not
+	// decide).
+	Reason string `json:"reason,omitempty"`
+	// Rule names the rule that decided, as the plugin says.
+	Rule string `json:"rule,omitempty"`
+	// Changes are a modify's changes (keys in snake_case; env values are
+	// left out, only their keys are kept).
+	Changes map[string]any `json:"changes,omitempty"`
 }
 
 // OutputDigest summarises one output stream without keeping it whole.

@@ -21,7 +21,7 @@ func (d *Daemon) appendAudit(e audit.Entry) {
 
 // auditAction records a simple action by the request's caller.
 func (d *Daemon) auditAction(ctx context.Context, id, action string, args map[string]any, start time.Time, err error) {
-	e := audit.Entry{Time: start.UTC(), Sandbox: id, Caller: api.CallerFrom(ctx).ID, Action: action, Args: args, DurationMs: ms(time.Since(start))}
+	e := audit.Entry{Time: start.UTC(), Sandbox: id, Caller: api.CallerFrom(ctx).ID, Action: action, Args: args, DurationMs: ms(time.Since(start)), Policy: policyAudit(ctx)}
 	if err != nil {
 		e.Error, e.ErrorMessage = auditError(err)
 	}

@@ -117,6 +117,10 @@ type Config struct {
 	// (templates.go; serve --template); each must load when the daemon
 	// starts.
 	Templates []Template
+	// Policy, when set, is asked before every create, command, file
+	// operation, port forward and network policy (policy.go; serve
+	// --policy runs a plugin through vmctl/policy.Client).
+	Policy Policy
 }
 
 // Daemon is the running service core. Create it with New, serve its

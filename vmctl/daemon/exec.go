@@ -169,6 +169,9 @@ func (d *Daemon) execAttached(ctx context.Context, ref string, req api.ExecReque
 	if err != nil {
 		return api.ExitStatus{}, err
 	}
+	if ctx, err = d.policyExec(ctx, b, &req, execMode(at.stdin != nil)); err != nil { // policy.go
+		return api.ExitStatus{}, err
+	}
 	id, areq, err := d.beginExec(b, req, true)
 	if err != nil {
 		return api.ExitStatus{}, err
@@ -228,7 +231,7 @@ func (d *Daemon) execAttached(ctx context.Context, ref string, req api.ExecReque
 	e := audit.Entry{
 		Time: start.UTC(), Sandbox: b.sb.ID, Caller: api.CallerFrom(ctx).ID, Action: audit.ActionExec,
 		Args: execArgs(areq, false), ExecID: id, DurationMs: ms(dur), BytesOut: out.n.Load() + errw.n.Load(),
-		Stdout: out.digest.Digest(), Stderr: errw.digest.Digest(),
+		Stdout: out.digest.Digest(), Stderr: errw.digest.Digest(), Policy: policyAudit(ctx),
 	}
 	if stdin != nil {
 		e.BytesIn, e.Stdin = stdin.n.Load(), stdin.digest.Digest()
@@ -291,6 +294,9 @@ func (d *Daemon) StartProcess(ctx context.Context, ref string, req api.ExecReque
 	if err != nil {
 		return api.Process{}, err
 	}
+	if ctx, err = d.policyExec(ctx, b, &req, execDetached); err != nil { // policy.go
+		return api.Process{}, err
+	}
 	id, areq, err := d.beginExec(b, req, false)
 	if err != nil {
 		return api.Process{}, err
@@ -306,7 +312,7 @@ func (d *Daemon) StartProcess(ctx context.Context, ref string, req api.ExecReque
 	// The guest keeps the command: the request only bounds the spawn.
 	info, err := b.procs.Start(context.WithoutCancel(ctx), id, areq, req.Stdin, req.StdinOpen)
 	d.appendAudit(audit.Entry{Time: start.UTC(), Sandbox: b.sb.ID, Caller: caller, Action: audit.ActionProcessStart,
-		Args: execArgs(areq, true), ExecID: id, BytesIn: int64(len(req.Stdin)), DurationMs: ms(time.Since(start))})
+		Args: execArgs(areq, true), ExecID: id, BytesIn: int64(len(req.Stdin)), DurationMs: ms(time.Since(start)), Policy: policyAudit(ctx)})
 	if err != nil {
 		d.endExec(b, false)
 		err = b.sb.Explain(err)

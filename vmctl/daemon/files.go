@@ -34,7 +34,7 @@ func (d *Daemon) fileOp(ctx context.Context, ref, action string, args map[string
 	start := time.Now()
 	in, out, err := op(b.sb)
 	e := audit.Entry{Time: start.UTC(), Sandbox: b.sb.ID, Caller: api.CallerFrom(ctx).ID, Action: action, Args: args,
-		BytesIn: in, BytesOut: out, DurationMs: ms(time.Since(start))}
+		BytesIn: in, BytesOut: out, DurationMs: ms(time.Since(start)), Policy: policyAudit(ctx)}
 	if err != nil {
 		e.Error, e.ErrorMessage = auditError(err)
 		d.appendAudit(e)
@@ -73,6 +73,10 @@ func (c *countWriter) Write(p []byte) (int, error) {
 // Upload implements apiserver.Backend: the guest agent writes the file
 // atomically (temporary file, fsync, rename).
 func (d *Daemon) Upload(ctx context.Context, ref string, req api.UploadRequest, r io.Reader) (api.FileInfo, error) {
+	ctx, err := d.policyFile(ctx, ref, audit.ActionUpload, req.Path, "", &req.Owner) // policy.go
+	if err != nil {
+		return api.FileInfo{}, err
+	}
 	var info api.FileInfo
 	p, perm := req.Path, req.Mode
 	if perm == 0 {
@@ -82,7 +86,7 @@ func (d *Daemon) Upload(ctx context.Context, ref string, req api.UploadRequest, 
 	if req.Owner != "" {
 		args["owner"] = req.Owner
 	}
-	err := d.fileOp(ctx, ref, audit.ActionUpload, args, func(sb *sandbox.Sandbox) (int64, int64, error) {
+	err = d.fileOp(ctx, ref, audit.ActionUpload, args, func(sb *sandbox.Sandbox) (int64, int64, error) {
 		cr := &countReader{r: r}
 		if err := sb.WriteFile(ctx, p, cr, perm, req.Parents, req.Owner); err != nil {
 			return cr.n, 0, err
@@ -99,6 +103,10 @@ func (d *Daemon) Upload(ctx context.Context, ref string, req api.UploadRequest, 
 
 // Download implements apiserver.Backend.
 func (d *Daemon) Download(ctx context.Context, ref, p string, open func(api.FileInfo) io.Writer) error {
+	ctx, err := d.policyFile(ctx, ref, audit.ActionDownload, p, "", nil) // policy.go
+	if err != nil {
+		return err
+	}
 	return d.fileOp(ctx, ref, audit.ActionDownload, map[string]any{"path": p}, func(sb *sandbox.Sandbox) (int64, int64, error) {
 		fi, err := sb.Stat(ctx, p)
 		if err != nil {
@@ -115,8 +123,12 @@ func (d *Daemon) Download(ctx context.Context, ref, p string, open func(api.File
 
 // Stat implements apiserver.Backend.
 func (d *Daemon) Stat(ctx context.Context, ref, p string) (api.FileInfo, error) {
+	ctx, err := d.policyFile(ctx, ref, audit.ActionStat, p, "", nil) // policy.go
+	if err != nil {
+		return api.FileInfo{}, err
+	}
 	var info api.FileInfo
-	err := d.fileOp(ctx, ref, audit.ActionStat, map[string]any{"path": p}, func(sb *sandbox.Sandbox) (int64, int64, error) {
+	err = d.fileOp(ctx, ref, audit.ActionStat, map[string]any{"path": p}, func(sb *sandbox.Sandbox) (int64, int64, error) {
 		fi, err := sb.Stat(ctx, p)
 		info = fileInfo(p, fi)
 		return 0, 0, err
@@ -127,12 +139,16 @@ func (d *Daemon) Stat(ctx context.Context, ref, p string) (api.FileInfo, error) 
 // List implements apiserver.Backend: one agent listing per directory,
 // depth first, so a directory's entries follow it.
 func (d *Daemon) List(ctx context.Context, ref, p string, depth int) ([]api.FileInfo, error) {
+	ctx, err := d.policyFile(ctx, ref, audit.ActionList, p, "", nil) // policy.go
+	if err != nil {
+		return nil, err
+	}
 	out := []api.FileInfo{}
 	args := map[string]any{"path": p}
 	if depth > 1 {
 		args["depth"] = depth
 	}
-	err := d.fileOp(ctx, ref, audit.ActionList, args, func(sb *sandbox.Sandbox) (int64, int64, error) {
+	err = d.fileOp(ctx, ref, audit.ActionList, args, func(sb *sandbox.Sandbox) (int64, int64, error) {
 		fi, err := sb.Stat(ctx, p)
 		if err != nil {
 			return 0, 0, err
@@ -167,12 +183,16 @@ func (d *Daemon) List(ctx context.Context, ref, p string, depth int) ([]api.File
 
 // Move implements apiserver.Backend.
 func (d *Daemon) Move(ctx context.Context, ref string, req api.MoveRequest) (api.FileInfo, error) {
+	ctx, err := d.policyFile(ctx, ref, audit.ActionMove, req.Source, req.Destination, &req.Owner) // policy.go
+	if err != nil {
+		return api.FileInfo{}, err
+	}
 	var info api.FileInfo
 	args := map[string]any{"source": req.Source, "destination": req.Destination, "parents": req.Parents}
 	if req.Owner != "" {
 		args["owner"] = req.Owner
 	}
-	err := d.fileOp(ctx, ref, audit.ActionMove, args, func(sb *sandbox.Sandbox) (int64, int64, error) {
+	err = d.fileOp(ctx, ref, audit.ActionMove, args, func(sb *sandbox.Sandbox) (int64, int64, error) {
 		fi, err := sb.Move(ctx, agentproto.MoveRequest{Source: req.Source, Destination: req.Destination, Parents: req.Parents, Owner: req.Owner})
 		info = fileInfo(req.Destination, fi)
 		return 0, 0, err
@@ -182,6 +202,10 @@ func (d *Daemon) Move(ctx context.Context, ref string, req api.MoveRequest) (api
 
 // Mkdir implements apiserver.Backend.
 func (d *Daemon) Mkdir(ctx context.Context, ref string, req api.MkdirRequest) error {
+	ctx, err := d.policyFile(ctx, ref, audit.ActionMkdir, req.Path, "", &req.Owner) // policy.go
+	if err != nil {
+		return err
+	}
 	perm := fs.FileMode(0o755)
 	if req.Mode != "" {
 		m, err := api.ParseMode(req.Mode)
@@ -203,6 +227,10 @@ func (d *Daemon) Mkdir(ctx context.Context, ref string, req api.MkdirRequest) er
 func (d *Daemon) RemoveFile(ctx context.Context, ref, p string, recursive bool) error {
 	if p == "/" {
 		return errdefs.ErrInvalidArgument.WithMessage("refusing to remove / : remove the sandbox instead")
+	}
+	ctx, err := d.policyFile(ctx, ref, audit.ActionDelete, p, "", nil) // policy.go
+	if err != nil {
+		return err
 	}
 	return d.fileOp(ctx, ref, audit.ActionDelete, map[string]any{"path": p, "recursive": recursive}, func(sb *sandbox.Sandbox) (int64, int64, error) {
 		return 0, 0, sb.RemoveFile(ctx, p, recursive)

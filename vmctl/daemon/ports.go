@@ -60,6 +60,9 @@ func (d *Daemon) ForwardPort(ctx context.Context, ref string, req api.PortForwar
 	if err != nil {
 		return api.PortForward{}, err
 	}
+	if ctx, err = d.policyPort(ctx, b, &req); err != nil { // policy.go
+		return api.PortForward{}, err
+	}
 	hostAddr := req.HostAddr
 	if hostAddr == "" {
 		hostAddr = api.DefaultPortHostAddr

@@ -44,8 +44,10 @@ func (d *Daemon) CreateSandbox(ctx context.Context, req api.CreateSandboxRequest
 	start := time.Now()
 	caller := api.CallerFrom(ctx).ID
 	args := createArgs(req) // createaudit.go
+
+	ctx = d.withPolicyTrail(ctx) // policy.go: the decisions go into the entry
 	sb, err := d.create(ctx, req)
-	e := audit.Entry{Time: start.UTC(), Caller: caller, Action: audit.ActionCreate, Args: args, DurationMs: ms(time.Since(start))}
+	e := audit.Entry{Time: start.UTC(), Caller: caller, Action: audit.ActionCreate, Args: args, DurationMs: ms(time.Since(start)), Policy: policyAudit(ctx)}
 	if err != nil {
 		e.Error, e.ErrorMessage = auditError(err)
 		if step := sandbox.FailedStep(err); step != "" {
@@ -85,6 +87,9 @@ func (d *Daemon) create(ctx context.Context, req api.CreateSandboxRequest) (*san
 	if err != nil {
 		return nil, image.ErrInvalid.WithMessage(err.Error())
 	}
+	if err := d.policyCreate(ctx, &req, img, "", d.cfg.Defaults); err != nil { // policy.go
+		return nil, err
+	}
 	mode := accel.ModeAuto
 	if req.Accel != "" {
 		if mode, err = accel.ParseMode(req.Accel); err != nil {
@@ -97,6 +102,9 @@ func (d *Daemon) create(ctx context.Context, req api.CreateSandboxRequest) (*san
 	}
 	policy, err := networkPolicy(req.Network, img)
 	if err != nil {
+		return nil, err
+	}
+	if policy, err = d.policyNetwork(ctx, req, policy); err != nil { // policy.go
 		return nil, err
 	}
 	if err := d.adm.applyCeilings(ctx, img, &req); err != nil {

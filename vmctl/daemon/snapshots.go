@@ -148,8 +148,9 @@ func (d *Daemon) RestoreSnapshot(ctx context.Context, name string, req api.Resto
 	if req.Name != "" {
 		args["name"] = req.Name
 	}
+	ctx = d.withPolicyTrail(ctx) // policy.go
 	sb, err := d.restore(ctx, name, req)
-	e := audit.Entry{Time: start.UTC(), Caller: caller, Action: audit.ActionRestore, Args: args, DurationMs: ms(time.Since(start))}
+	e := audit.Entry{Time: start.UTC(), Caller: caller, Action: audit.ActionRestore, Args: args, DurationMs: ms(time.Since(start)), Policy: policyAudit(ctx)}
 	if err != nil {
 		e.Error, e.ErrorMessage = auditError(err)
 		if step := sandbox.FailedStep(err); step != "" {
@@ -183,6 +184,9 @@ func (d *Daemon) restore(ctx context.Context, name string, req api.RestoreReques
 	ex, err := sandbox.DecodeExecAccount(rec.Extra)
 	if err != nil {
 		d.log.Warn("snapshot extra unreadable", "snapshot", rec.Name, "err", err)
+	}
+	if err := d.policyRestore(ctx, &req, rec, img, api.Limits(ex.Limits), &ex.Env); err != nil { // policy.go
+		return nil, err
 	}
 	raw := sandbox.ExecAccount{Limits: sandbox.ExecLimits(mergeLimits(req.Limits, api.Limits(ex.Limits))), Creator: api.CallerFrom(ctx).ID, Env: ex.Env}.Encode()
 	sb, err := d.snaps.Restore(ctx, rec.ID, snapshot.RestoreOptions{

@@ -24,6 +24,10 @@ var _ apiserver.WatchBackend = (*Daemon)(nil)
 // with the number of events sent). It does not hold up Shutdown: the API
 // server ends its streams first.
 func (d *Daemon) Watch(ctx context.Context, ref, p string, recursive bool, ready func() error, emit func(api.WatchEvent) error) error {
+	ctx, err := d.policyFile(ctx, ref, audit.ActionWatch, p, "", nil) // policy.go
+	if err != nil {
+		return err
+	}
 	b, err := d.running(ref)
 	if err != nil {
 		return err
@@ -51,7 +55,7 @@ func (d *Daemon) Watch(ctx context.Context, ref, p string, recursive bool, ready
 	}
 	e := audit.Entry{Time: start.UTC(), Sandbox: b.sb.ID, Caller: api.CallerFrom(ctx).ID, Action: audit.ActionWatch,
 		Args:       map[string]any{audit.ArgPath: p, audit.ArgRecursive: recursive, audit.ArgEvents: events},
-		DurationMs: ms(time.Since(start))}
+		DurationMs: ms(time.Since(start)), Policy: policyAudit(ctx)}
 	if err != nil {
 		e.Error, e.ErrorMessage = auditError(err)
 	}
