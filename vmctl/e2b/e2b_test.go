@@ -3,6 +3,7 @@ package e2b_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -151,6 +152,28 @@ func TestCreateTemplate(t *testing.T) {
 	}
 	if len(st.boxes) != 1 {
 		t.Fatalf("sandboxes after the refused create: %v", st.boxes)
+	}
+}
+
+// TestCreateNoTemplates: on a daemon that serves no templates, the
+// service's template_not_found says what an E2B user can do (start the
+// daemon with a base template), not the REST API's "give an image
+// directory", which E2B's create cannot.
+func TestCreateNoTemplates(t *testing.T) {
+	var st store
+	b := st.backend()
+	b.CreateSandboxFn = func(ctx context.Context, req api.CreateSandboxRequest) (api.Sandbox, error) {
+		// As the daemon answers it (daemon.ErrTemplateNotFound).
+		return api.Sandbox{}, errdefs.New(errdefs.ErrNotFound, api.CodeTemplateNotFound,
+			fmt.Sprintf("template %q not found: this daemon serves no templates (start it with `agentbox serve --template NAME=DIR|PROFILE`), or give an image directory instead", req.Template))
+	}
+	b.Templates.ListFn = func(context.Context) ([]api.Template, error) { return nil, nil }
+	srv, _ := front(t, b, nil)
+	status, _, body := call(t, srv.URL, "POST", "/v2/sandboxes", testKey, `{}`)
+	wantErr(t, "no templates", status, body, 404,
+		"template \"base\" not found: this daemon serves no templates: start it with `agentbox serve --template base=DIR` (an image directory, or base=PROFILE)")
+	if strings.Contains(body, "image directory instead") || !strings.Contains(body, `"error_code":"template_not_found"`) {
+		t.Fatalf("no templates: %s", body)
 	}
 }
 

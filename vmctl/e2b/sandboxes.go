@@ -85,7 +85,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	sb, err := s.cfg.Client.CreateSandbox(ctx, req)
 	if err != nil {
-		writeError(w, err)
+		writeError(w, s.templateError(ctx, req.Template, err))
 		return
 	}
 	// The TTL ran from the create's start; E2B's timeout runs from the
