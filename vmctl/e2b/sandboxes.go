@@ -99,8 +99,8 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 // connect implements POST /v2/sandboxes/{id}/connect: 200 for a running
 // sandbox (its timeout is extended to the request's, never shortened),
 // 201 for a paused one resumed (or a stopped one booted again on its
-// disk; with memory false a paused one is stopped and booted, E2B's
-// "reboot"), whose timeout becomes the request's (default 300 s) always,
+// disk; with memory false a paused one is stopped and booted, the SDK's
+// onResume: 'reboot'), whose timeout becomes the request's (default 300 s) always,
 // as E2B gives every resumed sandbox one (pause ends the TTL, so nothing
 // else would bound it). A running sandbox without a TTL (one made by
 // `agentbox create` without --ttl) keeps none: it has no end to extend.
