@@ -3,6 +3,7 @@ package e2b_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -151,6 +152,28 @@ func TestCreateTemplate(t *testing.T) {
 	}
 	if len(st.boxes) != 1 {
 		t.Fatalf("sandboxes after the refused create: %v", st.boxes)
+	}
+}
+
+// TestCreateNoTemplates: on a daemon that serves no templates, the
+// service's template_not_found says what an E2B user can do (start the
+// daemon with a base template), not the REST API's "give an image
+// directory", which E2B's create cannot.
+func TestCreateNoTemplates(t *testing.T) {
+	var st store
+	b := st.backend()
+	b.CreateSandboxFn = func(ctx context.Context, req api.CreateSandboxRequest) (api.Sandbox, error) {
+		// As the daemon answers it (daemon.ErrTemplateNotFound).
+		return api.Sandbox{}, errdefs.New(errdefs.ErrNotFound, api.CodeTemplateNotFound,
+			fmt.Sprintf("template %q not found: this daemon serves no templates (start it with `agentbox serve --template NAME=DIR|PROFILE`), or give an image directory instead", req.Template))
+	}
+	b.Templates.ListFn = func(context.Context) ([]api.Template, error) { return nil, nil }
+	srv, _ := front(t, b, nil)
+	status, _, body := call(t, srv.URL, "POST", "/v2/sandboxes", testKey, `{}`)
+	wantErr(t, "no templates", status, body, 404,
+		"template \"base\" not found: this daemon serves no templates: start it with `agentbox serve --template base=DIR` (an image directory, or base=PROFILE)")
+	if strings.Contains(body, "image directory instead") || !strings.Contains(body, `"error_code":"template_not_found"`) {
+		t.Fatalf("no templates: %s", body)
 	}
 }
 
@@ -357,15 +380,42 @@ func TestTimeoutPauseConnect(t *testing.T) {
 		t.Fatalf("connect paused: %d %s (%v)", status, body, st.timeout)
 	}
 
-	// A stopped sandbox (autoPause without memory) boots again: 201. One
-	// made without a TTL by agentbox create gets none from a connect
-	// that names no timeout.
+	// create with a timeout, pause (which ends the TTL), connect naming
+	// none: resumed with the default timeout, as E2B does, not without
+	// any TTL.
+	delete(st.timeout, "00000000000a")
+	if status, _, body = call(t, srv.URL, "POST", "/sandboxes/00000000000a/timeout", testKey, `{"timeout":60}`); status != 204 {
+		t.Fatalf("timeout: %d %s", status, body)
+	}
+	if status, _, body = call(t, srv.URL, "POST", "/sandboxes/00000000000a/pause", testKey, `{}`); status != 204 || st.boxes["00000000000a"].ExpiresAt != nil {
+		t.Fatalf("pause: %d %s", status, body)
+	}
+	delete(st.timeout, "00000000000a")
+	status, _, body = call(t, srv.URL, "POST", "/v2/sandboxes/00000000000a/connect", testKey, ``)
+	if status != 201 || st.timeout["00000000000a"] != 300 || strings.Contains(body, "9999-") {
+		t.Fatalf("connect paused after pause ended its TTL: %d %s (%v)", status, body, st.timeout)
+	}
+
+	// A stopped sandbox (autoPause without memory) boots again: 201, with
+	// the default timeout even when it had no TTL (one made by agentbox
+	// create without --ttl).
 	st.add("00000000000b", api.StateStopped, nil, apitest.Epoch)
 	if status, _, body = call(t, srv.URL, "POST", "/v2/sandboxes/00000000000b/connect", testKey, ``); status != 201 || st.boxes["00000000000b"].State != api.StateRunning {
 		t.Fatalf("connect stopped: %d %s", status, body)
 	}
-	if _, ok := st.timeout["00000000000b"]; ok {
-		t.Fatalf("a sandbox without TTL got one: %v", st.timeout)
+	if got := st.timeout["00000000000b"]; got != 300 {
+		t.Fatalf("a booted sandbox without TTL: timeout %d, want 300 (%v)", got, st.timeout)
+	}
+	// A running sandbox without a TTL keeps none (its timeout is never
+	// shortened), whether or not connect names one.
+	st.add("00000000000d", api.StateRunning, nil, apitest.Epoch)
+	for _, req := range []string{`{}`, `{"timeout":45}`} {
+		if status, _, body = call(t, srv.URL, "POST", "/v2/sandboxes/00000000000d/connect", testKey, req); status != 200 || !strings.Contains(body, `"sandboxID":"00000000000d"`) {
+			t.Fatalf("connect running without TTL %s: %d %s", req, status, body)
+		}
+		if _, ok := st.timeout["00000000000d"]; ok {
+			t.Fatalf("connect %s: a running sandbox without TTL got one: %v", req, st.timeout)
+		}
 	}
 	status, _, body = call(t, srv.URL, "POST", "/v2/sandboxes/00000000000c/connect", testKey, `{}`)
 	wantErr(t, "connect unknown", status, body, 404, "not found")

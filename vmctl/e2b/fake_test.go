@@ -134,6 +134,9 @@ func (st *store) backend() *apitest.Backend {
 				return update(ctx, ref, func(sb *api.Sandbox) error {
 					st.pauses = append(st.pauses, req)
 					sb.State = api.StatePaused
+					if req.EndTTL {
+						sb.ExpiresAt = nil
+					}
 					return nil
 				})
 			},

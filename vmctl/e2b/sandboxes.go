@@ -85,7 +85,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	sb, err := s.cfg.Client.CreateSandbox(ctx, req)
 	if err != nil {
-		writeError(w, err)
+		writeError(w, s.templateError(ctx, req.Template, err))
 		return
 	}
 	// The TTL ran from the create's start; E2B's timeout runs from the
@@ -99,10 +99,11 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 // connect implements POST /v2/sandboxes/{id}/connect: 200 for a running
 // sandbox (its timeout is extended to the request's, never shortened),
 // 201 for a paused one resumed (or a stopped one booted again on its
-// disk; with memory false a paused one is stopped and booted, E2B's
-// "reboot"), whose timeout becomes the request's (default 300 s). A
-// sandbox without a TTL and without a TTL action (one made by `agentbox
-// create` without --ttl) gets a timeout only when the request names one.
+// disk; with memory false a paused one is stopped and booted, the SDK's
+// onResume: 'reboot'), whose timeout becomes the request's (default 300 s) always,
+// as E2B gives every resumed sandbox one (pause ends the TTL, so nothing
+// else would bound it). A running sandbox without a TTL (one made by
+// `agentbox create` without --ttl) keeps none: it has no end to extend.
 func (s *Server) connect(w http.ResponseWriter, r *http.Request) {
 	var in connectRequest
 	if err := decode(r, &in); err != nil {
@@ -123,7 +124,6 @@ func (s *Server) connect(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	managed := in.Timeout != nil || sb.ExpiresAt != nil || sb.Limits.TTLAction != ""
 	status := http.StatusOK
 	switch sb.State {
 	case api.StatePaused:
@@ -144,8 +144,9 @@ func (s *Server) connect(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	end := s.cfg.Now().Add(timeout)
-	extend := status == http.StatusCreated || (sb.ExpiresAt != nil && sb.ExpiresAt.Before(end))
-	if managed && extend {
+	resumed := status == http.StatusCreated
+	extend := sb.ExpiresAt != nil && sb.ExpiresAt.Before(end)
+	if resumed || extend {
 		if sb, err = s.cfg.Client.SetTimeout(ctx, sb.ID, timeout); err != nil {
 			writeError(w, err)
 			return

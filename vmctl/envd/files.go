@@ -90,12 +90,30 @@ func (f *files) download(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case err == nil:
 	case !started:
-		writeHTTPError(w, err)
+		writeHTTPError(w, downloadError(p, err))
 	default:
 		// Cut short after the status went out: abort the connection so
 		// the client sees a truncated body, never a short file.
 		panic(http.ErrAbortHandler)
 	}
+}
+
+// downloadError is err of a download of p with a message for an E2B
+// user (same status and code, so it maps through the one error table):
+// a missing file is "file P not found", without the layers of the
+// service and guest agent the message went through; a directory or
+// special file points at files.list and commands.run with tar rather
+// than at the agentbox CLI. Other errors are err.
+func downloadError(p string, err error) error {
+	ae := api.ErrorFrom(err)
+	switch ae.Code {
+	case api.CodeNotFound:
+		return api.Errorf(ae.Status, ae.Code, "file %s not found", p)
+	case api.CodeNotAFile:
+		return api.Errorf(ae.Status, ae.Code,
+			"%s is not a regular file: files.read reads one file; list a directory with files.list('%s'), or archive it with commands.run('tar -C %s -c .')", p, p, p)
+	}
+	return err
 }
 
 // upload answers POST /files: multipart/form-data (every part named

@@ -13,6 +13,7 @@ import (
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/agentbox/agentbox/vmctl/agentproto"
 	"github.com/agentbox/agentbox/vmctl/api"
 	"github.com/agentbox/agentbox/vmctl/client"
 	fspb "github.com/agentbox/agentbox/vmctl/envd/gen/filesystem"
@@ -237,7 +238,12 @@ func (s *filesystemService) WatchDir(ctx context.Context, req *connect.Request[f
 }
 
 // watchEvents maps one event of the sandbox service's watch to envd's
-// (none for OVERFLOW, which envd has no event for).
+// (none for OVERFLOW, which envd has no event for). The guest agent
+// writes an upload to a temporary file beside it and renames that onto
+// the file (agentproto.UploadTempPattern): the temporary file's own
+// events are dropped, and its rename onto NAME is CREATE then WRITE of
+// NAME, what E2B's envd watcher reports of a write (it opens NAME with
+// O_CREATE and writes it); onto another name, CREATE of that name.
 func watchEvents(dir string, ev api.WatchEvent, withEntry bool) []*fspb.FilesystemEvent {
 	event := func(t fspb.EventType, p string, info *api.FileInfo) *fspb.FilesystemEvent {
 		e := &fspb.FilesystemEvent{Name: relName(dir, p), Type: t}
@@ -247,6 +253,16 @@ func watchEvents(dir string, ev api.WatchEvent, withEntry bool) []*fspb.Filesyst
 			e.Entry = entryInfo(fi)
 		}
 		return e
+	}
+	if target, ok := agentproto.UploadTempTarget(path.Base(ev.Path)); ok {
+		if ev.Op != api.WatchRename || ev.To == "" {
+			return nil
+		}
+		out := []*fspb.FilesystemEvent{event(fspb.EventType_EVENT_TYPE_CREATE, ev.To, ev.Info)}
+		if ev.To == path.Join(path.Dir(ev.Path), target) {
+			out = append(out, event(fspb.EventType_EVENT_TYPE_WRITE, ev.To, ev.Info))
+		}
+		return out
 	}
 	switch ev.Op {
 	case api.WatchCreate:

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"path"
 	"testing"
 	"time"
 
@@ -64,6 +65,22 @@ func TestWatchEvents(t *testing.T) {
 		{api.WatchEvent{Op: api.WatchRename, Path: "/w/a"}, []ev{{fspb.EventType_EVENT_TYPE_RENAME, "a", false}}},
 		{api.WatchEvent{Op: api.WatchRemove, Path: "/w"}, []ev{{fspb.EventType_EVENT_TYPE_REMOVE, ".", false}}},
 		{api.WatchEvent{Op: api.WatchOverflow, Path: "/w"}, nil},
+		// The guest agent's upload temp file: its own events are dropped,
+		// its rename onto NAME is CREATE and WRITE of NAME (what envd's
+		// watcher sees of a plain write).
+		{api.WatchEvent{Op: api.WatchCreate, Path: "/w/.b.agentbox-824410569", Info: info}, nil},
+		{api.WatchEvent{Op: api.WatchWrite, Path: "/w/sub/.b.agentbox-824410569", Info: info}, nil},
+		{api.WatchEvent{Op: api.WatchChmod, Path: "/w/.b.agentbox-824410569", Info: info}, nil},
+		{api.WatchEvent{Op: api.WatchRemove, Path: "/w/.b.agentbox-824410569"}, nil},
+		{api.WatchEvent{Op: api.WatchRename, Path: "/w/.b.agentbox-824410569"}, nil},
+		{api.WatchEvent{Op: api.WatchRename, Path: "/w/.b.agentbox-824410569", To: "/w/b", Info: info}, []ev{{fspb.EventType_EVENT_TYPE_CREATE, "b", true}, {fspb.EventType_EVENT_TYPE_WRITE, "b", true}}},
+		{api.WatchEvent{Op: api.WatchRename, Path: "/w/sub/.b.agentbox-1", To: "/w/sub/b", Info: info}, []ev{{fspb.EventType_EVENT_TYPE_CREATE, "sub/b", true}, {fspb.EventType_EVENT_TYPE_WRITE, "sub/b", true}}},
+		// Names that only look like it are reported as they are.
+		{api.WatchEvent{Op: api.WatchCreate, Path: "/w/.b.agentbox-12x", Info: info}, []ev{{fspb.EventType_EVENT_TYPE_CREATE, ".b.agentbox-12x", true}}},
+		{api.WatchEvent{Op: api.WatchCreate, Path: "/w/b.agentbox-12", Info: info}, []ev{{fspb.EventType_EVENT_TYPE_CREATE, "b.agentbox-12", true}}},
+		// A temp name renamed onto another name than its own: the temp
+		// name was never shown, so only CREATE of the new one.
+		{api.WatchEvent{Op: api.WatchRename, Path: "/w/.b.agentbox-1", To: "/w/c", Info: info}, []ev{{fspb.EventType_EVENT_TYPE_CREATE, "c", true}}},
 	} {
 		got := watchEvents("/w", c.in, true)
 		if len(got) != len(c.want) {
@@ -73,7 +90,7 @@ func TestWatchEvents(t *testing.T) {
 			if got[i].GetType() != w.t || got[i].GetName() != w.name || (got[i].Entry != nil) != w.ent {
 				t.Errorf("watchEvents(%+v)[%d] = %v, want %v", c.in, i, got[i], w)
 			}
-			if w.ent && got[i].GetEntry().GetPath() != "/w/"+w.name {
+			if w.ent && got[i].GetEntry().GetPath() != "/w/"+w.name || w.ent && got[i].GetEntry().GetName() != path.Base(w.name) {
 				t.Errorf("entry path %q", got[i].GetEntry().GetPath())
 			}
 		}

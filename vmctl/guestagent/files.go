@@ -81,7 +81,7 @@ func writeFile(fr *agentproto.Reader, fw *agentproto.Writer, req *agentproto.Wri
 			return err
 		}
 	}
-	tmp, err := os.CreateTemp(dir, "."+path.Base(p)+".agentbox-*")
+	tmp, err := os.CreateTemp(dir, agentproto.UploadTempPattern(path.Base(p)))
 	if err != nil {
 		return tempError(p, dir, err)
 	}
