@@ -76,11 +76,17 @@
         );
       });
 
+      # Each wrapper has a `key`: the module system keeps one module per key,
+      # so importing a wrapper twice (host and default, or guest next to
+      # lib.mkProfile, which imports it already) is the same as once instead
+      # of defining the unique option `package` twice.
       nixosModules = {
         # A NixOS configuration that is an agentbox sandbox guest.
         guest =
           { lib, pkgs, ... }:
           {
+            key = "agentbox#nixosModules.guest";
+            _file = toString ./flake.nix + "#nixosModules.guest";
             imports = [ ./nixos-modules/guest ];
             agentbox.guest.package =
               lib.mkDefault
@@ -90,6 +96,8 @@
         host =
           { lib, pkgs, ... }:
           {
+            key = "agentbox#nixosModules.host";
+            _file = toString ./flake.nix + "#nixosModules.host";
             imports = [ ./nixos-modules/host ];
             services.agentbox.package =
               lib.mkDefault

@@ -36,6 +36,7 @@ pkgs.testers.runNixOSTest {
     };
 
   testScript = ''
+    import json
     import shlex
 
     # `agentbox ARGS` as USER, with stdin at EOF (run forwards a piped stdin).
@@ -64,6 +65,18 @@ pkgs.testers.runNixOSTest {
     with subtest("the command's exit code comes back"):
         status, out = host.execute(as_user("alice", f"{run} -- sh -c 'exit 7'"), timeout=1800)
         assert status == 7, f"exit status {status}, output {out!r}"
+
+    with subtest("the host firewall (iptables backend, the default) lets the taps reach the egress service"):
+        rules = host.succeed("iptables -w -S nixos-fw")
+        assert "-A nixos-fw -d 10.213.0.0/16 -i abx+ -p udp -m udp --dport 53 -j nixos-fw-accept" in rules, rules
+        assert "-A nixos-fw -d 10.213.0.0/16 -i abx+ -p tcp -j nixos-fw-accept" in rules, rules
+
+    with subtest("the daemon sets pids.max in the domain's control group (writable under the unit's hardening)"):
+        sid = host.succeed(as_user("alice", f"create --image {image} --boot-timeout 1500s"), timeout=1800).strip()
+        info = json.loads(host.succeed(as_user("alice", f"inspect {sid}")))[0]
+        pids = [e for e in info["resources"]["enforcement"] if e["limit"] == "pids"]
+        assert len(pids) == 1 and pids[0]["enforcement"] == "cgroup", repr(pids)
+        host.succeed(as_user("alice", f"rm -f {sid}"))
 
     with subtest("the daemon removed the sandboxes"):
         assert host.succeed(as_user("alice", "ls -q")).strip() == "", "sandboxes left behind"

@@ -16,6 +16,7 @@ packages=(
   distro-info-data make tini procps
   tmux
   nix-bin
+  nftables iptables iproute2
   protobuf-compiler
   python3-pytest python3-yaml
 )

@@ -82,8 +82,12 @@ lib.mkIf cfg.enable {
   security.sudo.enable = mkDefault false;
   services.timesyncd.enable = mkDefault false;
   systemd.oomd.enable = mkDefault false;
+  # In memory (/run/log/journal): the root disk is the sandbox's overlay.
+  # Storage through its typed option (nixpkgs
+  # nixos/modules/system/boot/systemd/journald.nix writes Storage= itself;
+  # a second Storage= line in extraConfig only won by coming last).
+  services.journald.storage = mkDefault "volatile";
   services.journald.extraConfig = ''
-    Storage=volatile
     RuntimeMaxUse=32M
   '';
 

@@ -59,6 +59,15 @@ lib.mkIf cfg.enable {
     ]
   ++ [
     {
+      # It goes into the host firewall's rules (./firewall-rules.nix) as
+      # text; the daemon checks the rest (a valid IPv4 prefix) at start.
+      assertion = builtins.match "[0-9]{1,3}(\\.[0-9]{1,3}){3}/[0-9]{1,2}" (toString (s.network-pool or "10.213.0.0/16")) != null;
+      message = ''
+        services.agentbox.settings.network-pool = ${builtins.toJSON (s.network-pool or null)} is not
+        an IPv4 CIDR such as "10.213.0.0/16".
+      '';
+    }
+    {
       assertion = builtins.stringLength (toString (s.runtime-dir or "")) <= maxRuntimeDir;
       message = ''
         services.agentbox.settings.runtime-dir is longer than ${toString maxRuntimeDir}

@@ -69,6 +69,23 @@ in
       '';
     };
 
+    openFirewall = mkOption {
+      type = types.bool;
+      default = true;
+      description = ''
+        Let the sandboxes through NixOS's firewall (`networking.firewall`,
+        iptables or nftables backend) to the daemon's egress service on the
+        host side of their taps (`abx*`): UDP port 53 and TCP to the addresses
+        of `settings.network-pool` (default 10.213.0.0/16), and with
+        `networking.firewall.filterForward` what the daemon forwards for them.
+        Which TCP ports each sandbox reaches (53, 80/443, the ports of its
+        `name:PORT` and `host:PORT` rules) is enforced by the daemon's own
+        nftables table, which drops everything else from its taps first.
+        Without these rules the firewall drops the guests' DNS and proxy
+        traffic. Turn it off only to write equivalent rules yourself.
+      '';
+    };
+
     watchdogSec = mkOption {
       type = types.ints.unsigned;
       default = 60;

@@ -2,11 +2,15 @@
 #
 # It runs as the system user `agentbox` (group `services.agentbox.group`,
 # member of libvirtd for libvirt's socket and of kvm for the KVM probe) with
-# one capability, CAP_DAC_OVERRIDE: QEMU (root under NixOS's default
-# virtualisation.libvirtd.qemu.runAsRoot) creates each sandbox's agent socket
-# as root with mode 0775 and virtlogd its console log as root with mode 0600,
-# and the daemon must connect to the one and read the other. Everything else
-# is read-only or hidden from it (ProtectSystem=strict and the rest below).
+# three capabilities (AmbientCapabilities below): CAP_DAC_OVERRIDE, because
+# QEMU (root under NixOS's default virtualisation.libvirtd.qemu.runAsRoot)
+# creates each sandbox's agent socket as root with mode 0775, virtlogd its
+# console log as root with mode 0600, and libvirtd the domain's control group
+# with root's files, and the daemon must connect to the socket, read the log
+# and write pids.max; CAP_NET_ADMIN and CAP_NET_BIND_SERVICE for the sandbox
+# networks. Everything else is read-only or hidden from it
+# (ProtectSystem=strict and the rest below); docs/nixos-host.md lists what
+# each privileged call of the daemon needs.
 {
   config,
   lib,
@@ -135,7 +139,15 @@ lib.mkIf cfg.enable {
       ProtectKernelTunables = true;
       ProtectKernelModules = true;
       ProtectKernelLogs = true;
-      ProtectControlGroups = true;
+      # Writable control groups: the daemon writes pids.max (and memory.max
+      # where libvirt could not apply <memtune><hard_limit>) into each
+      # running domain's group, which libvirtd made under machine.slice
+      # (vmctl/cgroup, vmctl/sandbox/resources), not into its own.
+      # ProtectControlGroups=yes mounts /sys/fs/cgroup read-only and every
+      # such limit would be recorded as not enforced; Delegate=yes would
+      # only hand over this unit's own subtree, where no QEMU runs. The
+      # files are root's (0644): CAP_DAC_OVERRIDE lets the daemon write them.
+      ProtectControlGroups = false;
       ProtectClock = true;
       ProtectHostname = true;
       RestrictNamespaces = true;
