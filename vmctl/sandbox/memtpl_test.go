@@ -89,6 +89,9 @@ func (f *memFixture) template(t *testing.T) (string, map[string]any) {
 
 func ramName(man map[string]any) string { return man["memory"].(map[string]any)["ram"].(string) }
 
+// stateName is the device state file's name in a template's manifest.
+func stateName(man map[string]any) string { return man["memory"].(map[string]any)["state"].(string) }
+
 func sha(t *testing.T, path string) string {
 	t.Helper()
 	f, err := os.Open(path)
@@ -169,7 +172,7 @@ func TestWarmMemoryTemplateRefused(t *testing.T) {
 	f := newMemFixture(t)
 	f.warm(t)
 	dir, man := f.template(t)
-	first := ramName(man)
+	first, firstState := ramName(man), stateName(man)
 
 	// Another QEMU version in the key: rebuilt.
 	man["memory"].(map[string]any)["key"].(map[string]any)["emulator"].(map[string]any)["version"] = 1
@@ -182,13 +185,18 @@ func TestWarmMemoryTemplateRefused(t *testing.T) {
 	if ramName(man) == first {
 		t.Fatalf("a template with another QEMU version in its key was cloned; want it rebuilt")
 	}
+	// A clone loads the state file its template version names: one of a
+	// rebuilt template is never loaded into a domain mapping the old RAM.
+	if stateName(man) == firstState {
+		t.Errorf("the rebuilt template's device state file has the old one's name %q; want a new name per build", firstState)
+	}
 	if _, err := os.Stat(filepath.Join(dir, first)); !os.IsNotExist(err) {
 		t.Errorf("the refused template's RAM file is still there (%v)", err)
 	}
 
 	damage := map[string]func(dir string, man map[string]any) error{
 		"state": func(dir string, man map[string]any) error {
-			p := filepath.Join(dir, "state")
+			p := filepath.Join(dir, stateName(man))
 			os.Chmod(p, 0o600)
 			fh, err := os.OpenFile(p, os.O_WRONLY, 0)
 			if err != nil {
@@ -261,10 +269,20 @@ func TestWarmMemoryCloneLifecycle(t *testing.T) {
 		t.Fatalf("snapshot of a clone: %v", err)
 	}
 	t.Cleanup(func() { f.snaps.Delete(context.Background(), "c1") })
+	dir, man := f.template(t)
 	for _, tpl := range f.ws.Templates() {
 		if err := f.ws.Delete(context.Background(), tpl.Key); err != nil {
 			t.Fatal(err)
 		}
+	}
+	// The template's RAM file is gone while clone a runs: a's QEMU keeps
+	// its inode mapped (the kernel frees it with the last mapping), so the
+	// guest pages a had not touched yet still read as the template's.
+	if _, err := os.Stat(filepath.Join(dir, ramName(man))); !os.IsNotExist(err) {
+		t.Fatalf("the removed template's RAM file: %v; want it gone", err)
+	}
+	if out, _, st := sh(t, a, "cat /usr/bin/* /usr/lib/x86_64-linux-gnu/*.so* >/dev/null && echo 3 >/proc/sys/vm/drop_caches && cat /root/kept", 120*time.Second); st.Code != 0 || strings.TrimSpace(out) != "kept" {
+		t.Errorf("clone after its template was removed: %q %+v", out, st)
 	}
 	r, err := f.snaps.Restore(context.Background(), "c1", snapshot.RestoreOptions{Image: f.img})
 	if err != nil {

@@ -258,6 +258,7 @@ func (m *Manager) Resume(ctx context.Context, sb *Sandbox, opts ResumeOptions) e
 		return m.resumeInMemory(ctx, snap, sb, timeout)
 	}
 	p := *r.Paused
+	m.unshare(sb) // the saved state loads into private RAM (sharedmem.go)
 	if err := m.reserve(sb, opts.Admit); err != nil {
 		return err
 	}
@@ -416,6 +417,7 @@ func (m *Manager) Start(ctx context.Context, sb *Sandbox, opts StartOptions) err
 	if _, err := os.Stat(sb.Overlay); err != nil {
 		return fmt.Errorf("%w: sandbox %s: its disk %s is gone (%v): create a new sandbox", ErrCannotStart, sb.ID, sb.Overlay, err)
 	}
+	m.unshare(sb) // its new domain maps no memory template (sharedmem.go)
 	if err := m.reserve(sb, opts.Admit); err != nil {
 		return err
 	}

@@ -99,7 +99,10 @@ type Record struct {
 	// and counters; exec.go); the manager itself never reads it.
 	Extra []byte `json:"extra,omitempty"`
 	// SharedMemory is the guest RAM the sandbox maps from a memory
-	// template rather than holds (a clone; sharedmem.go); nil otherwise.
+	// template rather than holds (a clone; sharedmem.go); nil otherwise,
+	// and nil again once its domain came back with private RAM (a start
+	// after a stop, a resume from disk; a restore of its snapshot never
+	// had it).
 	SharedMemory *SharedMemory `json:"shared_memory,omitempty"`
 	// Ports are the sandbox's port forwards (ports.go), re-opened at the
 	// same host addresses by a restarted daemon; never shared with the

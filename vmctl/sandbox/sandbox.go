@@ -49,7 +49,9 @@ type Sandbox struct {
 	VCPUs, Memory int
 	// Shared is the guest RAM it maps from a memory template instead of
 	// holding it (a clone; sharedmem.go), or nil. Set before the sandbox
-	// is registered, not changed afterwards.
+	// is registered; cleared (under the Manager's lock and mu) when its
+	// domain comes back without the mapping (Manager.unshare), never set
+	// again.
 	Shared *SharedMemory
 	// BootTime is the time from domain start to the agent's handshake
 	// (zero for an adopted sandbox whose record lacks it).

@@ -78,6 +78,25 @@ func (m *Manager) requestLocked(sb *Sandbox) Resources {
 	return r
 }
 
+// unshare forgets sb's SharedMemory before its domain comes back without
+// the template mapping: a start after a stop and a resume from disk run
+// the recorded spec with private RAM (rebuild, domain.MemoryBackend.
+// Private), so from then on the sandbox holds its whole guest RAM and
+// admission (reserve, called after this) and its record count all of
+// it. The record is saved when it changed. Takes m.mu, then sb.mu: the
+// readers of sb.Shared hold m.mu.
+func (m *Manager) unshare(sb *Sandbox) {
+	m.mu.Lock()
+	sb.mu.Lock()
+	had := sb.Shared != nil || sb.rec.SharedMemory != nil
+	sb.Shared, sb.rec.SharedMemory = nil, nil
+	sb.mu.Unlock()
+	m.mu.Unlock()
+	if had {
+		sb.persist()
+	}
+}
+
 // SharedMemoryOf is the SharedMemory of a clone that maps the memory
 // template RAM file ramFile: the file's path as the template's identity
 // (a rebuilt template writes a new file) and its allocated size — the

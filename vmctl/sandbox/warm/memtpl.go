@@ -73,9 +73,13 @@ func (w *Service) memTemplater() (sandbox.MemoryTemplater, bool) {
 // manifest.Memory.
 type memManifest struct {
 	// RAM and State are the names of the RAM file and of the device
-	// state file in the template's directory. The RAM file's name is new
-	// for every build (ram-<random>): a VM that writes a RAM file
-	// (share=on) never runs on one that clones may still map.
+	// state file in the template's directory. Both are new for every
+	// build (ram-<random>, state-<random>; templates from before have
+	// "state"): a VM that writes a RAM file (share=on) never runs on one
+	// that clones may still map, and a clone whose template was removed
+	// and rebuilt between its domain's start (which maps the old RAM
+	// file) and its load (a pool member's, at create) fails to find the
+	// old state file rather than loading the new one into the old RAM.
 	RAM   string `json:"ram"`
 	State string `json:"state"`
 	// StateSHA256 is the hex sha256 of the state file, checked before
@@ -256,7 +260,7 @@ func (w *Service) buildMem(ctx context.Context, mt sandbox.MemoryTemplater, key 
 	if err != nil {
 		return manifest{}, err
 	}
-	mm := &memManifest{RAM: "ram-" + id, State: "state"}
+	mm := &memManifest{RAM: "ram-" + id, State: "state-" + id}
 	bo := opts
 	bo.Name, bo.Labels, bo.Extra = "", map[string]string{Label: key}, nil
 	// The RAM file is written where clones will find it: the directory
