@@ -152,6 +152,8 @@ type Daemon struct {
 	snapM           *snapshotMetrics
 
 	ports portTable // port forwards (ports.go)
+
+	cl clusterSeam // the cluster this daemon is a node of (cluster.go)
 }
 
 // box is the daemon's side of one sandbox: its detached processes. The
