@@ -46,3 +46,12 @@ type Node struct {
 type NodeList struct {
 	Nodes []Node `json:"nodes"`
 }
+
+// CheckNodeName checks a node name in a path ({node}): the NamePattern
+// syntax. Errors are 400 invalid_argument.
+func CheckNodeName(name string) error {
+	if !nameRE.MatchString(name) {
+		return Invalidf("node %s is not a node name: 1 to 63 letters, digits, '_', '.', '-', starting with a letter or digit", QuoteShort(name))
+	}
+	return nil
+}
