@@ -61,7 +61,7 @@ func serveCommand() *cli.Command {
 			&cli.IntFlag{Name: "audit-max-files", Value: 10, Usage: "rotated audit log files to keep"},
 			&cli.BoolFlag{Name: "audit-full-tty", Usage: "keep every key typed into a terminal session (`exec -it`) in its audit entry, up to 1 MiB, not just the first KiB"},
 			templateFlag, // templates.go
-		}, append(append(append(networkFlags(), resourceServeFlags()...), serveMCPFlags()...), append(serveE2BFlags(), servePolicyFlags()...)...)...),
+		}, append(append(append(networkFlags(), resourceServeFlags()...), serveMCPFlags()...), append(append(serveE2BFlags(), servePolicyFlags()...), serveClusterFlags()...)...)...),
 		OnUsageError: usageError,
 		Action:       serveAction,
 	}
@@ -102,6 +102,10 @@ func serveAction(c *cli.Context) error {
 		return err
 	}
 	warmMode, err := warm.ParseMode(c.String("warm-mode"))
+	if err != nil {
+		return usageError(c, err, false)
+	}
+	clusterCfg, err := serveClusterConfig(c) // cluster.go
 	if err != nil {
 		return usageError(c, err, false)
 	}
@@ -213,6 +217,14 @@ func serveAction(c *cli.Context) error {
 		d.Shutdown(context.Background())
 		return err
 	}
+	leaveCluster, err := serveCluster(ctx, c, clusterCfg, d, logger) // cluster.go
+	if err != nil {
+		closeAll()
+		closeMCP()
+		front.shutdown(context.Background())
+		d.Shutdown(context.Background())
+		return err
+	}
 	rep := d.Report()
 	where := c.String("socket")
 	if tcpAddr != "" {
@@ -245,7 +257,7 @@ func serveAction(c *cli.Context) error {
 	sddaemon.SdNotify(false, sddaemon.SdNotifyStopping)
 	shutCtx, cancel := context.WithTimeout(context.Background(), c.Duration("shutdown-timeout"))
 	defer cancel()
-	err = errors.Join(serveErr, front.shutdown(shutCtx), closeMCP(), srv.Shutdown(shutCtx), d.Shutdown(shutCtx))
+	err = errors.Join(serveErr, front.shutdown(shutCtx), closeMCP(), srv.Shutdown(shutCtx), leaveCluster(shutCtx), d.Shutdown(shutCtx))
 	if errors.Is(err, context.DeadlineExceeded) {
 		logger.Warn("shutdown deadline reached; remaining requests were cut")
 		err = nil
