@@ -127,7 +127,10 @@ func (w *waiter) handle(m *nats.Msg) {
 	w.mu.Lock()
 	switch {
 	case !ok:
-	case nt.Kind == noticeTaken && w.state == waitQueued:
+	case nt.Kind == noticeTaken && (w.state == waitQueued || w.state == waitTaken):
+		// Taken again while taken: JetStream redelivered it because the
+		// first taker stopped acking (it died); whichever answers first
+		// wins, and the other removes what it made.
 		w.state = waitTaken
 	case nt.Kind == noticeRequeued && w.state == waitTaken:
 		w.state = waitQueued

@@ -2,10 +2,13 @@ package cluster
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go"
 
 	"github.com/agentbox/agentbox/vmctl/api"
 	"github.com/agentbox/agentbox/vmctl/errdefs"
@@ -252,5 +255,40 @@ func TestDrain(t *testing.T) {
 	}
 	if _, err := a.DrainNode(ctx, "ghost", true); !isNotFound(err) {
 		t.Fatalf("drain of an unknown node: %v", err)
+	}
+}
+
+// The creator's side of the notices: taken (again, after a redelivery),
+// requeued, result; nothing after it gave up.
+func TestWaiterStates(t *testing.T) {
+	send := func(w *waiter, kind string) bool {
+		data, _ := json.Marshal(notice{Kind: kind})
+		w.handle(&nats.Msg{Data: data})
+		select {
+		case <-w.ch:
+			return true
+		default:
+			return false
+		}
+	}
+	w := &waiter{ch: make(chan notice, 4)}
+	for _, step := range []struct {
+		kind string
+		ok   bool
+	}{
+		{noticeRequeued, false}, {noticeTaken, true}, {noticeTaken, true}, {noticeRequeued, true},
+		{noticeTaken, true}, {noticeResult, true}, {noticeResult, false}, {noticeTaken, false},
+	} {
+		if got := send(w, step.kind); got != step.ok {
+			t.Fatalf("%s accepted = %v, want %v", step.kind, got, step.ok)
+		}
+	}
+	w = &waiter{ch: make(chan notice, 4)}
+	send(w, noticeTaken)
+	if w.giveUp(false) {
+		t.Fatal("the queue timeout ended a taken create's wait")
+	}
+	if !w.giveUp(true) || send(w, noticeResult) {
+		t.Fatal("a result after the caller went away was accepted")
 	}
 }
