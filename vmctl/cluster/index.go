@@ -34,6 +34,11 @@ type entryRecord struct {
 // and may be taken over (compare-and-set on its revision).
 const pendingPrefix = "pending "
 
+// claimGrace is how long past its queue deadline a pending claim holds:
+// longer than any create's boot (the boot timeout is at most minutes),
+// plus requeues.
+const claimGrace = 15 * time.Minute
+
 // nameKey is a sandbox name as a KV key: letters, digits and '-' as they
 // are, every other byte as '_' and two hex digits ('.' would split
 // tokens, and ".." is no valid key).
@@ -187,13 +192,14 @@ func (n *Node) claimName(ctx context.Context, name string, deadline time.Time, t
 }
 
 // staleClaim reports whether a claim's value no longer holds the name: a
-// pending claim past its deadline (plus a minute for the create that
-// took it to answer), or an ID the directory does not hold.
+// pending claim past its queue deadline by more than claimGrace (its
+// create may have been taken late and still be booting; only a creator
+// that died leaves one this old), or an ID the directory does not hold.
 func (n *Node) staleClaim(ctx context.Context, h handles, v string) bool {
 	if rest, ok := strings.CutPrefix(v, pendingPrefix); ok {
 		ts, _, _ := strings.Cut(rest, " ")
 		deadline, err := time.Parse(time.RFC3339Nano, ts)
-		return err == nil && time.Since(deadline) > time.Minute
+		return err == nil && time.Since(deadline) > claimGrace
 	}
 	_, err := n.entry(ctx, h, v)
 	return errors.Is(err, ErrSandboxNotFound)
