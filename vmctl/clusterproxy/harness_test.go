@@ -3,8 +3,10 @@ package clusterproxy_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -118,6 +120,7 @@ func startNode(t testing.TB, f *fakeCluster, name, clientTenant string) *node {
 		Directory: f,
 		Nodes:     nodesOf{f, name},
 		Token:     clusterToken + "\n",
+		Logger:    slog.New(slog.NewTextHandler(os.Stderr, nil)),
 		TenantOf: func(ctx context.Context) string {
 			if tn := tenantFrom(ctx); tn != "" {
 				return tn

@@ -258,6 +258,11 @@ func (p *Proxy) Route(w http.ResponseWriter, r *http.Request, ref string) (bool,
 	out := &outcome{}
 	ctx = context.WithValue(ctx, targetKey{}, target)
 	ctx = context.WithValue(ctx, outcomeKey{}, out)
+	// The owner may answer before the request body has all gone through
+	// (a stream of stdin, an upload refused early): keep reading it while
+	// the answer is written, or net/http drains it under the transport's
+	// feet and the connection to the owner breaks mid-answer.
+	_ = http.NewResponseController(w).EnableFullDuplex() // unsupported (HTTP/2): full duplex already
 	p.rp.ServeHTTP(w, r.WithContext(ctx))
 	if out.err != nil {
 		if r.Context().Err() != nil {
