@@ -137,6 +137,7 @@ var errorTable = []mapping{
 	{errdefs.ErrNotFound, true, http.StatusNotFound, CodeTemplateNotFound},
 	{errdefs.ErrPermissionDenied, true, http.StatusForbidden, CodePolicyDenied},
 	{errdefs.ErrUnavailable, true, http.StatusServiceUnavailable, CodePolicyUnavailable},
+	{errdefs.ErrUnavailable, true, http.StatusServiceUnavailable, CodeNodeUnreachable},
 
 	// Categories, for errors without one of the reasons above.
 	{errdefs.ErrNotFound, false, http.StatusNotFound, CodeNotFound},

@@ -24,7 +24,11 @@ type Sandbox struct {
 	// Name is the user's name for it, unique among the daemon's sandboxes;
 	// empty when none was given. Names match NamePattern.
 	Name string `json:"name,omitempty"`
-	// State is one of the State* constants.
+	// Node is the name of the cluster node the sandbox lives on (serve
+	// --node); empty on a single host (serve without --cluster).
+	Node string `json:"node,omitempty"`
+	// State is one of the State* constants (StateUnknown only in a
+	// cluster's list, for a sandbox whose node does not answer).
 	State string `json:"state"`
 	// Reason says why the sandbox is failed or stopped, e.g. "domain
 	// vanished while the daemon was down" or "ttl reached".

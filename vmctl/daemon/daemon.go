@@ -121,6 +121,10 @@ type Config struct {
 	// operation, port forward and network policy (policy.go; serve
 	// --policy runs a plugin through vmctl/policy.Client).
 	Policy Policy
+	// Node is this host's name in a cluster (serve --node): every
+	// api.Sandbox the daemon answers carries it in Node. Empty on a
+	// single host.
+	Node string
 }
 
 // Daemon is the running service core. Create it with New, serve its

@@ -203,7 +203,7 @@ func (d *Daemon) DeleteSandbox(ctx context.Context, ref string, force bool) erro
 func (d *Daemon) view(sb *sandbox.Sandbox) api.Sandbox {
 	r := sb.Record()
 	v := api.Sandbox{
-		ID: r.ID, Name: r.Name, State: string(r.State), Reason: r.Reason,
+		ID: r.ID, Name: r.Name, Node: d.cfg.Node, State: string(r.State), Reason: r.Reason,
 		Image:    api.ImageRef{Name: r.ImageName, Digest: digest(r.ImageDigest), Dir: r.ImageDir},
 		Template: r.Template,
 		Domain:   r.Domain, Accel: r.Accel, VCPUs: r.VCPUs, MemoryMiB: r.MemoryMiB,
