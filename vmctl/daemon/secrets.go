@@ -28,9 +28,9 @@ import (
 // placeholder in their request headers, with certificates from the
 // sandbox's CA. Upstream servers are verified against roots (nil: the
 // host's roots). A sandbox without the file intercepts nothing; a file
-// that cannot be read fails the egress service's start (the sandbox then
-// has no network rather than a network that leaks placeholders to hosts
-// that should get values... or values to hosts that should not).
+// that cannot be read (or is readable by others) fails the egress
+// service's start: the sandbox then gets no network rather than one whose
+// bound hosts would silently get placeholders.
 func SecretsIntercept(stateDir string, roots *x509.CertPool) func(id string) (*egress.Intercept, error) {
 	return func(id string) (*egress.Intercept, error) {
 		set, err := secrets.Load(filepath.Join(sandbox.SandboxesDir(stateDir), id, secrets.FileName))

@@ -14,7 +14,8 @@
 // enforcement, usage).
 //
 // Creation is a list of named steps (build.go: resources → register → dir
-// → overlay → network → domain → agent → running), each of which
+// → overlay → prepare → network → domain → agent → guest setup → running;
+// prepare and guest setup run the Options' hooks), each of which
 // registers its undo in one revert list; a failure at step N says
 // "create step <name>: …" and undoes steps N-1…1, so no overlay, domain or
 // qemu process outlives an error. A restore runs its own steps on the same
