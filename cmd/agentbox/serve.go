@@ -143,7 +143,8 @@ func serveAction(c *cli.Context) error {
 		fmt.Fprintln(c.App.ErrWriter, "agentbox serve:", line)
 	}
 
-	netw, closeNet, err := newNetwork(c, logger)
+	egressAud := &egressAudit{} // servesecrets.go
+	netw, closeNet, err := newNetwork(c, logger, stateDir, egressAud)
 	if err != nil {
 		closeAll()
 		return err
@@ -191,6 +192,7 @@ func serveAction(c *cli.Context) error {
 		closeAll()
 		return err
 	}
+	egressAud.set(d.AuditEgress)
 	apiCfg.Backend = d
 	apiCfg.Registerer = reg
 	apiCfg.Metrics = promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})

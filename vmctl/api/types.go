@@ -91,6 +91,9 @@ type Sandbox struct {
 	// Paused says how a paused sandbox is paused and what its saved state
 	// costs (lifecycle.go); nil unless paused.
 	Paused *PauseInfo `json:"paused,omitempty"`
+	// Secrets are the sandbox's secrets as the guest knows them: names,
+	// placeholders and hosts, never values (secrets.go).
+	Secrets []SecretInfo `json:"secrets,omitempty"`
 }
 
 // ImageRef names an image.
@@ -191,6 +194,12 @@ type CreateSandboxRequest struct {
 	// needs a network (mode allowlist or open); at least 65536. 0: none
 	// (or the daemon's ceiling).
 	NetBps int64 `json:"net_bps,omitempty"`
+	// Secrets are values the guest never sees (secrets.go): it gets a
+	// placeholder in its environment instead, which the host's egress
+	// proxy replaces by the value in the headers of HTTPS requests to the
+	// secret's hosts. They need network mode allowlist with the hosts
+	// allowed, and a cold boot (not Warm).
+	Secrets []SecretSpec `json:"secrets,omitempty"`
 }
 
 // ExecRequest is the body of POST /v1/sandboxes/{id}/exec and

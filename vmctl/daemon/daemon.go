@@ -156,6 +156,8 @@ type Daemon struct {
 	snapM           *snapshotMetrics
 
 	ports portTable // port forwards (ports.go)
+
+	secretViews sync.Map // sandbox ID → []api.SecretInfo (secrets.go)
 }
 
 // box is the daemon's side of one sandbox: its detached processes. The

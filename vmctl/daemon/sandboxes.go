@@ -113,6 +113,11 @@ func (d *Daemon) create(ctx context.Context, req api.CreateSandboxRequest) (*san
 	if err := d.adm.applyNetCeiling(&req, policy); err != nil { // netrate.go
 		return nil, err
 	}
+	set, err := createSecrets(&req, policy) // secrets.go: the placeholders join req.Env
+	if err != nil {
+		return nil, err
+	}
+	prepare, guestReady := secretsSteps(set)
 	raw := sandbox.ExecAccount{Limits: sandbox.ExecLimits(mergeLimits(req.Limits, d.cfg.Defaults)), Creator: api.CallerFrom(ctx).ID, Env: req.Env}.Encode()
 	// The boot is not bound to the request: a client that goes away
 	// mid-boot must not leave a half-made sandbox, so the manager's revert
@@ -125,6 +130,8 @@ func (d *Daemon) create(ctx context.Context, req api.CreateSandboxRequest) (*san
 		Network:           policy,
 		GuestAgentChannel: d.cfg.GuestAgentChannel,
 		Resources:         resourceRequest(req),
+		Prepare:           prepare,
+		GuestReady:        guestReady,
 	})
 	if err != nil {
 		return nil, err
@@ -224,6 +231,7 @@ func (d *Daemon) view(sb *sandbox.Sandbox) api.Sandbox {
 	v.Ports = d.portViews(sb.ID)         // ports.go
 	viewResources(r, &v, d.usage.latest) // resources.go
 	v.Paused = pauseView(r, v.Limits)    // lifecycle.go
+	v.Secrets = d.secretsView(r)         // secrets.go
 	return v
 }
 
