@@ -11,7 +11,9 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/agentbox/agentbox/vmctl/api"
+	"github.com/agentbox/agentbox/vmctl/apiserver"
 	"github.com/agentbox/agentbox/vmctl/cluster"
+	"github.com/agentbox/agentbox/vmctl/clusterproxy"
 	"github.com/agentbox/agentbox/vmctl/daemon"
 )
 
@@ -22,7 +24,7 @@ func serveClusterFlags() []cli.Flag {
 		&cli.StringSliceFlag{Name: "cluster", Usage: "join the cluster whose NATS servers (with JetStream) are at `URLS` (nats://n1:4222,nats://n2:4222): creates go through the cluster's queue to a node with room; see docs/cluster.md"},
 		&cli.StringFlag{Name: "node", Usage: "this node's `NAME` in the cluster (needs --cluster)"},
 		&cli.StringFlag{Name: "advertise", Usage: "the `URL` other nodes and clients reach this node's API at, e.g. https://h1:7070 (needs --cluster)"},
-		&cli.StringFlag{Name: "cluster-token-file", Usage: "authenticate to NATS with the token in `FILE` (needs --cluster)"},
+		&cli.StringFlag{Name: "nats-token-file", Usage: "authenticate to NATS with the token in `FILE` (its authorization { token }; needs --cluster)"},
 		&cli.DurationFlag{Name: "queue-timeout", Value: cluster.DefaultQueueTimeout, Usage: "how long a cluster create waits in the queue for a node with room before 429 queue_timeout"},
 	}
 }
@@ -40,7 +42,7 @@ func serveClusterConfig(c *cli.Context) (*cluster.Config, error) {
 		}
 	}
 	if len(servers) == 0 {
-		for _, f := range []string{"node", "advertise", "cluster-token-file"} {
+		for _, f := range []string{"node", "advertise", "nats-token-file", "cluster-token-file", "cluster-ca"} {
 			if c.IsSet(f) {
 				return nil, fmt.Errorf("--%s needs --cluster nats://HOST:4222: a node name and address only mean something in a cluster", f)
 			}
@@ -56,14 +58,17 @@ func serveClusterConfig(c *cli.Context) (*cluster.Config, error) {
 	if u, err := url.Parse(c.String("advertise")); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("--advertise %q: give the URL of this node's TCP API, e.g. https://h1:7070", c.String("advertise"))
 	}
+	if c.String("cluster-token-file") == "" {
+		return nil, fmt.Errorf("--cluster needs --cluster-token-file: the nodes forward requests to each other with its token (give every node the same file, e.g. made with `openssl rand -hex 32`)")
+	}
 	if c.Duration("queue-timeout") <= 0 {
 		return nil, fmt.Errorf("--queue-timeout %s: must be positive", c.Duration("queue-timeout"))
 	}
 	token := ""
-	if f := c.String("cluster-token-file"); f != "" {
+	if f := c.String("nats-token-file"); f != "" {
 		b, err := os.ReadFile(f)
 		if err != nil {
-			return nil, fmt.Errorf("--cluster-token-file: %w", err)
+			return nil, fmt.Errorf("--nats-token-file: %w", err)
 		}
 		token = strings.TrimSpace(string(b))
 	}
@@ -73,22 +78,29 @@ func serveClusterConfig(c *cli.Context) (*cluster.Config, error) {
 	}, nil
 }
 
-// serveCluster joins the cluster of cfg (serveClusterConfig; nil: none)
-// and makes d one of its nodes; leave ends the membership, before the
-// daemon shuts down.
-func serveCluster(ctx context.Context, c *cli.Context, cfg *cluster.Config, d *daemon.Daemon, logger *slog.Logger) (leave func(context.Context) error, err error) {
+// serveCluster joins the cluster of cfg (serveClusterConfig; nil: none),
+// makes d one of its nodes and returns the router of requests between the
+// nodes (vmctl/clusterproxy, for apiserver.Config.Router; nil without a
+// cluster); leave ends both, before the daemon shuts down.
+func serveCluster(ctx context.Context, c *cli.Context, cfg *cluster.Config, d *daemon.Daemon, logger *slog.Logger) (router apiserver.Router, leave func(context.Context) error, err error) {
 	if cfg == nil {
-		return func(context.Context) error { return nil }, nil
+		return nil, func(context.Context) error { return nil }, nil
 	}
 	cfg.Local, cfg.Logger = d, logger
 	n, err := cluster.Join(ctx, *cfg)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
+	}
+	p, err := clusterRouter(c, n, n, clusterproxy.Config{}, logger) // clusterproxy.go
+	if err != nil {
+		n.Close(ctx)
+		return nil, nil, err
 	}
 	d.SetCluster(n)
 	fmt.Fprintf(c.App.ErrWriter, "agentbox serve: node %s of the cluster at %s (advertised as %s)\n", cfg.Node, strings.Join(cfg.Servers, ","), cfg.Advertise)
-	return func(ctx context.Context) error {
+	return p, func(ctx context.Context) error {
 		d.SetCluster(nil)
+		p.Close()
 		return n.Close(ctx)
 	}, nil
 }

@@ -24,7 +24,8 @@ func createCommand() *cli.Command {
 			"the sandbox ID is printed on stdout, so scripts can do `id=$(agentbox create --image DIR)`.\n" +
 			"The sandbox runs until `agentbox stop`/`rm`, its --ttl or its --idle-timeout (which may\n" +
 			"stop or pause it instead of removing it: --ttl-action, --idle-action). --env sets variables\n" +
-			"every command run in it gets.\n\n" +
+			"every command run in it gets. --secret NAME=@FILE with --secret-host NAME=HOST keeps a value\n" +
+			"out of the guest: it sees a placeholder in $NAME, replaced on the host in HTTPS request headers to HOST.\n\n" +
 			"Exit status: 0 once it runs; 125 if it could not be created (bad image, name taken, the host's\n" +
 			"capacity reached, boot failure: the message says which).",
 		Flags: append([]cli.Flag{
@@ -42,6 +43,7 @@ func createCommand() *cli.Command {
 			&cli.BoolFlag{Name: "locked", Usage: "refuse a PROFILE whose image differs from the lock file (written by agentbox profile lock)"},
 			&cli.BoolFlag{Name: "warm", Usage: "start from the image's saved \"ready\" state instead of booting (the first --warm create of an image and shape boots once to save it)"},
 			networkFlag, allowFlag, createTemplateFlag, createEnvFlag,
+			createSecretFlag, createSecretHostFlag, // createsecrets.go
 		}, append(append(resourceFlags(), profileFlags()...), idleFlags()...)...),
 		OnUsageError: usageError,
 		Action: clientAction(func(ctx context.Context, c *cli.Context, cl *client.Client) error {
@@ -70,6 +72,9 @@ func createCommand() *cli.Command {
 				return err
 			}
 			if req.Env, err = sandboxEnv(c); err != nil { // createenv.go
+				return err
+			}
+			if req.Secrets, err = sandboxSecrets(c); err != nil { // createsecrets.go
 				return err
 			}
 			req.Warm = c.Bool("warm")

@@ -18,7 +18,8 @@ func inspectCommand() *cli.Command {
 			"state and reason, image, domain, accelerator, vCPUs and memory, labels, times, exec count,\n" +
 			"\"limits\" — the lifetime limits (ttl, idle timeout, exec timeout, max execs) the daemon enforces —,\n" +
 			"\"resources\" — the host-side machine limits (disk, CPU quota, I/O, pids, QEMU memory) and how\n" +
-			"each is enforced —, \"usage\" and \"network\".\n\n" +
+			"each is enforced —, \"usage\" and \"network\"; in a cluster \"node\", the node it lives on (any node\n" +
+			"answers for any sandbox).\n\n" +
 			"Exit status: 0; 125 if any SANDBOX could not be read (the others are still printed).",
 		OnUsageError: usageError,
 		Action: clientAction(func(ctx context.Context, c *cli.Context, cl *client.Client) error {

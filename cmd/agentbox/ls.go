@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"text/tabwriter"
 	"time"
 
@@ -19,7 +20,9 @@ func lsCommand() *cli.Command {
 		Aliases: []string{"list"},
 		Usage:   "list the daemon's sandboxes",
 		Description: "Prints one line per sandbox, oldest first: ID, NAME, STATE, IMAGE, TEMPLATE (the daemon's template\n" +
-			"it was created from, `-` for an image directory), CPUS, MEMORY, AGE.\n" +
+			"it was created from, `-` for an image directory), CPUS, MEMORY, AGE; in a cluster (serve --cluster) a NODE\n" +
+			"column after NAME names each sandbox's node, and a node that does not answer lists its sandboxes\n" +
+			"in state unknown.\n" +
 			"--label (repeatable) keeps those that have all the given labels, --state those in one state\n" +
 			"(creating, running, stopping, stopped, failed). -q prints only IDs; --json the API's objects.",
 		Flags: []cli.Flag{
@@ -49,7 +52,18 @@ func lsCommand() *cli.Command {
 // writeSandboxTable writes the `ls` table; ages count up to now.
 func writeSandboxTable(w io.Writer, sbs []api.Sandbox, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tNAME\tSTATE\tIMAGE\tTEMPLATE\tCPUS\tMEMORY\tAGE")
+	// A cluster's sandboxes carry their node: then a NODE column.
+	clustered := slices.ContainsFunc(sbs, func(sb api.Sandbox) bool { return sb.Node != "" })
+	nodeCol := func(node string) string {
+		if !clustered {
+			return ""
+		}
+		if node == "" {
+			node = "-"
+		}
+		return node + "\t"
+	}
+	fmt.Fprintln(tw, "ID\tNAME\t"+nodeCol("NODE")+"STATE\tIMAGE\tTEMPLATE\tCPUS\tMEMORY\tAGE")
 	for _, sb := range sbs {
 		name, template := sb.Name, sb.Template
 		if name == "" {
@@ -58,7 +72,12 @@ func writeSandboxTable(w io.Writer, sbs []api.Sandbox, now time.Time) error {
 		if template == "" {
 			template = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%dMiB\t%s\n", sb.ID, name, sb.State, sb.Image.Name, template, sb.VCPUs, sb.MemoryMiB, age(now.Sub(sb.CreatedAt)))
+		if sb.State == api.StateUnknown {
+			// Only the directory's entry: the node does not answer.
+			fmt.Fprintf(tw, "%s\t%s\t%s%s\t-\t-\t-\t-\t-\n", sb.ID, name, nodeCol(sb.Node), sb.State)
+			continue
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s%s\t%s\t%s\t%d\t%dMiB\t%s\n", sb.ID, name, nodeCol(sb.Node), sb.State, sb.Image.Name, template, sb.VCPUs, sb.MemoryMiB, age(now.Sub(sb.CreatedAt)))
 	}
 	return tw.Flush()
 }

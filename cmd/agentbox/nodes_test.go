@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -85,8 +87,11 @@ func TestServeClusterFlags(t *testing.T) {
 	if cfg, err := parse(); cfg != nil || err != nil {
 		t.Fatalf("no --cluster: %+v %v", cfg, err)
 	}
-	cfg, err := parse("--cluster", "nats://a:4222,nats://b:4222", "--cluster", "nats://c:4222", "--node", "h1", "--advertise", "https://h1:7070", "--queue-timeout", "5s")
-	if err != nil || len(cfg.Servers) != 3 || cfg.Servers[2] != "nats://c:4222" || cfg.Node != "h1" || cfg.QueueTimeout != 5*time.Second {
+	tok := filepath.Join(t.TempDir(), "nats.token")
+	os.WriteFile(tok, []byte("s3cret\n"), 0o600)
+	cfg, err := parse("--cluster", "nats://a:4222,nats://b:4222", "--cluster", "nats://c:4222", "--node", "h1", "--advertise", "https://h1:7070",
+		"--cluster-token-file", tok, "--nats-token-file", tok, "--queue-timeout", "5s")
+	if err != nil || len(cfg.Servers) != 3 || cfg.Servers[2] != "nats://c:4222" || cfg.Node != "h1" || cfg.QueueTimeout != 5*time.Second || cfg.Token != "s3cret" {
 		t.Fatalf("cluster flags: %+v %v", cfg, err)
 	}
 	for _, c := range []struct {
@@ -94,10 +99,13 @@ func TestServeClusterFlags(t *testing.T) {
 		msg  string
 	}{
 		{[]string{"--node", "h1"}, "--node needs --cluster nats://HOST:4222: a node name and address only mean something in a cluster"},
+		{[]string{"--nats-token-file", tok}, "--nats-token-file needs --cluster nats://HOST:4222: a node name and address only mean something in a cluster"},
 		{[]string{"--cluster", "nats://a:4222", "--node", "h1"}, "--cluster needs --node NAME (this node's name) and --advertise URL (where the other nodes and clients reach its API)"},
 		{[]string{"--cluster", "nats://a:4222", "--node", "-h", "--advertise", "https://h1:7070"}, `--node "-h": use 1 to 63 letters, digits, '_', '.', '-', starting with a letter or digit (not 12 hex digits)`},
 		{[]string{"--cluster", "nats://a:4222", "--node", "h1", "--advertise", "h1:7070"}, `--advertise "h1:7070": give the URL of this node's TCP API, e.g. https://h1:7070`},
-		{[]string{"--cluster", "nats://a:4222", "--node", "h1", "--advertise", "https://h1:7070", "--queue-timeout", "0s"}, "--queue-timeout 0s: must be positive"},
+		{[]string{"--cluster", "nats://a:4222", "--node", "h1", "--advertise", "https://h1:7070"}, "--cluster needs --cluster-token-file: the nodes forward requests to each other with its token (give every node the same file, e.g. made with `openssl rand -hex 32`)"},
+		{[]string{"--cluster", "nats://a:4222", "--node", "h1", "--advertise", "https://h1:7070", "--cluster-token-file", tok, "--queue-timeout", "0s"}, "--queue-timeout 0s: must be positive"},
+		{[]string{"--cluster", "nats://a:4222", "--node", "h1", "--advertise", "https://h1:7070", "--cluster-token-file", tok, "--nats-token-file", tok + ".missing"}, "--nats-token-file: open " + tok + ".missing: no such file or directory"},
 	} {
 		if _, err := parse(c.args...); err == nil || err.Error() != c.msg {
 			t.Errorf("%q: %v, want %q", c.args, err, c.msg)

@@ -61,7 +61,7 @@ func serveCommand() *cli.Command {
 			&cli.IntFlag{Name: "audit-max-files", Value: 10, Usage: "rotated audit log files to keep"},
 			&cli.BoolFlag{Name: "audit-full-tty", Usage: "keep every key typed into a terminal session (`exec -it`) in its audit entry, up to 1 MiB, not just the first KiB"},
 			templateFlag, // templates.go
-		}, append(append(append(networkFlags(), resourceServeFlags()...), serveMCPFlags()...), append(append(serveE2BFlags(), servePolicyFlags()...), serveClusterFlags()...)...)...),
+		}, append(append(append(networkFlags(), resourceServeFlags()...), serveMCPFlags()...), append(append(serveE2BFlags(), servePolicyFlags()...), append(serveClusterFlags(), serveClusterProxyFlags()...)...)...)...),
 		OnUsageError: usageError,
 		Action:       serveAction,
 	}
@@ -147,7 +147,8 @@ func serveAction(c *cli.Context) error {
 		fmt.Fprintln(c.App.ErrWriter, "agentbox serve:", line)
 	}
 
-	netw, closeNet, err := newNetwork(c, logger)
+	egressAud := &egressAudit{} // servesecrets.go
+	netw, closeNet, err := newNetwork(c, logger, stateDir, egressAud)
 	if err != nil {
 		closeAll()
 		return err
@@ -167,6 +168,7 @@ func serveAction(c *cli.Context) error {
 		RuntimeDir:        runtimeDir,
 		Logger:            logger,
 		Version:           version,
+		Node:              c.String("node"), // cluster.go: "" without --cluster
 		CapacityMemoryMiB: c.Int("capacity-memory"),
 		CapacityVCPUs:     c.Int("capacity-vcpus"),
 		TCGCacheMiB:       c.Int("tcg-cache"),
@@ -195,18 +197,27 @@ func serveAction(c *cli.Context) error {
 		closeAll()
 		return err
 	}
-	apiCfg.Backend = d
+	egressAud.set(d.AuditEgress)
+	router, leaveCluster, err := serveCluster(ctx, c, clusterCfg, d, logger) // cluster.go
+	if err != nil {
+		closeAll()
+		d.Shutdown(context.Background())
+		return err
+	}
+	apiCfg.Backend, apiCfg.Router = d, router
 	apiCfg.Registerer = reg
 	apiCfg.Metrics = promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})
 	srv, err := apiserver.NewServer(apiCfg)
 	if err != nil {
 		closeAll()
+		leaveCluster(context.Background())
 		d.Shutdown(context.Background())
 		return err
 	}
 	closeMCP, err := serveMCP(c, srv, logger) // mcp.go
 	if err != nil {
 		closeAll()
+		leaveCluster(context.Background())
 		d.Shutdown(context.Background())
 		return err
 	}
@@ -214,14 +225,7 @@ func serveAction(c *cli.Context) error {
 	if err != nil {
 		closeAll()
 		closeMCP()
-		d.Shutdown(context.Background())
-		return err
-	}
-	leaveCluster, err := serveCluster(ctx, c, clusterCfg, d, logger) // cluster.go
-	if err != nil {
-		closeAll()
-		closeMCP()
-		front.shutdown(context.Background())
+		leaveCluster(context.Background())
 		d.Shutdown(context.Background())
 		return err
 	}

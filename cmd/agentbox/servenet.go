@@ -9,6 +9,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/agentbox/agentbox/vmctl/daemon"
 	"github.com/agentbox/agentbox/vmctl/egress"
 	"github.com/agentbox/agentbox/vmctl/network"
 	"github.com/agentbox/agentbox/vmctl/sandbox"
@@ -20,6 +21,7 @@ func networkFlags() []cli.Flag {
 		&cli.StringFlag{Name: "network-pool", Value: network.DefaultPool.String(), Usage: "IPv4 `CIDR` the sandboxes' /30 subnets come from (subnets already on a host interface are skipped)"},
 		&cli.StringFlag{Name: "network-table", Value: network.DefaultTable, Usage: "nftables table (family inet) of this daemon's firewall rules; two daemons on one host need two `NAME`s"},
 		&cli.StringSliceFlag{Name: "network-host", Usage: "resolve `NAME=IP` on the host for allowlisted names (repeatable; before the host's resolver; trusted, may be loopback)"},
+		secretsUpstreamCAFlag, // servesecrets.go
 		&cli.BoolFlag{Name: "network-cleanup", Usage: "do not serve: remove the nftables table --network-table and its taps, which a daemon leaves while sandboxes run for the next daemon, then exit (when that daemon will never come back; refused while a daemon answers on --socket)"},
 	}
 }
@@ -28,7 +30,9 @@ func networkFlags() []cli.Flag {
 // the privileges it needs (CAP_NET_ADMIN, nf_tables, /dev/net/tun) it logs
 // why and returns nil: the daemon then refuses network policies other
 // than none with that reason, and everything else works.
-func newNetwork(c *cli.Context, log *slog.Logger) (sandbox.NetworkProvider, func(), error) {
+// The proxies intercept the hosts sandboxes' secrets are bound to (their
+// files under stateDir) and hand those decisions to aud.
+func newNetwork(c *cli.Context, log *slog.Logger, stateDir string, aud *egressAudit) (sandbox.NetworkProvider, func(), error) {
 	pool, err := netip.ParsePrefix(c.String("network-pool"))
 	if err != nil {
 		return nil, nil, fmt.Errorf("--network-pool %q: want an IPv4 CIDR such as %s", c.String("network-pool"), network.DefaultPool)
@@ -43,6 +47,10 @@ func newNetwork(c *cli.Context, log *slog.Logger) (sandbox.NetworkProvider, func
 		name = strings.TrimSuffix(strings.ToLower(name), ".")
 		hosts[name] = append(hosts[name], addr)
 	}
+	roots, err := secretsRoots(c) // servesecrets.go
+	if err != nil {
+		return nil, nil, err
+	}
 	m, err := network.New(network.Config{
 		Pool:  pool,
 		Table: c.String("network-table"),
@@ -51,7 +59,9 @@ func newNetwork(c *cli.Context, log *slog.Logger) (sandbox.NetworkProvider, func
 			Logger: log,
 			OnDecision: func(id string, d egress.Decision) {
 				log.Debug("egress decision", "sandbox", id, "kind", d.Kind, "allowed", d.Allowed, "name", d.Name, "port", d.Port, "reason", d.Reason)
+				aud.decide(id, d)
 			},
+			Intercept: daemon.SecretsIntercept(stateDir, roots),
 		}),
 		Logger: log,
 	})

@@ -143,6 +143,9 @@ func createFromTemplate(ctx context.Context, c *cli.Context, cl *client.Client) 
 	if req.Env, err = sandboxEnv(c); err != nil { // createenv.go
 		return err
 	}
+	if req.Secrets, err = sandboxSecrets(c); err != nil { // createsecrets.go
+		return err
+	}
 	req.Warm = c.Bool("warm")
 	sb, err := cl.CreateSandbox(ctx, req)
 	if err != nil {

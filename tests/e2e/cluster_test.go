@@ -5,8 +5,8 @@ import (
 	"encoding/json"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -30,11 +30,7 @@ type natsServer struct {
 }
 
 func startNATS(t *testing.T) *natsServer {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	must(t, "pick a port", err)
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	n := &natsServer{t: t, port: port, dir: t.TempDir()}
+	n := &natsServer{t: t, port: freePort(t), dir: t.TempDir()}
 	n.start()
 	t.Cleanup(n.stop) // registered first: runs after the daemons' cleanups
 	return n
@@ -107,7 +103,8 @@ func (d *daemon) nodes() []wireNode {
 }
 
 // Two real daemons on one NATS server, each with room for one sandbox:
-// creates through a land on b once a is full, a full cluster queues a
+// creates through a land on a and b, b answers for a's sandbox, a full
+// cluster queues a
 // create until a removal on b, drain shows in `agentbox nodes`, and
 // without NATS a create is refused with 503 cluster_unavailable while
 // a's own sandbox still answers; with NATS back creates work again.
@@ -115,10 +112,21 @@ func TestCluster(t *testing.T) {
 	nats := startNATS(t)
 	vcpus, _ := imageResources(t)
 	room := strconv.Itoa(vcpus)
-	a := startDaemon(t, append(netFlags(t, 71, "abcla"), "--capacity-vcpus", room, "--cluster", nats.url(),
-		"--node", "a", "--advertise", "http://127.0.0.1:7071", "--queue-timeout", "3m")...)
-	b := startDaemon(t, append(netFlags(t, 72, "abclb"), "--capacity-vcpus", room, "--cluster", nats.url(),
-		"--node", "b", "--advertise", "http://127.0.0.1:7072")...)
+	dir := t.TempDir()
+	clientToken, clusterToken := filepath.Join(dir, "api.token"), filepath.Join(dir, "cluster.token")
+	must(t, "token", os.WriteFile(clientToken, []byte("client-token-0123456789abcdef\n"), 0o600))
+	must(t, "token", os.WriteFile(clusterToken, []byte("cluster-token-0123456789abcdef\n"), 0o600))
+	node := func(name string, octet byte, extra ...string) *daemon {
+		addr := "127.0.0.1:" + strconv.Itoa(freePort(t))
+		flags := append(netFlags(t, octet, "abcl"+name), "--capacity-vcpus", room, "--listen-tcp", addr,
+			"--cluster", nats.url(), "--node", name, "--advertise", "http://"+addr, "--cluster-token-file", clusterToken)
+		d := newDaemon(t, append(flags, extra...)...)
+		d.globals = []string{"--token-file", clientToken}
+		must(t, "start node "+name, d.start())
+		return d
+	}
+	a := node("a", 71, "--queue-timeout", "3m")
+	b := node("b", 72)
 	waitFor(t, time.Minute, "both nodes up", func() bool {
 		ns := a.nodes()
 		return len(ns) == 2 && ns[0].State == "up" && ns[1].State == "up"
@@ -126,22 +134,20 @@ func TestCluster(t *testing.T) {
 
 	first := a.create(createBody(t, `"name":"first"`))
 	second := a.create(createBody(t, `"name":"second"`))
-	owner := map[string]*daemon{}
+	owner := map[string]string{}
 	for _, sb := range []wireSandbox{first, second} {
-		for _, d := range []*daemon{a, b} {
-			if slices.Contains(ids(d.list("")), sb.ID) {
-				owner[sb.Name] = d
-				d.track(sb.ID)
-			}
-		}
+		owner[sb.Name] = a.nodeOf(sb.ID)
+		b.track(sb.ID)
 	}
-	if owner["first"] == nil || owner["second"] == nil || owner["first"] == owner["second"] {
-		t.Fatalf("two creates into two nodes with room for one each: first on %v, second on %v", owner["first"], owner["second"])
+	if owner["first"] == "" || owner["second"] == "" || owner["first"] == owner["second"] {
+		t.Fatalf("two creates into two nodes with room for one each: first on %q, second on %q", owner["first"], owner["second"])
 	}
 	onA, onB := first, second
-	if owner["first"] == b {
+	if owner["first"] == "b" {
 		onA, onB = second, first
 	}
+	// Any node answers for any sandbox: b runs a command in a's.
+	b.expectExec(onA.ID, `{"cmd":["echo","through b"]}`, 0, "through b\n", "")
 	// The name is the cluster's: b refuses it too.
 	b.apiError("POST", "/v1/sandboxes", "application/json", []byte(createBody(t, `"name":"first"`)), http.StatusConflict, "name_taken")
 
@@ -166,8 +172,8 @@ func TestCluster(t *testing.T) {
 	b.expectCLI(t, []string{"rm", "-f", onB.ID}, 0)
 	third := <-queued
 	b.track(third.ID)
-	if !slices.Contains(ids(b.list("")), third.ID) {
-		t.Fatalf("the queued create %s did not land on b", third.ID)
+	if got := a.nodeOf(third.ID); got != "b" {
+		t.Fatalf("the queued create %s landed on %q, want b (the node with room)", third.ID, got)
 	}
 
 	// Drain from b; a shows it.
@@ -200,9 +206,27 @@ func TestCluster(t *testing.T) {
 	b.expectCLI(t, []string{"rm", "-f", third.ID}, 0)
 	again := a.create(createBody(t, `"name":"again"`))
 	b.track(again.ID)
-	if !slices.Contains(ids(b.list("")), again.ID) {
-		t.Fatalf("the create after NATS came back (%s) is not on b, the node with room", again.ID)
+	if got := a.nodeOf(again.ID); got != "b" {
+		t.Fatalf("the create after NATS came back (%s) is on %q, want b (the node with room)", again.ID, got)
 	}
+}
+
+// nodeOf returns the node a sandbox lives on, as d answers for it.
+func (d *daemon) nodeOf(ref string) string {
+	d.t.Helper()
+	var sb struct {
+		Node string `json:"node"`
+	}
+	d.callJSON("GET", "/v1/sandboxes/"+ref, nil, http.StatusOK, &sb)
+	return sb.Node
+}
+
+// freePort returns a loopback TCP port that was free a moment ago.
+func freePort(t *testing.T) int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	must(t, "pick a port", err)
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
 }
 
 // expectCLI runs the agentbox CLI against d and checks its exit status.

@@ -38,7 +38,9 @@ func TestPythonSDK(t *testing.T) {
 	}
 	// A fixed port, so that the restarted daemon listens where the first did.
 	addr := freeTCPAddr(t)
-	d := newDaemon(t, "--listen-tcp", addr)
+	// The template "sdk" (the test image) is what the suite's
+	// create(template="sdk") boots.
+	d := newDaemon(t, "--listen-tcp", addr, "--template", "sdk="+testenv.Image(t))
 	d.globals = []string{"--token-file", tokenFile}
 	if err := d.start(); err != nil {
 		t.Fatal(err)

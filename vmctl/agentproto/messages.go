@@ -106,6 +106,14 @@ const (
 	// side; FrameDataEnd when the watched path itself was removed or
 	// moved. See watch.go.
 	OpWatch Op = "watch"
+	// OpTrustCA makes the guest trust a certificate authority
+	// ([TrustCARequest], trustca.go): the sandbox's own CA, whose key
+	// stays on the host, for the egress proxy that puts secrets into
+	// requests to their bound hosts. The guest writes it to TrustCAFile
+	// and appends it to TrustCABundle unless it is there already;
+	// FrameResponse {}. An agent older than the operation answers
+	// CodeInvalid ("unknown op").
+	OpTrustCA Op = "trust-ca"
 )
 
 // Request is the JSON payload of the FrameRequest that opens every stream.
@@ -155,6 +163,8 @@ type Request struct {
 	Watch *WatchRequest `json:"watch,omitempty"`
 	// Move is set for OpMove.
 	Move *MoveRequest `json:"move,omitempty"`
+	// TrustCA is set for OpTrustCA.
+	TrustCA *TrustCARequest `json:"trust_ca,omitempty"`
 }
 
 // DefaultPath is the PATH of every command unless its Env overrides it;
@@ -577,6 +587,11 @@ func (r *Request) Validate() error {
 			break
 		}
 		return r.Move.Validate()
+	case OpTrustCA:
+		if r.TrustCA == nil {
+			break
+		}
+		return r.TrustCA.Validate()
 	case OpPing:
 		ok = true
 	default:

@@ -139,6 +139,7 @@ var errorTable = []mapping{
 	{errdefs.ErrUnavailable, true, http.StatusServiceUnavailable, CodePolicyUnavailable},
 	{errdefs.ErrResourceExhausted, true, http.StatusTooManyRequests, CodeQueueTimeout},
 	{errdefs.ErrUnavailable, true, http.StatusServiceUnavailable, CodeClusterUnavailable},
+	{errdefs.ErrUnavailable, true, http.StatusServiceUnavailable, CodeNodeUnreachable},
 
 	// Categories, for errors without one of the reasons above.
 	{errdefs.ErrNotFound, false, http.StatusNotFound, CodeNotFound},

@@ -37,6 +37,8 @@ func TestOpenAPIDocumentIsValid(t *testing.T) {
 // schemaTypes maps the wire types to their schema names.
 var schemaTypes = map[string]reflect.Type{
 	"WarmTemplate":         reflect.TypeFor[api.WarmTemplate](),
+	"SecretSpec":           reflect.TypeFor[api.SecretSpec](),
+	"SecretInfo":           reflect.TypeFor[api.SecretInfo](),
 	"PortForwardRequest":   reflect.TypeFor[api.PortForwardRequest](),
 	"PortForward":          reflect.TypeFor[api.PortForward](),
 	"PortForwardList":      reflect.TypeFor[api.PortForwardList](),

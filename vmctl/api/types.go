@@ -24,7 +24,11 @@ type Sandbox struct {
 	// Name is the user's name for it, unique among the daemon's sandboxes;
 	// empty when none was given. Names match NamePattern.
 	Name string `json:"name,omitempty"`
-	// State is one of the State* constants.
+	// Node is the name of the cluster node the sandbox lives on (serve
+	// --node); empty on a single host (serve without --cluster).
+	Node string `json:"node,omitempty"`
+	// State is one of the State* constants (StateUnknown only in a
+	// cluster's list, for a sandbox whose node does not answer).
 	State string `json:"state"`
 	// Reason says why the sandbox is failed or stopped, e.g. "domain
 	// vanished while the daemon was down" or "ttl reached".
@@ -87,6 +91,9 @@ type Sandbox struct {
 	// Paused says how a paused sandbox is paused and what its saved state
 	// costs (lifecycle.go); nil unless paused.
 	Paused *PauseInfo `json:"paused,omitempty"`
+	// Secrets are the sandbox's secrets as the guest knows them: names,
+	// placeholders and hosts, never values (secrets.go).
+	Secrets []SecretInfo `json:"secrets,omitempty"`
 }
 
 // ImageRef names an image.
@@ -187,6 +194,12 @@ type CreateSandboxRequest struct {
 	// needs a network (mode allowlist or open); at least 65536. 0: none
 	// (or the daemon's ceiling).
 	NetBps int64 `json:"net_bps,omitempty"`
+	// Secrets are values the guest never sees (secrets.go): it gets a
+	// placeholder in its environment instead, which the host's egress
+	// proxy replaces by the value in the headers of HTTPS requests to the
+	// secret's hosts. They need network mode allowlist with the hosts
+	// allowed, and a cold boot (not Warm).
+	Secrets []SecretSpec `json:"secrets,omitempty"`
 }
 
 // ExecRequest is the body of POST /v1/sandboxes/{id}/exec and

@@ -51,6 +51,19 @@ func (s *Server) tcpAuth(h http.Handler) http.Handler {
 		want = sha256.Sum256([]byte(s.token))
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.router != nil {
+			// Another cluster node's forward (cluster.go): its identity
+			// headers are trusted only with the cluster's credentials.
+			ctx, peer, err := s.router.Peer(r)
+			if err != nil {
+				s.serveError(w, r, "unauthenticated", err)
+				return
+			}
+			if peer {
+				h.ServeHTTP(w, r.WithContext(ctx))
+				return
+			}
+		}
 		caller := "tcp:" + r.RemoteAddr
 		if s.token != "" {
 			got, ok := bearer(r.Header.Get("Authorization"))

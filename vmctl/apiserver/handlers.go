@@ -65,6 +65,9 @@ func listSandboxes(s *Server, r *request) (api.SandboxList, error) {
 		return api.SandboxList{}, api.Invalidf("state %s is not one of creating, running, stopping, stopped, failed", api.QuoteShort(state))
 	}
 	list, err := s.backend.ListSandboxes(r.Context(), labels, state)
+	if err == nil && s.router != nil {
+		list, err = s.router.List(r.Request, list) // the other cluster nodes' (cluster.go)
+	}
 	return api.SandboxList{Sandboxes: nonNil(list)}, err
 }
 

@@ -41,6 +41,10 @@ type Config struct {
 	// IdleTimeout closes keep-alive connections idle this long; 0 means
 	// 2 minutes.
 	IdleTimeout time.Duration
+	// Router, if set, sends the requests of sandboxes on other cluster
+	// nodes there and merges their lists (serve --cluster; cluster.go).
+	// nil: a single host, everything is served here.
+	Router Router
 }
 
 // MinTokenBytes is the shortest bearer token NewServer accepts.
@@ -72,6 +76,7 @@ type Server struct {
 	token   string
 	tls     *tls.Config
 	idle    time.Duration
+	router  Router
 	mux     *http.ServeMux
 	handler http.Handler
 
@@ -124,6 +129,7 @@ func NewServer(cfg Config) (*Server, error) {
 		metrics: cfg.Metrics,
 		token:   token,
 		idle:    idle,
+		router:  cfg.Router,
 		mux:     http.NewServeMux(),
 	}
 	if cfg.TLS != nil {
@@ -349,7 +355,11 @@ func cleanURLPath(p string) bool {
 func (s *Server) routeHandler(rt route) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		q, err := checkQuery(r, rt.query)
+		served := false
 		if err == nil {
+			served, err = s.route(w, r, rt.path) // another cluster node's sandbox (cluster.go)
+		}
+		if err == nil && !served {
 			err = rt.handle(s, w, r, q)
 		}
 		if err == nil {

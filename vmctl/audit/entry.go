@@ -113,3 +113,9 @@ const (
 	ActionResume         = "resume"          // the paused sandbox was resumed
 	ActionStart          = "start"           // the stopped sandbox was booted again
 )
+
+// ActionEgressIntercept: the egress proxy intercepted a guest's TLS
+// connection to a host a secret is bound to, or refused a request in it
+// (its Host is not the TLS server name); args name the host, port,
+// upstream address and reason (vmctl/egress, vmctl/secrets).
+const ActionEgressIntercept = "egress.intercept"

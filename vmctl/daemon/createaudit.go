@@ -27,6 +27,8 @@ func createArgs(req api.CreateSandboxRequest) map[string]any {
 	set("boot_timeout_ms", req.BootTimeoutMs, req.BootTimeoutMs > 0)
 	set("warm", true, req.Warm)
 	set("env", envKeys(req.Env), len(req.Env) > 0) // the keys only: values may be secrets
+	// The secrets' names and hosts, never their values (secrets.go).
+	set("secrets", secretArgs(req.Secrets), len(req.Secrets) > 0)
 	if n := req.Network; n != nil && (n.Mode != "" || len(n.Allow) > 0) {
 		args["network"] = n.Mode // as networkArg writes a policy: "allowlist[example.com host:5432]"
 		if len(n.Allow) > 0 {

@@ -20,6 +20,7 @@ func TestCreateArgsRecordEverySetting(t *testing.T) {
 		Env:     []string{"SECRET=v"},
 		Network: &api.NetworkPolicy{Mode: "allowlist", Allow: []string{"example.com"}},
 		DiskMiB: 6, CPUQuotaPercent: 7, IOBps: 8 << 20, IOPS: 9, IOWeight: 100, Pids: 64, NetBps: 1 << 20,
+		Secrets: []api.SecretSpec{{Name: "API_KEY", Value: "real-value", Hosts: []string{"example.com", "b.example.com"}}},
 	}
 	args := createArgs(req)
 	var want []string
@@ -42,6 +43,9 @@ func TestCreateArgsRecordEverySetting(t *testing.T) {
 	}
 	if !reflect.DeepEqual(args["env"], []string{"SECRET"}) || args["ttl_action"] != "pause" {
 		t.Errorf("create audit args keep env %v (want the keys only), ttl_action %v", args["env"], args["ttl_action"])
+	}
+	if !reflect.DeepEqual(args["secrets"], []string{"API_KEY→example.com,b.example.com"}) {
+		t.Errorf("create audit args: secrets %v, want names and hosts only", args["secrets"])
 	}
 	if got := createArgs(api.CreateSandboxRequest{Image: "/img"}); len(got) != 1 {
 		t.Errorf("args of a request with the image only: %v, want the image alone", got)

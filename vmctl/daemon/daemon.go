@@ -121,6 +121,10 @@ type Config struct {
 	// operation, port forward and network policy (policy.go; serve
 	// --policy runs a plugin through vmctl/policy.Client).
 	Policy Policy
+	// Node is this host's name in a cluster (serve --node): every
+	// api.Sandbox the daemon answers carries it in Node. Empty on a
+	// single host.
+	Node string
 }
 
 // Daemon is the running service core. Create it with New, serve its
@@ -153,7 +157,8 @@ type Daemon struct {
 
 	ports portTable // port forwards (ports.go)
 
-	cl clusterSeam // the cluster this daemon is a node of (cluster.go)
+	cl          clusterSeam // the cluster this daemon is a node of (cluster.go)
+	secretViews sync.Map    // sandbox ID → []api.SecretInfo (secrets.go)
 }
 
 // box is the daemon's side of one sandbox: its detached processes. The

@@ -117,6 +117,11 @@ func (d *Daemon) create(ctx context.Context, req api.CreateSandboxRequest) (*san
 	if err := d.adm.applyNetCeiling(&req, policy); err != nil { // netrate.go
 		return nil, err
 	}
+	set, err := createSecrets(&req, policy) // secrets.go: the placeholders join req.Env
+	if err != nil {
+		return nil, err
+	}
+	prepare, guestReady := secretsSteps(set)
 	raw := sandbox.ExecAccount{Limits: sandbox.ExecLimits(mergeLimits(req.Limits, d.cfg.Defaults)), Creator: api.CallerFrom(ctx).ID, Env: req.Env}.Encode()
 	// The boot is not bound to the request: a client that goes away
 	// mid-boot must not leave a half-made sandbox, so the manager's revert
@@ -129,6 +134,8 @@ func (d *Daemon) create(ctx context.Context, req api.CreateSandboxRequest) (*san
 		Network:           policy,
 		GuestAgentChannel: d.cfg.GuestAgentChannel,
 		Resources:         resourceRequest(req),
+		Prepare:           prepare,
+		GuestReady:        guestReady,
 	})
 	if err != nil {
 		return nil, err
@@ -207,7 +214,7 @@ func (d *Daemon) DeleteSandbox(ctx context.Context, ref string, force bool) erro
 func (d *Daemon) view(sb *sandbox.Sandbox) api.Sandbox {
 	r := sb.Record()
 	v := api.Sandbox{
-		ID: r.ID, Name: r.Name, State: string(r.State), Reason: r.Reason,
+		ID: r.ID, Name: r.Name, Node: d.cfg.Node, State: string(r.State), Reason: r.Reason,
 		Image:    api.ImageRef{Name: r.ImageName, Digest: digest(r.ImageDigest), Dir: r.ImageDir},
 		Template: r.Template,
 		Domain:   r.Domain, Accel: r.Accel, VCPUs: r.VCPUs, MemoryMiB: r.MemoryMiB,
@@ -228,6 +235,7 @@ func (d *Daemon) view(sb *sandbox.Sandbox) api.Sandbox {
 	v.Ports = d.portViews(sb.ID)         // ports.go
 	viewResources(r, &v, d.usage.latest) // resources.go
 	v.Paused = pauseView(r, v.Limits)    // lifecycle.go
+	v.Secrets = d.secretsView(r)         // secrets.go
 	return v
 }
 

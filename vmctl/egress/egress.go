@@ -33,6 +33,9 @@
 // What name checking cannot stop: a client may send a different Host inside a
 // TLS session or in a later keep-alive request (domain fronting) and ECH hides
 // the inner SNI; the bytes still go only to an address of the allowed name.
+// Names in Config.Intercept (the hosts a secret is bound to) are the
+// exception: there the proxy terminates TLS, checks every request's Host
+// against the SNI and puts the secrets into the headers (intercept.go).
 //
 // Host forwarder (H:PORT for each host:PORT rule): accepted connections are
 // spliced to 127.0.0.1:PORT, with no inspection.
@@ -105,6 +108,10 @@ type Config struct {
 	DialTimeout time.Duration
 	// LookupTimeout bounds each upstream name lookup (default DefaultLookupTimeout).
 	LookupTimeout time.Duration
+	// Intercept, if set, makes the proxy terminate TLS to its names and
+	// put secrets into request headers (intercept.go); nil intercepts
+	// nothing.
+	Intercept *Intercept
 }
 
 // Decision kinds.
@@ -166,6 +173,9 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 	}
 	if !cfg.Policy.HasNIC() {
 		return nil, fmt.Errorf("egress: network mode %q has no network: start the service only for allowlist or open", cfg.Policy.Mode)
+	}
+	if err := cfg.Intercept.validate(); err != nil {
+		return nil, err
 	}
 	if cfg.ForwardAll && cfg.Policy.Mode != netpolicy.ModeOpen {
 		return nil, fmt.Errorf("egress: ForwardAll resolves every name and is for mode open only, not %q", cfg.Policy.Mode)

@@ -127,6 +127,10 @@ func (s *Service) proxyName(c *net.TCPConn, port uint16) {
 		}
 		return
 	}
+	if !isHTTP && s.cfg.Intercept.intercepts(d.Name) {
+		s.intercept(c, rec.buf, d, usable) // intercept.go
+		return
+	}
 	var up *net.TCPConn
 	for _, a := range usable {
 		d.Upstream = netip.AddrPortFrom(a, port)

@@ -60,6 +60,9 @@ type Options struct {
 	// reseeds the CRNG, reporting whether the reseed happened; nil means
 	// the kernel's (reseed_linux.go). Tests inject a fake.
 	Reseed func(entropy []byte) (reseeded bool, err error)
+	// TrustRoot is the root directory OpTrustCA installs a CA certificate
+	// under (TrustCA); empty means "/". Tests pass a temporary directory.
+	TrustRoot string
 }
 
 // User is a guest account: its ids and home directory.
@@ -304,6 +307,8 @@ func (s *server) handle(st *yamux.Stream) {
 		err = s.watch(st, fr, fw, req.Watch)
 	case agentproto.OpMove:
 		err = move(fw, req.Move, s.opts.User)
+	case agentproto.OpTrustCA:
+		err = s.trustCA(fw, req.TrustCA)
 	}
 	if err != nil {
 		s.fail(fw, req.Op, err)

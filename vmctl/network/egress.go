@@ -24,6 +24,11 @@ type EgressOptions struct {
 	// OnDecision, if set, sees every allow/deny decision with its
 	// sandbox's ID.
 	OnDecision func(id string, d egress.Decision)
+	// Intercept, if set, returns what the proxy of sandbox id intercepts
+	// (the hosts its secrets are bound to; nil: nothing), each time its
+	// egress service starts: create, adoption after a daemon restart,
+	// start after stop. An error fails that start.
+	Intercept func(id string) (*egress.Intercept, error)
 }
 
 // StartEgress returns the EgressFunc that starts a vmctl/egress service
@@ -44,6 +49,13 @@ func StartEgress(opts EgressOptions) EgressFunc {
 		}
 		if opts.OnDecision != nil {
 			cfg.OnDecision = func(d egress.Decision) { opts.OnDecision(id, d) }
+		}
+		if opts.Intercept != nil {
+			ic, err := opts.Intercept(id)
+			if err != nil {
+				return nil, err
+			}
+			cfg.Intercept = ic
 		}
 		return egress.Start(ctx, cfg)
 	}

@@ -14,7 +14,8 @@
 // enforcement, usage).
 //
 // Creation is a list of named steps (build.go: resources → register → dir
-// → overlay → network → domain → agent → running), each of which
+// → overlay → prepare → network → domain → agent → guest setup → running;
+// prepare and guest setup run the Options' hooks), each of which
 // registers its undo in one revert list; a failure at step N says
 // "create step <name>: …" and undoes steps N-1…1, so no overlay, domain or
 // qemu process outlives an error. A restore runs its own steps on the same
@@ -36,6 +37,7 @@ import (
 	"time"
 
 	"github.com/agentbox/agentbox/vmctl/accel"
+	"github.com/agentbox/agentbox/vmctl/agent"
 	"github.com/agentbox/agentbox/vmctl/domain"
 	"github.com/agentbox/agentbox/vmctl/image"
 	"github.com/agentbox/agentbox/vmctl/netpolicy"
@@ -199,6 +201,15 @@ type Options struct {
 	// (admission control). It runs under the manager's lock, so concurrent
 	// creates cannot both pass a check that only one fits.
 	Admit func(r Resources) error
+	// Prepare, if set, runs as the create step "prepare" once the
+	// sandbox's directory exists and before its network is set up (the
+	// daemon writes the sandbox's secrets there, which its egress proxy
+	// reads); what it makes in the directory goes with it on failure.
+	Prepare func(ctx context.Context, sb *Sandbox) error
+	// GuestReady, if set, runs as the create step "guest setup" once the
+	// guest agent answers and before the sandbox is running, with the
+	// agent's connection (the daemon installs the sandbox's CA there).
+	GuestReady func(ctx context.Context, c *agent.Client) error
 }
 
 // Create boots a new sandbox: a fresh ID, a qcow2 overlay over the image's
@@ -273,11 +284,23 @@ func (m *Manager) Create(ctx context.Context, opts Options) (*Sandbox, error) {
 		Step{Name: "overlay", Run: func(ctx context.Context, b *Build) error {
 			return overlay.Create(ctx, opts.Image.Disk, sb.Overlay, overlay.Options{SizeBytes: sb.diskBytes()})
 		}},
+		Step{Name: "prepare", Run: func(ctx context.Context, b *Build) error {
+			if opts.Prepare == nil {
+				return nil
+			}
+			return opts.Prepare(ctx, b.Sandbox)
+		}},
 		StepNetwork(opts.Network),
 		// Watched before it starts, so an early crash is seen.
 		StepDomain(m.cfg.Driver.StartDomain),
 		// The guest agent's handshake, raced against the guest's death.
 		StepAgent(bootTimeout),
+		Step{Name: "guest setup", Run: func(ctx context.Context, b *Build) error {
+			if opts.GuestReady == nil {
+				return nil
+			}
+			return opts.GuestReady(ctx, b.Agent)
+		}},
 		StepRunning(),
 	)
 	if err != nil {

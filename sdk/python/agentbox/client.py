@@ -11,7 +11,8 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 from ._transport import Observer, Response, Transport
 from .errors import IncompatibleDaemonError, invalid_argument
 from .sandbox import Sandbox
-from .types import DaemonInfo, NetworkPolicy, SandboxInfo, Snapshot, WarmTemplate
+from .sandbox import Env, env_list
+from .types import DaemonInfo, NetworkPolicy, SandboxInfo, SecretSpec, Snapshot, Template, WarmTemplate
 
 __all__ = ["Client", "API_VERSION", "DEFAULT_SOCKET", "__version__"]
 
@@ -43,6 +44,7 @@ def _limits(
     max_execs: Optional[int],
     idle_action: Optional[str],
     paused_ttl: Optional[Seconds],
+    ttl_action: Optional[str] = None,
 ) -> Dict[str, Any]:
     lim: Dict[str, Any] = {
         "ttl_seconds": _seconds("ttl", ttl),
@@ -51,6 +53,7 @@ def _limits(
         "max_execs": max_execs or 0,
         "idle_action": idle_action or "",
         "paused_ttl_seconds": _seconds("paused_ttl", paused_ttl),
+        "ttl_action": ttl_action or "",
     }
     return {k: v for k, v in lim.items() if v}
 
@@ -191,19 +194,30 @@ class Client:
         io_weight: Optional[int] = None,
         pids: Optional[int] = None,
         net_bps: Optional[int] = None,
+        template: Optional[str] = None,
+        env: Env = None,
+        secrets: Optional[Sequence[SecretSpec]] = None,
+        ttl_action: Optional[str] = None,
     ) -> Sandbox:
         """Boots a sandbox and returns it once it runs.
 
         image is the image directory on the daemon's host (default
         $AGENTBOX_IMAGE; a profile is built into one by ``agentbox
-        profile``). With warm it starts from the image's warm template
+        profile``); or template names one of the daemon's templates
+        (:meth:`list_templates`; an unknown one raises
+        :class:`~agentbox.TemplateNotFoundError`). With warm it starts from the image's warm template
         (the saved "ready" state of this image and machine shape; the
         first warm create boots once to make it). vcpus, memory_mib and
         disk_mib override the image's defaults; labels are key/value pairs
         list() filters on. Lifetime limits, in seconds: ttl (removed that
         long after creation), idle_timeout (after that long without use:
-        idle_action "remove", "stop", "pause" or "pause-to-disk"),
-        paused_ttl, exec_timeout (each command's default), and max_execs.
+        idle_action "remove", "stop", "pause" or "pause-to-disk"; what
+        the ttl does is ttl_action, same values), paused_ttl, exec_timeout
+        (each command's default), and max_execs. env (a mapping or
+        "KEY=VALUE" strings) is in every command's environment (an exec's
+        own env overrides it key by key). secrets are
+        :class:`~agentbox.SecretSpec` values the guest never sees (it gets
+        placeholders; needs network "allowlist" allowing their hosts).
         network is "none" (default: no network device), "allowlist" (with
         allow: names and addresses it may reach) or "open", or a
         :class:`~agentbox.NetworkPolicy`. The rest are host-side limits
@@ -234,6 +248,10 @@ class Client:
             io_weight=io_weight,
             pids=pids,
             net_bps=net_bps,
+            template=template,
+            env=env,
+            secrets=secrets,
+            ttl_action=ttl_action,
         )
         return Sandbox(self, SandboxInfo.from_json(self._json("create_sandbox", json_body=body)))
 
@@ -277,11 +295,12 @@ class Client:
         max_execs: Optional[int] = None,
         idle_action: Optional[str] = None,
         paused_ttl: Optional[Seconds] = None,
+        ttl_action: Optional[str] = None,
     ) -> Sandbox:
         """Starts a new sandbox that continues from the snapshot (name or
         ID) and returns it once it runs; the lifetime limits given
         override the snapshot's."""
-        body = restore_body(name, labels, None, ttl, idle_timeout, exec_timeout, max_execs, idle_action, paused_ttl)
+        body = restore_body(name, labels, None, ttl, idle_timeout, exec_timeout, max_execs, idle_action, paused_ttl, ttl_action)
         d = self._json("restore_snapshot", {"name": snapshot}, json_body=body)
         return Sandbox(self, SandboxInfo.from_json(d))
 
@@ -297,6 +316,7 @@ class Client:
         max_execs: Optional[int] = None,
         idle_action: Optional[str] = None,
         paused_ttl: Optional[Seconds] = None,
+        ttl_action: Optional[str] = None,
     ) -> List[Sandbox]:
         """Starts count new sandboxes from the snapshot at once, named
         NAME-1 ... NAME-N, each with its own identity and randomness. All
@@ -304,10 +324,18 @@ class Client:
         if count < 1:
             raise invalid_argument("count %r: want 1 to 64 sandboxes" % count)
         if count == 1:
-            return [self.restore(snapshot, name, labels, ttl, idle_timeout, exec_timeout, max_execs, idle_action, paused_ttl)]
-        body = restore_body(name, labels, count, ttl, idle_timeout, exec_timeout, max_execs, idle_action, paused_ttl)
+            return [self.restore(snapshot, name, labels, ttl, idle_timeout, exec_timeout, max_execs, idle_action, paused_ttl, ttl_action)]
+        body = restore_body(name, labels, count, ttl, idle_timeout, exec_timeout, max_execs, idle_action, paused_ttl, ttl_action)
         d = self._json("restore_snapshot", {"name": snapshot}, json_body=body)
         return [Sandbox(self, SandboxInfo.from_json(s)) for s in d.get("sandboxes") or []]
+
+    # --- templates ----------------------------------------------------------
+
+    def list_templates(self) -> List[Template]:
+        """The daemon's named templates (serve --template NAME=DIR|PROFILE),
+        by name: what ``create(template=NAME)`` accepts."""
+        d = self._json("list_templates")
+        return [Template.from_json(t) for t in d.get("templates") or []]
 
     # --- warm templates -----------------------------------------------------
 
@@ -358,13 +386,26 @@ def create_body(
     io_weight: Optional[int] = None,
     pids: Optional[int] = None,
     net_bps: Optional[int] = None,
+    template: Optional[str] = None,
+    env: Env = None,
+    secrets: Optional[Sequence[SecretSpec]] = None,
+    ttl_action: Optional[str] = None,
 ) -> Dict[str, Any]:
     """The CreateSandboxRequest JSON of :meth:`Client.create`'s
     arguments."""
-    image = image or os.environ.get("AGENTBOX_IMAGE")
-    if not image:
-        raise invalid_argument("no image: pass image= (an image directory on the daemon's host) or set AGENTBOX_IMAGE")
-    body: Dict[str, Any] = {"image": image}
+    body: Dict[str, Any] = {}
+    if template:
+        if image:
+            raise invalid_argument("give image= or template=, not both")
+        body["template"] = template
+    else:
+        image = image or os.environ.get("AGENTBOX_IMAGE")
+        if not image:
+            raise invalid_argument(
+                "no image: pass image= (an image directory on the daemon's host), template= (one of "
+                "client.list_templates()) or set AGENTBOX_IMAGE"
+            )
+        body["image"] = image
     for key, val in (
         ("name", name),
         ("vcpus", vcpus),
@@ -382,9 +423,13 @@ def create_body(
             body[key] = val
     if labels:
         body["labels"] = dict(labels)
-    lim = _limits(ttl, idle_timeout, exec_timeout, max_execs, idle_action, paused_ttl)
+    lim = _limits(ttl, idle_timeout, exec_timeout, max_execs, idle_action, paused_ttl, ttl_action)
     if lim:
         body["limits"] = lim
+    if env:
+        body["env"] = env_list(env)
+    if secrets:
+        body["secrets"] = [sec.to_json() for sec in secrets]
     if warm:
         body["warm"] = True
     if boot_timeout is not None:
@@ -408,6 +453,7 @@ def restore_body(
     max_execs: Optional[int],
     idle_action: Optional[str],
     paused_ttl: Optional[Seconds],
+    ttl_action: Optional[str] = None,
 ) -> Dict[str, Any]:
     """The RestoreRequest JSON of :meth:`Client.restore`'s arguments."""
     body: Dict[str, Any] = {}
@@ -417,7 +463,7 @@ def restore_body(
         body["labels"] = dict(labels)
     if count:
         body["count"] = count
-    lim = _limits(ttl, idle_timeout, exec_timeout, max_execs, idle_action, paused_ttl)
+    lim = _limits(ttl, idle_timeout, exec_timeout, max_execs, idle_action, paused_ttl, ttl_action)
     if lim:
         body["limits"] = lim
     return body

@@ -23,6 +23,7 @@ __all__ = [
     "AgentboxError",
     "InvalidArgumentError",
     "NotFoundError",
+    "TemplateNotFoundError",
     "OutputDroppedError",
     "ConflictError",
     "AlreadyExistsError",
@@ -36,10 +37,13 @@ __all__ = [
     "CapacityExceededError",
     "ExecLimitReachedError",
     "PermissionDeniedError",
+    "PolicyDeniedError",
     "UnauthenticatedError",
     "UnimplementedError",
     "UnavailableError",
     "GuestDiedError",
+    "PolicyUnavailableError",
+    "NodeUnreachableError",
     "DaemonUnreachableError",
     "ConnectionLostError",
     "InternalError",
@@ -113,6 +117,12 @@ class NotFoundError(AgentboxError):
     ``not_found``)."""
 
 
+class TemplateNotFoundError(NotFoundError):
+    """404 ``template_not_found``: a create named a template the daemon does
+    not serve (its message lists the ones it does; see
+    :meth:`agentbox.Client.list_templates`)."""
+
+
 class OutputDroppedError(NotFoundError):
     """410 ``output_dropped``: the output offset asked for fell out of the
     ring the guest keeps per process (its last 1 MiB); ``details`` or the
@@ -179,6 +189,11 @@ class PermissionDeniedError(AgentboxError):
     """403 ``permission_denied``: the guest or host refused the operation."""
 
 
+class PolicyDeniedError(PermissionDeniedError):
+    """403 ``policy_denied``: the daemon's policy plugin (serve --policy,
+    docs/policy.md) denied the call; the message carries its reason."""
+
+
 class UnauthenticatedError(AgentboxError):
     """401 ``unauthorized``: a missing or wrong bearer token."""
 
@@ -195,6 +210,17 @@ class UnavailableError(AgentboxError):
 
 class GuestDiedError(UnavailableError):
     """503 ``guest_died``: the guest died during the request."""
+
+
+class PolicyUnavailableError(UnavailableError):
+    """503 ``policy_unavailable``: the policy plugin crashed, timed out or
+    is being restarted, so the call was refused (fail closed); retrying
+    later may succeed."""
+
+
+class NodeUnreachableError(UnavailableError):
+    """503 ``node_unreachable``: in a cluster, the node the sandbox lives
+    on does not answer."""
 
 
 class DaemonUnreachableError(UnavailableError):
@@ -221,7 +247,9 @@ class IncompatibleDaemonError(AgentboxError):
 
 #: The class of each stable code of the API (openapi.yaml's Error.code
 #: enum), by the errdefs category vmctl/api/errors.go maps the code to.
-#: A test checks it against that table.
+#: tests/test_errors.py checks it and CODE_STATUS against that table: a
+#: code the API adds is one line here (its category's class, or a new
+#: subclass of it) and one line in CODE_STATUS.
 _CODE_CLASS: Dict[str, Type[AgentboxError]] = {
     "bad_request": InvalidArgumentError,
     "invalid_argument": InvalidArgumentError,  # 422: FailedPreconditionError
@@ -252,6 +280,10 @@ _CODE_CLASS: Dict[str, Type[AgentboxError]] = {
     "boot_failed": InternalError,
     "unavailable": UnavailableError,
     "guest_died": GuestDiedError,
+    "template_not_found": TemplateNotFoundError,
+    "policy_denied": PolicyDeniedError,
+    "policy_unavailable": PolicyUnavailableError,
+    "node_unreachable": NodeUnreachableError,
 }
 
 #: The HTTP status each code is answered with (its first row in the error
@@ -287,6 +319,10 @@ CODE_STATUS: Dict[str, int] = {
     "boot_failed": 500,
     "unavailable": 503,
     "guest_died": 503,
+    "template_not_found": 404,
+    "policy_denied": 403,
+    "policy_unavailable": 503,
+    "node_unreachable": 503,
 }
 
 #: For codes this SDK does not know (a newer daemon): the class by status.

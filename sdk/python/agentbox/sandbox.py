@@ -34,6 +34,15 @@ Env = Union[Mapping[str, str], Sequence[str], None]
 Data = Union[bytes, bytearray, memoryview, str, BinaryIO, Iterable[bytes]]
 
 
+def env_list(env: Env) -> List[str]:
+    """Environment entries as the API's "KEY=VALUE" strings."""
+    if env is None:
+        return []
+    if isinstance(env, Mapping):
+        return ["%s=%s" % (k, v) for k, v in env.items()]
+    return [str(e) for e in env]
+
+
 def exec_body(
     cmd: Command,
     stdin: Union[bytes, str, None] = None,
@@ -43,6 +52,7 @@ def exec_body(
     gid: Optional[int] = None,
     timeout: Optional[float] = None,
     stdin_open: bool = False,
+    user: Optional[str] = None,
 ) -> Dict[str, Any]:
     """The ExecRequest JSON of a command (see :meth:`Sandbox.exec`)."""
     if isinstance(cmd, str):
@@ -53,16 +63,17 @@ def exec_body(
         raise invalid_argument("cmd is empty: give an argv such as ['ls', '-l'] or a shell string")
     body: Dict[str, Any] = {"cmd": argv}
     if env:
-        if isinstance(env, Mapping):
-            body["env"] = ["%s=%s" % (k, v) for k, v in env.items()]
-        else:
-            body["env"] = list(env)
+        body["env"] = env_list(env)
     if cwd:
         body["cwd"] = cwd
     if uid is not None:
         body["uid"] = uid
     if gid is not None:
         body["gid"] = gid
+    if user:
+        if uid is not None or gid is not None:
+            raise invalid_argument("give user= or uid=/gid=, not both")
+        body["user"] = user
     if timeout is not None:
         if timeout <= 0:
             raise invalid_argument("timeout %r: want seconds > 0 (None: the sandbox's default)" % timeout)
@@ -402,14 +413,18 @@ class Files:
         q.update(extra)
         return q
 
-    def write(self, path: str, data: Data, mode: Optional[int] = None, parents: bool = False) -> FileInfo:
+    def write(
+        self, path: str, data: Data, mode: Optional[int] = None, parents: bool = False, owner: Optional[str] = None
+    ) -> FileInfo:
         """Writes data to the file path, replacing it atomically, with
         permission bits mode (default 0o644); parents creates missing
-        parent directories. A file-like object or an iterable of bytes is
+        parent directories; owner (a guest account name or numeric uid)
+        owns the file and the directories made (default the guest agent's
+        user). A file-like object or an iterable of bytes is
         streamed with chunked transfer encoding, a block at a time, so
         memory stays bounded whatever its size."""
         body: Any = data.encode("utf-8") if isinstance(data, str) else data
-        q = self._q(path, mode=_octal(mode), parents=parents)
+        q = self._q(path, mode=_octal(mode), parents=parents, owner=owner)
         d = self._sandbox._client._json(
             "upload_file", {"id": self._sandbox.id}, query=q, body=body, content_type="application/octet-stream"
         )
@@ -471,22 +486,44 @@ class Files:
         except NotFoundError:
             return False
 
-    def list(self, path: str) -> List[FileInfo]:
-        """The entries of the directory path, sorted by name."""
-        d = self._sandbox._client._json("list_files", {"id": self._sandbox.id}, query=self._q(path))
+    def list(self, path: str, depth: Optional[int] = None) -> List[FileInfo]:
+        """The entries of the directory path, sorted by name; with depth > 1
+        (levels, at most 64) each subdirectory's entries follow it
+        (symbolic links are not followed)."""
+        d = self._sandbox._client._json("list_files", {"id": self._sandbox.id}, query=self._q(path, depth=depth))
         return [FileInfo.from_json(f) for f in d.get("files") or []]
 
-    def mkdir(self, path: str, mode: Optional[int] = None, parents: bool = False) -> None:
+    def mkdir(self, path: str, mode: Optional[int] = None, parents: bool = False, owner: Optional[str] = None) -> None:
         """Creates the directory path (mode default 0o755); parents: also
-        missing parents, and no error when it exists (mkdir -p)."""
+        missing parents, and no error when it exists (mkdir -p); owner (a
+        guest account name or numeric uid) owns the directories made."""
         body: Dict[str, Any] = {"path": path}
         if mode is not None:
             body["mode"] = _octal(mode)
         if parents:
             body["parents"] = True
+        if owner:
+            body["owner"] = owner
         self._sandbox._client._request(
             "mkdir", {"id": self._sandbox.id}, query={"resume": self._sandbox.auto_resume}, json_body=body
         ).close()
+
+    def move(self, source: str, destination: str, parents: bool = False, owner: Optional[str] = None) -> FileInfo:
+        """Renames source to destination (rename(2): atomic, on one guest
+        filesystem; an existing file at destination is replaced) and
+        returns the destination's info. parents creates missing parent
+        directories of destination, owned by owner when given."""
+        body: Dict[str, Any] = {"source": source, "destination": destination}
+        if parents:
+            body["parents"] = True
+        if owner:
+            body["owner"] = owner
+        d = self._sandbox._client._json(
+            "move_file", {"id": self._sandbox.id}, query={"resume": self._sandbox.auto_resume}, json_body=body
+        )
+        return FileInfo.from_json(d)
+
+    rename = move
 
     def remove(self, path: str, recursive: bool = False) -> None:
         """Removes path; a directory with its content when recursive."""
@@ -558,10 +595,16 @@ class Sandbox:
         name, limits and network; files kept, processes gone."""
         return self._update(self._client._json("start_sandbox", self._p()))
 
-    def pause(self, to_disk: bool = False) -> "Sandbox":
+    def pause(self, to_disk: bool = False, end_ttl: bool = False) -> "Sandbox":
         """Pauses it: in memory (vCPUs stopped), or with to_disk its machine
-        saved into its disk and its QEMU ended (host memory freed)."""
-        body = {"to_disk": True} if to_disk else {}
+        saved into its disk and its QEMU ended (host memory freed). With
+        end_ttl the TTL ends with the pause (the sandbox stays paused until
+        a new :meth:`set_timeout` or its removal); else it runs on."""
+        body: Dict[str, Any] = {}
+        if to_disk:
+            body["to_disk"] = True
+        if end_ttl:
+            body["end_ttl"] = True
         return self._update(self._client._json("pause_sandbox", self._p(), json_body=body))
 
     def resume(self) -> "Sandbox":
@@ -601,10 +644,11 @@ class Sandbox:
         uid: Optional[int] = None,
         gid: Optional[int] = None,
         timeout: Optional[float] = None,
+        user: Optional[str] = None,
     ) -> ExecStream:
         """Starts cmd and returns its output as a stream of chunks (see
         :class:`ExecStream`); arguments as :meth:`exec`'s."""
-        body = exec_body(cmd, stdin=stdin, env=env, cwd=cwd, uid=uid, gid=gid, timeout=timeout)
+        body = exec_body(cmd, stdin=stdin, env=env, cwd=cwd, uid=uid, gid=gid, timeout=timeout, user=user)
         resp = self._client._request("exec", self._p(), query={"resume": self.auto_resume}, json_body=body)
         return ExecStream(resp)
 
@@ -617,6 +661,7 @@ class Sandbox:
         uid: Optional[int] = None,
         gid: Optional[int] = None,
         timeout: Optional[float] = None,
+        user: Optional[str] = None,
     ) -> ExecResult:
         """Runs cmd and returns its collected output and exit status.
 
@@ -624,11 +669,13 @@ class Sandbox:
         ``/bin/sh -c``). stdin (bytes or text) is given to the command
         whole (None: /dev/null); env adds variables (a mapping or
         "KEY=VALUE" strings); cwd is its absolute working directory; uid
-        and gid the user and group it runs as; timeout (seconds) kills it
+        and gid the user and group it runs as, or user a guest account
+        (from its /etc/passwd: uid, gid, HOME, USER, cwd default its home;
+        an unknown one exits 126); timeout (seconds) kills it
         when reached (``timed_out`` and exit code 124). A non-zero exit is
         not an exception: look at ``exit_code``.
         """
-        with self.exec_stream(cmd, stdin=stdin, env=env, cwd=cwd, uid=uid, gid=gid, timeout=timeout) as s:
+        with self.exec_stream(cmd, stdin=stdin, env=env, cwd=cwd, uid=uid, gid=gid, timeout=timeout, user=user) as s:
             return s.result()
 
     def start_process(
@@ -641,11 +688,12 @@ class Sandbox:
         uid: Optional[int] = None,
         gid: Optional[int] = None,
         timeout: Optional[float] = None,
+        user: Optional[str] = None,
     ) -> Process:
         """Starts cmd detached and returns at once. With stdin_open its
         stdin stays open for :meth:`Process.write_stdin`; other arguments
         as :meth:`exec`'s."""
-        body = exec_body(cmd, stdin=stdin, env=env, cwd=cwd, uid=uid, gid=gid, timeout=timeout, stdin_open=stdin_open)
+        body = exec_body(cmd, stdin=stdin, env=env, cwd=cwd, uid=uid, gid=gid, timeout=timeout, stdin_open=stdin_open, user=user)
         d = self._client._json("start_process", self._p(), query={"resume": self.auto_resume}, json_body=body)
         return Process(self, ProcessInfo.from_json(d))
 

@@ -27,6 +27,9 @@ __all__ = [
     "OutputChunk",
     "ProcessInfo",
     "FileInfo",
+    "SecretSpec",
+    "SecretInfo",
+    "Template",
     "Snapshot",
     "WarmTemplate",
     "Capacity",
@@ -79,7 +82,9 @@ class ImageRef:
 @dataclass
 class Limits:
     """A sandbox's lifetime limits, enforced by the daemon; 0 means none (in
-    a request: the daemon's default)."""
+    a request: the daemon's default). ``idle_action`` and ``ttl_action``
+    say what the idle timeout and the TTL do: "remove" (default), "stop",
+    "pause" or "pause-to-disk"."""
 
     ttl_seconds: int = 0
     idle_timeout_seconds: int = 0
@@ -87,6 +92,7 @@ class Limits:
     max_execs: int = 0
     idle_action: str = ""
     paused_ttl_seconds: int = 0
+    ttl_action: str = ""
 
     @classmethod
     def from_json(cls, d: Optional[Dict[str, Any]]) -> "Limits":
@@ -98,6 +104,7 @@ class Limits:
             max_execs=d.get("max_execs", 0),
             idle_action=d.get("idle_action", ""),
             paused_ttl_seconds=d.get("paused_ttl_seconds", 0),
+            ttl_action=d.get("ttl_action", ""),
         )
 
     def to_json(self) -> Dict[str, Any]:
@@ -173,20 +180,55 @@ class PauseInfo:
 
 
 @dataclass
+class SecretSpec:
+    """A secret for create (docs/network.md#secrets): the guest gets
+    ``name``=a placeholder in its environment, and the host's egress proxy
+    replaces the placeholder by ``value`` in the headers of HTTPS requests
+    to ``hosts`` (exact names, each allowed by the network allowlist)."""
+
+    name: str
+    value: str
+    hosts: List[str] = field(default_factory=list)
+
+    def to_json(self) -> Dict[str, Any]:
+        return {"name": self.name, "value": self.value, "hosts": list(self.hosts)}
+
+
+@dataclass
+class SecretInfo:
+    """A sandbox's secret as the daemon describes it: its name, the
+    placeholder the guest sees and its hosts, never its value."""
+
+    name: str
+    placeholder: str = ""
+    hosts: List[str] = field(default_factory=list)
+
+    @classmethod
+    def from_json(cls, d: Dict[str, Any]) -> "SecretInfo":
+        return cls(name=d["name"], placeholder=d.get("placeholder", ""), hosts=list(d.get("hosts") or []))
+
+
+@dataclass
 class SandboxInfo:
     """One sandbox as the daemon describes it (GET /v1/sandboxes/{id}).
 
     ``state`` is one of creating, running, paused, stopping, stopped,
-    failed (``reason`` says why a sandbox failed or stopped). ``resources``
-    (host-side limits and their enforcement), ``usage`` (the latest resource
-    sample) and ``ports`` (port forwards) are kept as the daemon's JSON.
+    failed (``reason`` says why a sandbox failed or stopped), or, in a
+    cluster's list, unknown (its ``node`` does not answer: reason
+    node_unreachable). ``template`` is the daemon template it was created
+    from; ``tainted`` the libvirt taints agentbox's configuration caused.
+    ``resources`` (host-side limits and their enforcement), ``usage`` (the
+    latest resource sample, with ``memory``) and ``ports`` (port forwards)
+    are kept as the daemon's JSON.
     """
 
     id: str
     state: str
     name: str = ""
+    node: str = ""
     reason: str = ""
     image: ImageRef = field(default_factory=ImageRef)
+    template: str = ""
     domain: str = ""
     accel: str = ""
     vcpus: int = 0
@@ -197,6 +239,7 @@ class SandboxInfo:
     stopped_at: Optional[_dt.datetime] = None
     last_activity_at: Optional[_dt.datetime] = None
     boot_ms: int = 0
+    tainted: List[str] = field(default_factory=list)
     exec_count: int = 0
     limits: Limits = field(default_factory=Limits)
     expires_at: Optional[_dt.datetime] = None
@@ -205,6 +248,7 @@ class SandboxInfo:
     usage: Optional[Dict[str, Any]] = None
     ports: List[Dict[str, Any]] = field(default_factory=list)
     paused: Optional[PauseInfo] = None
+    secrets: List[SecretInfo] = field(default_factory=list)
 
     @classmethod
     def from_json(cls, d: Dict[str, Any]) -> "SandboxInfo":
@@ -212,8 +256,10 @@ class SandboxInfo:
             id=d["id"],
             state=d["state"],
             name=d.get("name", ""),
+            node=d.get("node", ""),
             reason=d.get("reason", ""),
             image=ImageRef.from_json(d.get("image")),
+            template=d.get("template", ""),
             domain=d.get("domain", ""),
             accel=d.get("accel", ""),
             vcpus=d.get("vcpus", 0),
@@ -224,6 +270,7 @@ class SandboxInfo:
             stopped_at=_time(d, "stopped_at"),
             last_activity_at=_time(d, "last_activity_at"),
             boot_ms=d.get("boot_ms", 0),
+            tainted=list(d.get("tainted") or []),
             exec_count=d.get("exec_count", 0),
             limits=Limits.from_json(d.get("limits")),
             expires_at=_time(d, "expires_at"),
@@ -232,6 +279,7 @@ class SandboxInfo:
             usage=d.get("usage"),
             ports=list(d.get("ports") or []),
             paused=PauseInfo.from_json(d["paused"]) if d.get("paused") else None,
+            secrets=[SecretInfo.from_json(x) for x in d.get("secrets") or []],
         )
 
 
@@ -331,7 +379,10 @@ class ProcessInfo:
 @dataclass
 class FileInfo:
     """A guest path: ``type`` is file, dir, symlink or other; ``mode`` the
-    permission bits as an octal string ("0644")."""
+    permission bits as an octal string ("0644"); ``owner`` and ``group``
+    names from the guest's /etc/passwd and /etc/group (the number when
+    unnamed); ``link_target`` for a symlink the absolute path it resolves
+    to (or its text when it does not resolve)."""
 
     name: str
     path: str
@@ -339,6 +390,9 @@ class FileInfo:
     size: int
     mode: str
     mod_time: Optional[_dt.datetime] = None
+    owner: str = ""
+    group: str = ""
+    link_target: str = ""
 
     @classmethod
     def from_json(cls, d: Dict[str, Any]) -> "FileInfo":
@@ -349,6 +403,9 @@ class FileInfo:
             size=d.get("size", 0),
             mode=d.get("mode", ""),
             mod_time=_time(d, "mod_time"),
+            owner=d.get("owner", ""),
+            group=d.get("group", ""),
+            link_target=d.get("link_target", ""),
         )
 
 
@@ -391,6 +448,35 @@ class Snapshot:
             save_ms=d.get("save_ms", 0),
             vmstate_bytes=d.get("vmstate_bytes", 0),
             disk_bytes=d.get("disk_bytes", 0),
+        )
+
+
+@dataclass
+class Template:
+    """A named template of the daemon (serve --template NAME=DIR|PROFILE)
+    that ``create(template=NAME)`` boots: its image, the ``profile`` it was
+    built from (empty for NAME=DIR), its default resources (``disk_mib`` 0:
+    the base disk's own size), and ``error`` when its image does not load
+    now (creates from it fail until it is put back)."""
+
+    name: str
+    image: ImageRef = field(default_factory=ImageRef)
+    profile: str = ""
+    vcpus: int = 0
+    memory_mib: int = 0
+    disk_mib: int = 0
+    error: str = ""
+
+    @classmethod
+    def from_json(cls, d: Dict[str, Any]) -> "Template":
+        return cls(
+            name=d["name"],
+            image=ImageRef.from_json(d.get("image")),
+            profile=d.get("profile", ""),
+            vcpus=d.get("vcpus", 0),
+            memory_mib=d.get("memory_mib", 0),
+            disk_mib=d.get("disk_mib", 0),
+            error=d.get("error", ""),
         )
 
 

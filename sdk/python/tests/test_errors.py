@@ -43,7 +43,7 @@ def error_table() -> List[Tuple[str, int, str]]:
     for f in os.listdir(API):
         if f.endswith(".go") and not f.endswith("_test.go"):
             with open(os.path.join(API, f), encoding="utf-8") as fh:
-                for m in re.finditer(r'^\s*(Code\w+)\s*=\s*"(\w+)"', fh.read(), re.M):
+                for m in re.finditer(r'^\s*(?:const\s+)?(Code\w+)\s*=\s*"(\w+)"', fh.read(), re.M):
                     consts[m.group(1)] = m.group(2)
     with open(os.path.join(API, "errors.go"), encoding="utf-8") as fh:
         src = fh.read()
@@ -51,6 +51,7 @@ def error_table() -> List[Tuple[str, int, str]]:
     body = body[: body.index("\n}\n")]
     rows = []
     for m in re.finditer(r"\{errdefs\.(\w+), (?:true|false), http\.(\w+), (\w+)\}", body):
+        assert m.group(3) in consts, "errorTable's %s: no `%s = \"...\"` constant found in vmctl/api/*.go" % (m.group(3), m.group(3))
         rows.append((m.group(1), _go_status(m.group(2)), consts[m.group(3)]))
     assert len(rows) > 30, "parsed only %d rows of errorTable" % len(rows)
     return rows

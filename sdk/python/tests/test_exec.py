@@ -27,6 +27,10 @@ def test_stdin_env_cwd_user(sb: agentbox.Sandbox) -> None:
     assert r.stdout == b"y\n"
     r = sb.exec(["cat"], stdin="text é")
     assert r.stdout == "text é".encode()
+    r = sb.exec(["sh", "-c", 'id -un; echo "$USER"'], user="nobody")
+    assert r.stdout == b"nobody\nnobody\n", r
+    r = sb.exec(["true"], user="no-such-user")
+    assert r.exit_code == 126, r
 
 
 def test_timeout_and_signals_and_start_failures(sb: agentbox.Sandbox) -> None:

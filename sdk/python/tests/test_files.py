@@ -99,3 +99,24 @@ def test_file_errors(sb: agentbox.Sandbox) -> None:
         sb.files.write("/no/parent/f", b"x")
     with pytest.raises(ValueError):
         sb.files.write("/work/f", b"x", mode=0o70000)
+
+
+def test_move_deep_list_and_owner(sb: agentbox.Sandbox) -> None:
+    sb.files.mkdir("/work/mv/a/b", parents=True)
+    sb.files.write("/work/mv/a/f", b"moved", owner="nobody")
+    assert (sb.files.stat("/work/mv/a/f").owner, sb.files.stat("/work/mv/a").owner) == ("nobody", "root")
+    fi = sb.files.move("/work/mv/a/f", "/work/mv/n/g", parents=True)
+    assert (fi.name, fi.path, fi.type, fi.size, fi.owner) == ("g", "/work/mv/n/g", "file", 5, "nobody")
+    assert sb.files.read("/work/mv/n/g") == b"moved" and not sb.files.exists("/work/mv/a/f")
+    deep = sb.files.list("/work/mv", depth=3)
+    assert [(f.path, f.type) for f in deep] == [
+        ("/work/mv/a", "dir"),
+        ("/work/mv/a/b", "dir"),
+        ("/work/mv/n", "dir"),
+        ("/work/mv/n/g", "file"),
+    ]
+    assert [f.name for f in deep] == ["a", "b", "n", "g"]
+    assert [f.path for f in sb.files.list("/work/mv")] == ["/work/mv/a", "/work/mv/n"]
+    with pytest.raises(agentbox.NotFoundError):
+        sb.files.move("/work/mv/nope", "/work/mv/x")
+    sb.files.remove("/work/mv", recursive=True)

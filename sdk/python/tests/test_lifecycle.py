@@ -11,10 +11,14 @@ import pytest
 import agentbox
 
 
-def test_info(client: agentbox.Client) -> None:
+def test_info(client: agentbox.Client, image: str) -> None:
     info = client.info()
     assert info.api == "v1" and info.version and info.capacity.memory_mib > 0
     assert client.daemon_version == info.version
+    # The harness serves the test image as the template "sdk" (serve --template).
+    tpls = client.list_templates()
+    assert [(t.name, t.image.dir, t.error) for t in tpls] == [("sdk", image, "")]
+    assert tpls[0].vcpus > 0 and tpls[0].memory_mib > 0
 
 
 def test_create_get_list(client: agentbox.Client, sb: agentbox.Sandbox, image: str) -> None:
@@ -87,9 +91,12 @@ def test_lifecycle(client: agentbox.Client) -> None:
         client.get(sid)
 
 
-def test_exec_limit(client: agentbox.Client) -> None:
-    with client.create(memory_mib=256, max_execs=1, labels={"suite": "pysdk"}) as s:
-        assert s.exec(["true"]).ok
+def test_exec_limit(client: agentbox.Client, image: str) -> None:
+    # Also the create from a daemon template, with an environment for every command.
+    with client.create(template="sdk", env={"SDK_ENV": "from create"}, memory_mib=256, max_execs=1, labels={"suite": "pysdk"}) as s:
+        assert (s.info.template, s.info.image.dir) == ("sdk", image)
+        r = s.exec(["sh", "-c", 'echo "$SDK_ENV"'])
+        assert (r.stdout, r.exit_code) == (b"from create\n", 0), r
         with pytest.raises(agentbox.ExecLimitReachedError) as ei:
             s.exec(["true"])
         assert (ei.value.code, ei.value.status) == ("exec_limit_reached", 429)
@@ -114,6 +121,10 @@ def test_errors_leave_nothing_behind(client: agentbox.Client, sb: agentbox.Sandb
     with pytest.raises(agentbox.InvalidArgumentError) as e5:
         client.create(image=str(tmp_path))
     assert (e5.value.code, e5.value.status) == ("invalid_image", 422)
+    with pytest.raises(agentbox.TemplateNotFoundError) as e7:
+        client.create(template="no-such-template")
+    assert (e7.value.code, e7.value.status) == ("template_not_found", 404) and "sdk" in e7.value.message
+    assert isinstance(e7.value, agentbox.NotFoundError)
     with pytest.raises(agentbox.InvalidArgumentError) as e6:
         client.list(state="sleeping")
     assert e6.value.status == 400

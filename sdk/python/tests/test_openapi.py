@@ -40,6 +40,8 @@ DECODED = [
     (types.FileInfo, "FileInfo"),
     (types.Snapshot, "Snapshot"),
     (types.WarmTemplate, "WarmTemplate"),
+    (types.Template, "Template"),
+    (types.SecretInfo, "SecretInfo"),
     (types.Capacity, "Capacity"),
     (types.DaemonInfo, "Info"),
 ]
@@ -131,6 +133,9 @@ def test_create_body_with_every_option_is_a_create_request() -> None:
         io_weight=200,
         pids=128,
         net_bps=1 << 20,
+        env={"A": "1"},
+        secrets=[types.SecretSpec("TOKEN", "s3cret", ["example.com"])],
+        ttl_action="pause",
     )
     assert oa.validate(body, oa.schema("CreateSandboxRequest")) == []
     assert body["limits"] == {
@@ -140,11 +145,18 @@ def test_create_body_with_every_option_is_a_create_request() -> None:
         "max_execs": 10,
         "idle_action": "pause-to-disk",
         "paused_ttl_seconds": 86400,
+        "ttl_action": "pause",
     }
+    assert body["env"] == ["A=1"]
+    assert body["secrets"] == [{"name": "TOKEN", "value": "s3cret", "hosts": ["example.com"]}]
     assert body["network"] == {"mode": "allowlist", "allow": ["example.com", "host:8080"]}
     assert body["boot_timeout_ms"] == 90000
-    # The properties the SDK cannot set are the ones it should not.
-    assert set(oa.schema("CreateSandboxRequest")["properties"]) == set(body)
+    # Every property is set: image, or template instead of it.
+    tb = create_body(template="base", name="t1")
+    assert tb == {"template": "base", "name": "t1"} and oa.validate(tb, oa.schema("CreateSandboxRequest")) == []
+    assert set(oa.schema("CreateSandboxRequest")["properties"]) == set(body) | {"template"}
+    assert set(oa.schema("Limits")["properties"]) == set(body["limits"])
+    assert set(oa.schema("SecretSpec")["properties"]) == set(body["secrets"][0])
 
 
 def test_exec_and_restore_bodies() -> None:
@@ -152,7 +164,10 @@ def test_exec_and_restore_bodies() -> None:
     assert oa.validate(e, oa.schema("ExecRequest")) == []
     assert e["timeout_ms"] == 2500 and e["stdin"] == "AP8=" and e["env"] == ["A=1"]
     assert exec_body("echo hi")["cmd"] == ["/bin/sh", "-c", "echo hi"]
-    r = restore_body("fork", {"a": "b"}, 3, 60, 30, 1, 5, "stop", 100)
+    u = exec_body(["id"], user="nobody")
+    assert u == {"cmd": ["id"], "user": "nobody"} and oa.validate(u, oa.schema("ExecRequest")) == []
+    r = restore_body("fork", {"a": "b"}, 3, 60, 30, 1, 5, "stop", 100, "pause-to-disk")
+    assert r["limits"]["ttl_action"] == "pause-to-disk"
     assert oa.validate(r, oa.schema("RestoreRequest")) == []
     assert set(oa.schema("RestoreRequest")["properties"]) == set(r)
 
@@ -165,6 +180,8 @@ def test_bad_arguments_are_refused_before_any_request(monkeypatch: pytest.Monkey
         (lambda: exec_body([]), "cmd is empty"),
         (lambda: exec_body(["true"], timeout=0), "timeout"),
         (lambda: create_body(image=""), "no image"),
+        (lambda: create_body(image="/img", template="base"), "not both"),
+        (lambda: exec_body(["id"], user="nobody", uid=0), "not both"),
         (lambda: agentbox.Client(socket="/x", url="http://h:1"), "socket= or url="),
         (lambda: agentbox.Client(url="http://h:1/v1"), "want only a scheme, host and port"),
         (lambda: agentbox.Client(url="ftp://h:1"), "http://HOST:PORT"),
