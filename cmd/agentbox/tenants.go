@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -87,4 +88,21 @@ func readToken(r io.Reader) (string, error) {
 		return "", fmt.Errorf("the token is %d bytes long: use at least %d random bytes, e.g. the output of `openssl rand -hex 32`", len(tok), apiserver.MinTokenBytes)
 	}
 	return tok, nil
+}
+
+// clusterTenantHooks are clusterproxy.Config's TenantOf and WithTenant
+// for the tenants of reg (both nil without --tenants): a forwarded
+// request acts for the tenant the forwarding node names, if this node's
+// tenants file has it.
+func clusterTenantHooks(reg *tenant.Registry) (tenantOf func(context.Context) string, withTenant func(context.Context, string) (context.Context, error)) {
+	if reg == nil {
+		return nil, nil
+	}
+	return tenant.Name, func(ctx context.Context, name string) (context.Context, error) {
+		t, ok := reg.Get(name)
+		if !ok {
+			return nil, fmt.Errorf("tenant %q is not in this node's tenants file: give every node the same --tenants file", name)
+		}
+		return tenant.With(ctx, t), nil
+	}
 }
