@@ -61,7 +61,7 @@ func serveCommand() *cli.Command {
 			&cli.IntFlag{Name: "audit-max-files", Value: 10, Usage: "rotated audit log files to keep"},
 			&cli.BoolFlag{Name: "audit-full-tty", Usage: "keep every key typed into a terminal session (`exec -it`) in its audit entry, up to 1 MiB, not just the first KiB"},
 			templateFlag, // templates.go
-		}, append(append(append(networkFlags(), resourceServeFlags()...), serveMCPFlags()...), append(serveE2BFlags(), servePolicyFlags()...)...)...),
+		}, append(append(append(networkFlags(), resourceServeFlags()...), serveMCPFlags()...), append(append(serveE2BFlags(), servePolicyFlags()...), serveTenantFlags()...)...)...),
 		OnUsageError: usageError,
 		Action:       serveAction,
 	}
@@ -99,6 +99,9 @@ func serveAction(c *cli.Context) error {
 		apiCfg.Token = string(b)
 	}
 	if apiCfg.TLS, err = serverTLS(c); err != nil {
+		return err
+	}
+	if apiCfg.Tenants, err = serveTenants(c, apiCfg.Token); err != nil { // tenants.go
 		return err
 	}
 	warmMode, err := warm.ParseMode(c.String("warm-mode"))
@@ -187,6 +190,7 @@ func serveAction(c *cli.Context) error {
 		UsageInterval:  usageInterval,
 		Templates:      templates,
 		Policy:         pol,
+		Tenants:        apiCfg.Tenants,
 	})
 	if err != nil {
 		closeAll()
@@ -208,7 +212,7 @@ func serveAction(c *cli.Context) error {
 		d.Shutdown(context.Background())
 		return err
 	}
-	front, err := serveE2B(c, srv, templates, stateDir, apiCfg.Token, logger) // e2b.go
+	front, err := serveE2B(c, srv, templates, stateDir, apiCfg.Token, apiCfg.Tenants, logger) // e2b.go
 	if err != nil {
 		closeAll()
 		closeMCP()

@@ -39,6 +39,10 @@ type Sandbox struct {
 	// sandbox was created from; empty for one created from an image
 	// directory or restored from a snapshot.
 	Template string `json:"template,omitempty"`
+	// Tenant is the tenant that owns the sandbox (serve --tenants; see
+	// docs/tenants.md); empty for the admin's (the unix socket, the
+	// daemon's --token-file token).
+	Tenant string `json:"tenant,omitempty"`
 	// Domain is the libvirt domain name ("agentbox-" + ID).
 	Domain string `json:"domain"`
 	// Accel is the accelerator the domain runs with: "kvm" or "tcg".
@@ -200,6 +204,11 @@ type CreateSandboxRequest struct {
 	// secret's hosts. They need network mode allowlist with the hosts
 	// allowed, and a cold boot (not Warm).
 	Secrets []SecretSpec `json:"secrets,omitempty"`
+	// Priority is the create's priority class: "low", "normal" (the
+	// default, also for "") or "high" (the Priority* constants); a
+	// tenant's creates may ask at most its max_priority (403 otherwise).
+	// A single host records it; a cluster serves higher classes first.
+	Priority string `json:"priority,omitempty"`
 }
 
 // ExecRequest is the body of POST /v1/sandboxes/{id}/exec and
@@ -399,6 +408,9 @@ type Event struct {
 	// State is the state entered, Reason why.
 	State  string `json:"state,omitempty"`
 	Reason string `json:"reason,omitempty"`
+	// Tenant is the sandbox's tenant (Sandbox.Tenant); a tenant's event
+	// stream carries only its own sandboxes' events.
+	Tenant string `json:"tenant,omitempty"`
 }
 
 // Info is GET /v1/info: what the daemon is and what it can still take.

@@ -203,8 +203,9 @@ type Admission struct {
 	Labels map[string]string
 	Extra  []byte
 	Admit  func(r Resources) error
-	// Template is as in Options.
+	// Template and Tenant are as in Options.
 	Template string
+	Tenant   string
 }
 
 // StepRegister ("register") names the sandbox, adds it to the registry
@@ -216,7 +217,7 @@ func StepRegister(a Admission) Step {
 		sb.Name, sb.Labels = a.Name, maps.Clone(a.Labels)
 		sb.mu.Lock()
 		sb.rec.Name, sb.rec.Labels, sb.rec.Extra = sb.Name, sb.Labels, append([]byte(nil), a.Extra...)
-		sb.rec.Template = a.Template
+		sb.rec.Template, sb.rec.Tenant = a.Template, a.Tenant
 		sb.rec.CreatedAt = time.Now().UTC()
 		sb.mu.Unlock()
 		sb.loadAccount()

@@ -171,6 +171,9 @@ type Options struct {
 	// Template is the name of the daemon's template Image was chosen by,
 	// kept as Record.Template; "" for none.
 	Template string
+	// Tenant is the tenant that owns the sandbox, kept as Record.Tenant;
+	// "" for the admin's.
+	Tenant string
 	// Extra is the sandbox's exec accounting as JSON (ExecAccount.Encode:
 	// its limits and creator), kept as Record.Extra; the sandbox counts
 	// from it. Empty is the zero account (no limits).
@@ -279,7 +282,7 @@ func (m *Manager) Create(ctx context.Context, opts Options) (*Sandbox, error) {
 		}},
 		// The registry entry (name reserved, admission checked) and the
 		// durable record, so a daemon killed from here on finds it.
-		StepRegister(Admission{Name: opts.Name, Labels: opts.Labels, Template: opts.Template, Extra: opts.Extra, Admit: opts.Admit}),
+		StepRegister(Admission{Name: opts.Name, Labels: opts.Labels, Template: opts.Template, Tenant: opts.Tenant, Extra: opts.Extra, Admit: opts.Admit}),
 		StepDir(),
 		Step{Name: "overlay", Run: func(ctx context.Context, b *Build) error {
 			return overlay.Create(ctx, opts.Image.Disk, sb.Overlay, overlay.Options{SizeBytes: sb.diskBytes()})

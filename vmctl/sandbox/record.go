@@ -59,6 +59,9 @@ type Record struct {
 	// Template is the name of the daemon's template the sandbox was
 	// created from (serve --template), or "".
 	Template string `json:"template,omitempty"`
+	// Tenant is the tenant that owns the sandbox (vmctl/tenant; serve
+	// --tenants), "" for the admin's.
+	Tenant string `json:"tenant,omitempty"`
 	// Accel is "kvm" or "tcg"; DomainType the libvirt domain type.
 	Accel      string `json:"accel"`
 	DomainType string `json:"domain_type"`

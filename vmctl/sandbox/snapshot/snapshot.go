@@ -225,7 +225,7 @@ func (s *Service) Save(ctx context.Context, sb *sandbox.Sandbox, name string, ex
 		ImageName: rec.ImageName, ImageDigest: rec.ImageDigest, ImageDir: rec.ImageDir,
 		Accel: rec.Accel, DomainType: rec.DomainType, Machine: machineOf(*rec.Spec),
 		VCPUs: rec.VCPUs, MemoryMiB: rec.MemoryMiB, Spec: *rec.Spec,
-		Extra: append([]byte(nil), extra...),
+		Extra: append([]byte(nil), extra...), Tenant: rec.Tenant,
 	}
 	if r.Source, err = json.Marshal(rec); err != nil {
 		return sandbox.SnapshotRecord{}, err

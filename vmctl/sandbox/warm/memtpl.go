@@ -262,7 +262,7 @@ func (w *Service) buildMem(ctx context.Context, mt sandbox.MemoryTemplater, key 
 	}
 	mm := &memManifest{RAM: "ram-" + id, State: "state-" + id}
 	bo := opts
-	bo.Name, bo.Labels, bo.Extra = "", map[string]string{Label: key}, nil
+	bo.Name, bo.Labels, bo.Extra, bo.Tenant = "", map[string]string{Label: key}, nil, "" // the template is no tenant's
 	// The RAM file is written where clones will find it: the directory
 	// is renamed only after the template's domain is gone.
 	bo.MemoryBackend = &domain.MemoryBackend{File: filepath.Join(tmp, mm.RAM), Shared: true}
