@@ -121,6 +121,10 @@ type Config struct {
 	// operation, port forward and network policy (policy.go; serve
 	// --policy runs a plugin through vmctl/policy.Client).
 	Policy Policy
+	// QEMUUsers, if set, runs every sandbox's QEMU as a uid of its own
+	// from the range (sandbox.Config.QEMUUsers; serve --qemu-uid-range);
+	// nil runs QEMU as qemu.conf's user.
+	QEMUUsers *sandbox.IDRange
 }
 
 // Daemon is the running service core. Create it with New, serve its
@@ -233,6 +237,7 @@ func New(ctx context.Context, cfg Config) (_ *Daemon, err error) {
 		Owner:      d.store.Instance(),
 		OnChange:   d.onChange,
 		Network:    cfg.Network,
+		QEMUUsers:  cfg.QEMUUsers,
 	})
 	if err != nil {
 		return nil, err
