@@ -61,7 +61,7 @@ func serveCommand() *cli.Command {
 			&cli.IntFlag{Name: "audit-max-files", Value: 10, Usage: "rotated audit log files to keep"},
 			&cli.BoolFlag{Name: "audit-full-tty", Usage: "keep every key typed into a terminal session (`exec -it`) in its audit entry, up to 1 MiB, not just the first KiB"},
 			templateFlag, // templates.go
-		}, append(append(append(networkFlags(), resourceServeFlags()...), serveMCPFlags()...), append(append(serveE2BFlags(), servePolicyFlags()...), serveTenantFlags()...)...)...),
+		}, append(append(append(networkFlags(), resourceServeFlags()...), serveMCPFlags()...), append(append(append(serveE2BFlags(), servePolicyFlags()...), serveTenantFlags()...), serveQEMUUserFlags()...)...)...),
 		OnUsageError: usageError,
 		Action:       serveAction,
 	}
@@ -159,6 +159,11 @@ func serveAction(c *cli.Context) error {
 		return err
 	}
 	defer closePolicy()
+	qemuIDs, err := qemuUsers(c) // qemuuser.go
+	if err != nil {
+		closeAll()
+		return err
+	}
 	reg := prometheus.NewRegistry()
 	ceilings, thresholds, usageInterval := daemonResources(c) // resources.go
 	d, err := daemon.New(ctx, daemon.Config{
@@ -191,6 +196,7 @@ func serveAction(c *cli.Context) error {
 		Templates:      templates,
 		Policy:         pol,
 		Tenants:        apiCfg.Tenants,
+		QEMUUsers:      qemuIDs,
 	})
 	if err != nil {
 		closeAll()

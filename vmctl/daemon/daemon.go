@@ -134,6 +134,10 @@ type Config struct {
 	// Quotas reserves tenants' usage against their quotas; nil means a
 	// tenant.LocalStore of this host (a cluster passes its own).
 	Quotas tenant.QuotaStore
+	// QEMUUsers, if set, runs every sandbox's QEMU as a uid of its own
+	// from the range (sandbox.Config.QEMUUsers; serve --qemu-uid-range);
+	// nil runs QEMU as qemu.conf's user.
+	QEMUUsers *sandbox.IDRange
 }
 
 // Daemon is the running service core. Create it with New, serve its
@@ -250,6 +254,7 @@ func New(ctx context.Context, cfg Config) (_ *Daemon, err error) {
 		Owner:      d.store.Instance(),
 		OnChange:   d.onChange,
 		Network:    cfg.Network,
+		QEMUUsers:  cfg.QEMUUsers,
 	})
 	if err != nil {
 		return nil, err

@@ -194,7 +194,9 @@ func (d *Daemon) GetSandbox(ctx context.Context, ref string) (api.Sandbox, error
 	if err != nil {
 		return api.Sandbox{}, err
 	}
-	return d.view(sb), nil
+	v := d.view(sb)
+	v.QEMU = d.qemuView(ctx, sb) // qemuuser.go
+	return v, nil
 }
 
 // StopSandbox implements apiserver.Backend.

@@ -376,6 +376,9 @@ func (s *Service) keepFile(id, overlayPath string) error {
 	if err := os.Rename(overlayPath, dst); err != nil {
 		return fmt.Errorf("keep snapshots of sandbox %s: move its overlay: %w", id, err)
 	}
+	if err := s.m.Reclaim(dst); err != nil { // no longer its QEMU user's
+		return fmt.Errorf("keep snapshots of sandbox %s: %w", id, err)
+	}
 	var errs []error
 	for _, r := range mine {
 		r.File = dst

@@ -260,6 +260,9 @@ func (w *Service) build(ctx context.Context, key string, opts sandbox.Options) (
 	data, _ := json.MarshalIndent(man, "", "  ")
 	err = os.Rename(sb.Overlay, filepath.Join(tmp, "overlay.qcow2"))
 	if err == nil {
+		err = w.m.Reclaim(filepath.Join(tmp, "overlay.qcow2")) // not the build's QEMU user's any more
+	}
+	if err == nil {
 		err = os.WriteFile(filepath.Join(tmp, "manifest.json"), append(data, '\n'), 0o600)
 		if err == nil {
 			err = os.Rename(tmp, dir)
