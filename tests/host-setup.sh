@@ -43,6 +43,22 @@ if ! grep -q '^user = "root"' "$conf"; then
   restart=1
 fi
 
+# QEMU's own seccomp sandbox (-sandbox on,obsolete=deny,elevateprivileges=deny,
+# spawn=deny,resourcecontrol=deny): libvirt's default, made explicit so a
+# local edit cannot turn it off unnoticed (docs/security.md).
+if ! grep -q '^seccomp_sandbox = 1' "$conf"; then
+  sed -i 's/^#\?seccomp_sandbox = .*/seccomp_sandbox = 1/' "$conf"
+  grep -q '^seccomp_sandbox = 1' "$conf" || echo 'seccomp_sandbox = 1' >>"$conf"
+  # The value libvirt used already (its default): no restart needed.
+fi
+# serve --qemu-uid-range runs each QEMU as a uid of its own; libvirt puts
+# that domain's master key in /var/lib/libvirt/qemu/domain-N-NAME/ (owned by
+# the domain's uid) but leaves the parent as qemu.conf's user made it
+# (root, 0750), which the domain's uid cannot pass. o+x lets it pass; the
+# per-domain directories stay 0750 of their own uid.
+mkdir -p /var/lib/libvirt/qemu
+chmod o+x /var/lib/libvirt/qemu
+
 # running NAME: a live (not zombie) process NAME exists. A killed daemon can
 # linger as a zombie where PID 1 reaps slowly; it must not count.
 running() { ps -C "$1" -o stat= 2>/dev/null | grep -qv '^Z'; }

@@ -15,6 +15,8 @@ import (
 	"github.com/agentbox/agentbox/vmctl/cluster"
 	"github.com/agentbox/agentbox/vmctl/clusterproxy"
 	"github.com/agentbox/agentbox/vmctl/daemon"
+	"github.com/agentbox/agentbox/vmctl/errdefs"
+	"github.com/agentbox/agentbox/vmctl/tenant"
 )
 
 // serveClusterFlags are serve's flags for joining a cluster on NATS
@@ -82,16 +84,32 @@ func serveClusterConfig(c *cli.Context) (*cluster.Config, error) {
 // makes d one of its nodes and returns the router of requests between the
 // nodes (vmctl/clusterproxy, for apiserver.Config.Router; nil without a
 // cluster); leave ends both, before the daemon shuts down.
-func serveCluster(ctx context.Context, c *cli.Context, cfg *cluster.Config, d *daemon.Daemon, logger *slog.Logger) (router apiserver.Router, leave func(context.Context) error, err error) {
+func serveCluster(ctx context.Context, c *cli.Context, cfg *cluster.Config, d *daemon.Daemon, tenants *tenant.Registry, logger *slog.Logger) (router apiserver.Router, leave func(context.Context) error, err error) {
 	if cfg == nil {
 		return nil, func(context.Context) error { return nil }, nil
 	}
 	cfg.Local, cfg.Logger = d, logger
+	cfg.Priority = func(_ context.Context, req api.CreateSandboxRequest) string { return req.Priority }
+	var withTenant func(context.Context, string) (context.Context, error)
+	if tenants != nil {
+		withTenant = func(ctx context.Context, name string) (context.Context, error) {
+			t, ok := tenants.Get(name)
+			if !ok {
+				return nil, errdefs.ErrPermissionDenied.WithMessage(fmt.Sprintf("tenant %q is not in this node's --tenants file: give every node of the cluster the same file", name))
+			}
+			return tenant.With(ctx, t), nil
+		}
+		cfg.Tenant, cfg.WithTenant = tenant.Name, withTenant
+	}
 	n, err := cluster.Join(ctx, *cfg)
 	if err != nil {
 		return nil, nil, err
 	}
-	p, err := clusterRouter(c, n, n, clusterproxy.Config{}, logger) // clusterproxy.go
+	pcfg := clusterproxy.Config{WithTenant: withTenant}
+	if tenants != nil {
+		pcfg.TenantOf = tenant.Name
+	}
+	p, err := clusterRouter(c, n, n, pcfg, logger) // clusterproxy.go
 	if err != nil {
 		n.Close(ctx)
 		return nil, nil, err

@@ -36,6 +36,10 @@ func createRequest(c *cli.Context, imageDir string) (api.CreateSandboxRequest, e
 		VCPUs:     c.Int("cpus"),
 		MemoryMiB: c.Int("memory"),
 		Accel:     c.String("accel"),
+		Priority:  c.String("priority"), // create only (tenants.go)
+	}
+	if _, ok := api.PriorityRank(req.Priority); !ok {
+		return req, fmt.Errorf("--priority %q: use low, normal or high", req.Priority)
 	}
 	var err error
 	if req.Network, err = networkRequest(c); err != nil {

@@ -19,6 +19,7 @@ import (
 	"github.com/agentbox/agentbox/vmctl/daemon"
 	"github.com/agentbox/agentbox/vmctl/e2b"
 	"github.com/agentbox/agentbox/vmctl/envd"
+	"github.com/agentbox/agentbox/vmctl/tenant"
 )
 
 // serveE2BFlags are `serve`'s E2B flags.
@@ -40,16 +41,17 @@ type e2bFront struct {
 // not yet serving; nil without --e2b-listen. E2B's templateIDs are the
 // daemon's templates (serve --template); without one named base (the
 // SDK's default) a note on stderr says so. The envd access key lives in
-// stateDir. Errors: no token (the API key is the daemon's token), the key
+// stateDir. With tenants, a tenant's token is an API key too, acting for
+// its tenant. Errors: no token nor tenants (the API key is the daemon's token), the key
 // or the listener.
-func serveE2B(c *cli.Context, srv *apiserver.Server, templates []daemon.Template, stateDir, token string, logger *slog.Logger) (*e2bFront, error) {
+func serveE2B(c *cli.Context, srv *apiserver.Server, templates []daemon.Template, stateDir, token string, tenants *tenant.Registry, logger *slog.Logger) (*e2bFront, error) {
 	addr := c.String("e2b-listen")
 	if addr == "" {
 		return nil, nil
 	}
 	token = strings.TrimSpace(token) // as the API server reads it
-	if token == "" {
-		return nil, errors.New("--e2b-listen needs --token-file: its token is the API key E2B clients send (E2B_API_KEY)")
+	if token == "" && tenants == nil {
+		return nil, errors.New("--e2b-listen needs --token-file (or --tenants): its token is the API key E2B clients send (E2B_API_KEY)")
 	}
 	if !slices.ContainsFunc(templates, func(t daemon.Template) bool { return t.Name == api.DefaultTemplate }) {
 		fmt.Fprintf(c.App.ErrWriter, "agentbox serve: note: no template named %s: the E2B SDK's Sandbox.create() without a template will fail; add --template %s=DIR|PROFILE\n", api.DefaultTemplate, api.DefaultTemplate)
@@ -63,6 +65,7 @@ func serveE2B(c *cli.Context, srv *apiserver.Server, templates []daemon.Template
 		Client:    cl,
 		Data:      envd.NewHandler(cl, envd.Options{}),
 		APIKey:    token,
+		Tenants:   tenants, // a tenant's token is its API key
 		AccessKey: key,
 		Warm:      c.Bool("e2b-warm"),
 		Logger:    logger,

@@ -22,7 +22,8 @@ func lsCommand() *cli.Command {
 		Description: "Prints one line per sandbox, oldest first: ID, NAME, STATE, IMAGE, TEMPLATE (the daemon's template\n" +
 			"it was created from, `-` for an image directory), CPUS, MEMORY, AGE; in a cluster (serve --cluster) a NODE\n" +
 			"column after NAME names each sandbox's node, and a node that does not answer lists its sandboxes\n" +
-			"in state unknown.\n" +
+			"in state unknown; with tenants (serve --tenants) a TENANT column after it (`-` for the admin's\n" +
+			"sandboxes).\n" +
 			"--label (repeatable) keeps those that have all the given labels, --state those in one state\n" +
 			"(creating, running, stopping, stopped, failed). -q prints only IDs; --json the API's objects.",
 		Flags: []cli.Flag{
@@ -63,7 +64,18 @@ func writeSandboxTable(w io.Writer, sbs []api.Sandbox, now time.Time) error {
 		}
 		return node + "\t"
 	}
-	fmt.Fprintln(tw, "ID\tNAME\t"+nodeCol("NODE")+"STATE\tIMAGE\tTEMPLATE\tCPUS\tMEMORY\tAGE")
+	// Tenants' sandboxes carry their tenant: then a TENANT column.
+	tenants := slices.ContainsFunc(sbs, func(sb api.Sandbox) bool { return sb.Tenant != "" })
+	tenantCol := func(owner string) string {
+		if !tenants {
+			return ""
+		}
+		if owner == "" {
+			owner = "-"
+		}
+		return owner + "\t"
+	}
+	fmt.Fprintln(tw, "ID\tNAME\t"+nodeCol("NODE")+tenantCol("TENANT")+"STATE\tIMAGE\tTEMPLATE\tCPUS\tMEMORY\tAGE")
 	for _, sb := range sbs {
 		name, template := sb.Name, sb.Template
 		if name == "" {
@@ -74,10 +86,10 @@ func writeSandboxTable(w io.Writer, sbs []api.Sandbox, now time.Time) error {
 		}
 		if sb.State == api.StateUnknown {
 			// Only the directory's entry: the node does not answer.
-			fmt.Fprintf(tw, "%s\t%s\t%s%s\t-\t-\t-\t-\t-\n", sb.ID, name, nodeCol(sb.Node), sb.State)
+			fmt.Fprintf(tw, "%s\t%s\t%s%s%s\t-\t-\t-\t-\t-\n", sb.ID, name, nodeCol(sb.Node), tenantCol(sb.Tenant), sb.State)
 			continue
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s%s\t%s\t%s\t%d\t%dMiB\t%s\n", sb.ID, name, nodeCol(sb.Node), sb.State, sb.Image.Name, template, sb.VCPUs, sb.MemoryMiB, age(now.Sub(sb.CreatedAt)))
+		fmt.Fprintf(tw, "%s\t%s\t%s%s%s\t%s\t%s\t%d\t%dMiB\t%s\n", sb.ID, name, nodeCol(sb.Node), tenantCol(sb.Tenant), sb.State, sb.Image.Name, template, sb.VCPUs, sb.MemoryMiB, age(now.Sub(sb.CreatedAt)))
 	}
 	return tw.Flush()
 }

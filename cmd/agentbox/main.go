@@ -87,6 +87,7 @@ func newApp() *cli.App {
 			eventsCommand(),
 			accelCommand(),
 			profileCommand(),
+			tenantCommand(),
 		},
 		Before: func(c *cli.Context) error {
 			_, err := newLogger(c.String("log-level"))

@@ -61,7 +61,7 @@ func serveCommand() *cli.Command {
 			&cli.IntFlag{Name: "audit-max-files", Value: 10, Usage: "rotated audit log files to keep"},
 			&cli.BoolFlag{Name: "audit-full-tty", Usage: "keep every key typed into a terminal session (`exec -it`) in its audit entry, up to 1 MiB, not just the first KiB"},
 			templateFlag, // templates.go
-		}, append(append(append(networkFlags(), resourceServeFlags()...), serveMCPFlags()...), append(append(serveE2BFlags(), servePolicyFlags()...), append(serveClusterFlags(), serveClusterProxyFlags()...)...)...)...),
+		}, append(append(append(networkFlags(), resourceServeFlags()...), serveMCPFlags()...), append(append(append(serveE2BFlags(), servePolicyFlags()...), serveTenantFlags()...), append(append(serveQEMUUserFlags(), serveClusterFlags()...), serveClusterProxyFlags()...)...)...)...),
 		OnUsageError: usageError,
 		Action:       serveAction,
 	}
@@ -99,6 +99,9 @@ func serveAction(c *cli.Context) error {
 		apiCfg.Token = string(b)
 	}
 	if apiCfg.TLS, err = serverTLS(c); err != nil {
+		return err
+	}
+	if apiCfg.Tenants, err = serveTenants(c, apiCfg.Token); err != nil { // tenants.go
 		return err
 	}
 	warmMode, err := warm.ParseMode(c.String("warm-mode"))
@@ -160,6 +163,11 @@ func serveAction(c *cli.Context) error {
 		return err
 	}
 	defer closePolicy()
+	qemuIDs, err := qemuUsers(c) // qemuuser.go
+	if err != nil {
+		closeAll()
+		return err
+	}
 	reg := prometheus.NewRegistry()
 	ceilings, thresholds, usageInterval := daemonResources(c) // resources.go
 	d, err := daemon.New(ctx, daemon.Config{
@@ -192,13 +200,15 @@ func serveAction(c *cli.Context) error {
 		UsageInterval:  usageInterval,
 		Templates:      templates,
 		Policy:         pol,
+		Tenants:        apiCfg.Tenants,
+		QEMUUsers:      qemuIDs,
 	})
 	if err != nil {
 		closeAll()
 		return err
 	}
 	egressAud.set(d.AuditEgress)
-	router, leaveCluster, err := serveCluster(ctx, c, clusterCfg, d, logger) // cluster.go
+	router, leaveCluster, err := serveCluster(ctx, c, clusterCfg, d, apiCfg.Tenants, logger) // cluster.go
 	if err != nil {
 		closeAll()
 		d.Shutdown(context.Background())
@@ -221,7 +231,7 @@ func serveAction(c *cli.Context) error {
 		d.Shutdown(context.Background())
 		return err
 	}
-	front, err := serveE2B(c, srv, templates, stateDir, apiCfg.Token, logger) // e2b.go
+	front, err := serveE2B(c, srv, templates, stateDir, apiCfg.Token, apiCfg.Tenants, logger) // e2b.go
 	if err != nil {
 		closeAll()
 		closeMCP()

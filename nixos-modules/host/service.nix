@@ -2,7 +2,8 @@
 #
 # It runs as the system user `agentbox` (group `services.agentbox.group`,
 # member of libvirtd for libvirt's socket and of kvm for the KVM probe) with
-# three capabilities (AmbientCapabilities below): CAP_DAC_OVERRIDE, because
+# four capabilities (AmbientCapabilities below): CAP_CHOWN to give each
+# sandbox's files to its QEMU's uid (docs/security.md); CAP_DAC_OVERRIDE, because
 # QEMU (root under NixOS's default virtualisation.libvirtd.qemu.runAsRoot)
 # creates each sandbox's agent socket as root with mode 0775, virtlogd its
 # console log as root with mode 0600, and libvirtd the domain's control group
@@ -40,7 +41,11 @@ lib.mkIf cfg.enable {
     state-dir = lib.mkDefault "/var/lib/agentbox";
     runtime-dir = lib.mkDefault "/run/agentbox";
     socket-group = lib.mkDefault cfg.group;
+    # Each sandbox's QEMU as a uid of its own (docs/security.md).
+    qemu-uid-range = lib.mkDefault "200000-265535";
   };
+  # The domains' uids pass libvirt's directory to their own (master key).
+  systemd.tmpfiles.rules = [ "z /var/lib/libvirt/qemu 0751 - - -" ];
 
   virtualisation.libvirtd.enable = true;
 
@@ -103,12 +108,16 @@ lib.mkIf cfg.enable {
       # CAP_NET_ADMIN: sandbox taps, their addresses and the nftables rules
       # (vmctl/network); CAP_NET_BIND_SERVICE: each sandbox's egress service
       # binds ports 53, 80 and 443 on the host side of its tap.
+      # CAP_CHOWN: each sandbox's directory and overlay go to its QEMU's uid
+      # (--qemu-uid-range; libvirt's relabel would chown the shared image).
       AmbientCapabilities = [
+        "CAP_CHOWN"
         "CAP_DAC_OVERRIDE"
         "CAP_NET_ADMIN"
         "CAP_NET_BIND_SERVICE"
       ];
       CapabilityBoundingSet = [
+        "CAP_CHOWN"
         "CAP_DAC_OVERRIDE"
         "CAP_NET_ADMIN"
         "CAP_NET_BIND_SERVICE"
@@ -116,7 +125,8 @@ lib.mkIf cfg.enable {
       NoNewPrivileges = true;
 
       StateDirectory = "agentbox";
-      StateDirectoryMode = "0700";
+      # Passable, not listable: QEMU's uids open their overlays below it.
+      StateDirectoryMode = "0711";
       RuntimeDirectory = "agentbox";
       # Group members reach the socket inside; QEMU puts the agent sockets of
       # running sandboxes here, which must outlive a restart of the daemon.

@@ -6,7 +6,8 @@ import "context"
 type Caller struct {
 	// ID is "uid:N" for a unix socket peer (from SO_PEERCRED), "tls:CN"
 	// for a TCP client with a verified certificate, "token" for a TCP
-	// client with the bearer token, "tcp:ADDR" for a TCP client over TLS
+	// client with the bearer token, "tenant:NAME" for one with a tenant's
+	// token (serve --tenants), "tcp:ADDR" for a TCP client over TLS
 	// with neither, "unix:unknown" when the peer's credentials could not
 	// be read; the daemon's own actions use "daemon".
 	ID string

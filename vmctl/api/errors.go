@@ -125,6 +125,7 @@ var errorTable = []mapping{
 	{errdefs.ErrNotFound, true, http.StatusGone, CodeOutputDropped},
 	{errdefs.ErrResourceExhausted, true, http.StatusTooManyRequests, CodeExecLimit},
 	{errdefs.ErrResourceExhausted, true, http.StatusTooManyRequests, CodeCapacity},
+	{errdefs.ErrResourceExhausted, true, http.StatusTooManyRequests, CodeTenantQuota},
 	{errdefs.ErrAlreadyExists, true, http.StatusConflict, CodeFileExists},
 	{errdefs.ErrInternal, true, http.StatusInternalServerError, CodeGuestError},
 	{errdefs.ErrInvalidArgument, true, http.StatusUnprocessableEntity, CodeInvalidImage},

@@ -36,6 +36,7 @@ func TestOpenAPIDocumentIsValid(t *testing.T) {
 
 // schemaTypes maps the wire types to their schema names.
 var schemaTypes = map[string]reflect.Type{
+	"QEMUProcess":          reflect.TypeFor[api.QEMUProcess](),
 	"WarmTemplate":         reflect.TypeFor[api.WarmTemplate](),
 	"SecretSpec":           reflect.TypeFor[api.SecretSpec](),
 	"SecretInfo":           reflect.TypeFor[api.SecretInfo](),

@@ -39,6 +39,10 @@ type Sandbox struct {
 	// sandbox was created from; empty for one created from an image
 	// directory or restored from a snapshot.
 	Template string `json:"template,omitempty"`
+	// Tenant is the tenant that owns the sandbox (serve --tenants; see
+	// docs/tenants.md); empty for the admin's (the unix socket, the
+	// daemon's --token-file token).
+	Tenant string `json:"tenant,omitempty"`
 	// Domain is the libvirt domain name ("agentbox-" + ID).
 	Domain string `json:"domain"`
 	// Accel is the accelerator the domain runs with: "kvm" or "tcg".
@@ -67,6 +71,10 @@ type Sandbox struct {
 	// cloned from a memory template, see docs/snapshots.md, and what is
 	// restarted or restored from one). Empty for other sandboxes.
 	Tainted []string `json:"tainted,omitempty"`
+	// QEMU is the sandbox's QEMU process and its confinement, read from
+	// /proc/PID/status: only in GET /v1/sandboxes/{id} (not in lists),
+	// and only while a QEMU runs. See docs/security.md.
+	QEMU *QEMUProcess `json:"qemu,omitempty"`
 	// ExecCount is the number of commands run so far (attached and
 	// detached).
 	ExecCount int `json:"exec_count"`
@@ -200,6 +208,11 @@ type CreateSandboxRequest struct {
 	// secret's hosts. They need network mode allowlist with the hosts
 	// allowed, and a cold boot (not Warm).
 	Secrets []SecretSpec `json:"secrets,omitempty"`
+	// Priority is the create's priority class: "low", "normal" (the
+	// default, also for "") or "high" (the Priority* constants); a
+	// tenant's creates may ask at most its max_priority (403 otherwise).
+	// A single host records it; a cluster serves higher classes first.
+	Priority string `json:"priority,omitempty"`
 }
 
 // ExecRequest is the body of POST /v1/sandboxes/{id}/exec and
@@ -399,6 +412,9 @@ type Event struct {
 	// State is the state entered, Reason why.
 	State  string `json:"state,omitempty"`
 	Reason string `json:"reason,omitempty"`
+	// Tenant is the sandbox's tenant (Sandbox.Tenant); a tenant's event
+	// stream carries only its own sandboxes' events.
+	Tenant string `json:"tenant,omitempty"`
 }
 
 // Info is GET /v1/info: what the daemon is and what it can still take.
@@ -451,4 +467,25 @@ type ExecRecord struct {
 	// BytesIn is the stdin it got; BytesOut its stdout plus stderr.
 	BytesIn  int64 `json:"bytes_in,omitempty"`
 	BytesOut int64 `json:"bytes_out,omitempty"`
+}
+
+// QEMUProcess is a sandbox's QEMU process as the host sees it
+// (/proc/PID/status), so operators and tests see its confinement.
+type QEMUProcess struct {
+	// PID is the process id.
+	PID int `json:"pid"`
+	// UID and GID are its real user and group ids: the sandbox's own
+	// (serve --qemu-uid-range; a memory template's clone has the clone
+	// group) or qemu.conf's user (0 for root) without a range.
+	UID uint32 `json:"uid"`
+	GID uint32 `json:"gid"`
+	// Groups are its supplementary groups (under a per-sandbox uid only
+	// its gid: libvirt sets the groups to the label's group).
+	Groups []uint32 `json:"groups"`
+	// Seccomp is its seccomp mode: 0 off, 1 strict, 2 filter (QEMU's
+	// -sandbox on, libvirt's qemu.conf seccomp_sandbox = 1).
+	Seccomp int `json:"seccomp"`
+	// ConfiguredUID is the uid the daemon gave the sandbox (Record's), 0
+	// when QEMU runs as qemu.conf's user.
+	ConfiguredUID uint32 `json:"configured_uid,omitempty"`
 }

@@ -198,6 +198,9 @@ func (req *CreateSandboxRequest) Validate() error {
 	if !ValidIdleAction(req.Limits.TTLAction) {
 		return Invalidf("limits.ttl_action %s is not one of remove, stop, pause, pause-to-disk", QuoteShort(req.Limits.TTLAction))
 	}
+	if _, ok := PriorityRank(req.Priority); !ok {
+		return Invalidf("priority %s is not one of low, normal, high", QuoteShort(req.Priority))
+	}
 	if len(req.Env) > MaxEnv {
 		return Invalidf("env has %d entries; the limit is %d", len(req.Env), MaxEnv)
 	}

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agentbox/agentbox/vmctl/api"
+	"github.com/agentbox/agentbox/vmctl/tenant"
 )
 
 // unixConnContext is http.Server.ConnContext for unix socket listeners: the
@@ -41,10 +42,14 @@ func peerCaller(c net.Conn) string {
 	return fmt.Sprintf("uid:%d", cred.Uid)
 }
 
-// tcpAuth wraps h for a TCP listener: with a token configured every
-// request needs "Authorization: Bearer TOKEN" (401 unauthorized
-// otherwise); the Caller is "tls:CN" for a verified client certificate,
-// else "token", else "tcp:ADDR".
+// tcpAuth wraps h for a TCP listener: with a token or tenants configured
+// every request needs "Authorization: Bearer TOKEN" (401 unauthorized
+// otherwise): the daemon's token (the admin, Caller "token") or a
+// tenant's (Config.Tenants: the request acts for that tenant, whatever
+// else it carries — its context gets tenant.With, Caller "tenant:NAME").
+// A verified client certificate names the caller "tls:CN" instead; with
+// neither token nor tenants the Caller is "tcp:ADDR". No header a client
+// sends names a tenant: only the token does.
 func (s *Server) tcpAuth(h http.Handler) http.Handler {
 	var want [32]byte
 	if s.token != "" {
@@ -65,26 +70,44 @@ func (s *Server) tcpAuth(h http.Handler) http.Handler {
 			}
 		}
 		caller := "tcp:" + r.RemoteAddr
-		if s.token != "" {
+		var who *tenant.Tenant
+		if s.token != "" || s.tenants != nil {
 			got, ok := bearer(r.Header.Get("Authorization"))
 			// Hashing first makes the compare constant-time in the
 			// token's length too.
 			sum := sha256.Sum256([]byte(got))
-			if !ok || subtle.ConstantTimeCompare(sum[:], want[:]) != 1 {
+			admin := ok && s.token != "" && subtle.ConstantTimeCompare(sum[:], want[:]) == 1
+			var isTenant bool
+			if ok && !admin {
+				who, isTenant = s.tenants.Lookup(got)
+			}
+			if !admin && !isTenant {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="agentbox"`)
 				msg := "missing bearer token: send \"Authorization: Bearer TOKEN\" with the token of the daemon's --token-file"
+				if s.tenants != nil {
+					msg = "missing bearer token: send \"Authorization: Bearer TOKEN\" with your tenant's token (or the daemon's --token-file)"
+				}
 				if ok {
 					msg = "wrong bearer token: send the token of the daemon's --token-file"
+					if s.tenants != nil {
+						msg = "wrong bearer token: send your tenant's token (or the daemon's --token-file)"
+					}
 				}
 				s.serveError(w, r, "unauthenticated", api.Errorf(http.StatusUnauthorized, api.CodeUnauthorized, "%s", msg))
 				return
 			}
 			caller = "token"
+			if isTenant {
+				caller = "tenant:" + who.Name
+			}
 		}
-		if cn, ok := clientCN(r.TLS); ok {
+		if cn, ok := clientCN(r.TLS); ok && who == nil {
 			caller = "tls:" + cn
 		}
-		h.ServeHTTP(w, r.WithContext(api.WithCaller(r.Context(), api.Caller{ID: caller})))
+		ctx := api.WithCaller(r.Context(), api.Caller{ID: caller})
+		// Set either way: nothing from before the auth may name a tenant.
+		ctx = tenant.With(ctx, who)
+		h.ServeHTTP(w, r.WithContext(ctx))
 	})
 }
 

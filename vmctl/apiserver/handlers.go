@@ -10,6 +10,7 @@ import (
 
 	"github.com/agentbox/agentbox/vmctl/api"
 	"github.com/agentbox/agentbox/vmctl/audit"
+	"github.com/agentbox/agentbox/vmctl/tenant"
 )
 
 func info(s *Server, r *request) (api.Info, error) {
@@ -31,6 +32,9 @@ func openAPI(_ *Server, w http.ResponseWriter, _ *request) error {
 func serveMetrics(s *Server, w http.ResponseWriter, r *request) error {
 	if s.metrics == nil {
 		return api.Errorf(http.StatusNotFound, api.CodeNotFound, "this daemon serves no metrics")
+	}
+	if t, ok := tenant.From(r.Context()); ok {
+		return api.Errorf(http.StatusForbidden, api.CodePermissionDenied, "the daemon's metrics cover every tenant: tenant %s may not read them (the admin may)", t.Name)
 	}
 	s.metrics.ServeHTTP(w, r.Request)
 	return nil

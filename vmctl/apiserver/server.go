@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/agentbox/agentbox/vmctl/api"
+	"github.com/agentbox/agentbox/vmctl/tenant"
 )
 
 // Config configures a Server.
@@ -38,6 +39,11 @@ type Config struct {
 	// TLS, if set, makes TCP listeners serve HTTPS with it. A client
 	// certificate it verifies names the caller ("tls:CN").
 	TLS *tls.Config
+	// Tenants, if set, are the tenants whose bearer tokens TCP listeners
+	// accept besides Token (serve --tenants): a request with a tenant's
+	// token acts for that tenant (tenant.With; caller "tenant:NAME") and
+	// sees only its own sandboxes. Token stays the admin's.
+	Tenants *tenant.Registry
 	// IdleTimeout closes keep-alive connections idle this long; 0 means
 	// 2 minutes.
 	IdleTimeout time.Duration
@@ -60,7 +66,7 @@ const ReadHeaderTimeout = 10 * time.Second
 // otherwise run commands in the sandboxes. Serve runs the same check; the
 // daemon calls it before binding to fail early.
 func CheckTCP(cfg Config, addr string) error {
-	if strings.TrimSpace(cfg.Token) == "" && cfg.TLS == nil {
+	if strings.TrimSpace(cfg.Token) == "" && cfg.TLS == nil && cfg.Tenants == nil {
 		return fmt.Errorf("refusing to listen on TCP %s without --token-file or --tls-cert/--tls-key: anyone who can reach the port could run commands in your sandboxes", addr)
 	}
 	return nil
@@ -74,6 +80,7 @@ type Server struct {
 	metrics http.Handler
 	m       *serverMetrics
 	token   string
+	tenants *tenant.Registry
 	tls     *tls.Config
 	idle    time.Duration
 	router  Router
@@ -128,6 +135,7 @@ func NewServer(cfg Config) (*Server, error) {
 		log:     log,
 		metrics: cfg.Metrics,
 		token:   token,
+		tenants: cfg.Tenants,
 		idle:    idle,
 		router:  cfg.Router,
 		mux:     http.NewServeMux(),
@@ -185,12 +193,12 @@ func (s *Server) Serve(l net.Listener) error {
 		srv.Handler = s.handler
 		srv.ConnContext = unixConnContext
 	} else {
-		if err := CheckTCP(Config{Token: s.token, TLS: s.tls}, l.Addr().String()); err != nil {
+		if err := CheckTCP(Config{Token: s.token, TLS: s.tls, Tenants: s.tenants}, l.Addr().String()); err != nil {
 			l.Close()
 			return err
 		}
 		if s.tls != nil {
-			if s.token == "" && s.tls.ClientAuth != tls.RequireAndVerifyClientCert {
+			if s.token == "" && s.tenants == nil && s.tls.ClientAuth != tls.RequireAndVerifyClientCert {
 				s.log.Warn("TCP listener with TLS but without a bearer token or required client certificates: anyone who can reach it can run commands in the sandboxes", "addr", l.Addr().String())
 			}
 			l = tls.NewListener(l, s.tls)

@@ -13,6 +13,11 @@ type Entry struct {
 	// (TCP bearer token), "tls:CN" (TLS client certificate), "daemon"
 	// (TTL or idle reaper, reconciliation), "cli" (in-process `agentbox run`).
 	Caller string `json:"caller"`
+	// Tenant is the tenant the entry concerns (serve --tenants): the
+	// sandbox's tenant, or the calling tenant's for an entry without a
+	// sandbox (a refused create); "" for the admin's. A tenant reads
+	// only its own entries.
+	Tenant string `json:"tenant,omitempty"`
 	// Action is one of the Action* constants.
 	Action string `json:"action"`
 	// Args holds the action's arguments: for exec the argv ("cmd"), cwd,

@@ -88,11 +88,11 @@ type Config struct {
 const DefaultQueueTimeout = 60 * time.Second
 
 // Priority classes of the create queue, served high before normal before
-// low.
+// low: the API's (CreateSandboxRequest.Priority).
 const (
-	PriorityHigh   = "high"
-	PriorityNormal = "normal"
-	PriorityLow    = "low"
+	PriorityHigh   = api.PriorityHigh
+	PriorityNormal = api.PriorityNormal
+	PriorityLow    = api.PriorityLow
 )
 
 // Errors of the cluster, with the API codes they are answered with.

@@ -114,6 +114,7 @@ type fakeLocal struct {
 	fail     error
 	delay    time.Duration
 	creates  int
+	onCreate func(ctx context.Context) // called with each create's context
 }
 
 func newFakeLocal(capacity int) *fakeLocal {
@@ -135,6 +136,9 @@ func (f *fakeLocal) Room(ctx context.Context, req api.CreateSandboxRequest) erro
 
 func (f *fakeLocal) CreateLocal(ctx context.Context, req api.CreateSandboxRequest) (api.Sandbox, error) {
 	f.mu.Lock()
+	if f.onCreate != nil {
+		f.onCreate(ctx)
+	}
 	if f.fail != nil {
 		f.mu.Unlock()
 		return api.Sandbox{}, f.fail

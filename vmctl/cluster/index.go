@@ -249,7 +249,7 @@ func (n *Node) addEntry(ctx context.Context, sb api.Sandbox) error {
 	if err != nil {
 		return err
 	}
-	data, _ := json.Marshal(entryRecord{ID: sb.ID, Node: n.cfg.Node, Name: sb.Name, Created: sb.CreatedAt})
+	data, _ := json.Marshal(entryRecord{ID: sb.ID, Node: n.cfg.Node, Name: sb.Name, Tenant: sb.Tenant, Created: sb.CreatedAt})
 	if _, err := h.sbs.Create(ctx, sb.ID, data); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
 		return unavailable(err)
 	}
@@ -356,7 +356,7 @@ func (n *Node) Reconcile(ctx context.Context) error {
 	}
 	for _, sb := range local {
 		if !mine[sb.ID] {
-			data, _ := json.Marshal(entryRecord{ID: sb.ID, Node: n.cfg.Node, Name: sb.Name, Created: sb.CreatedAt})
+			data, _ := json.Marshal(entryRecord{ID: sb.ID, Node: n.cfg.Node, Name: sb.Name, Tenant: sb.Tenant, Created: sb.CreatedAt})
 			if _, err := h.sbs.Put(ctx, sb.ID, data); err != nil {
 				errs = append(errs, unavailable(err))
 				continue
@@ -410,7 +410,7 @@ func (n *Node) followLocal(ctx context.Context) {
 			var err error
 			switch ev.Type {
 			case api.EventSandboxCreated:
-				err = n.addEntry(ctx, api.Sandbox{ID: ev.Sandbox, Name: ev.Name, CreatedAt: ev.Time})
+				err = n.addEntry(ctx, api.Sandbox{ID: ev.Sandbox, Name: ev.Name, Tenant: ev.Tenant, CreatedAt: ev.Time})
 			case api.EventSandboxRemoved:
 				err = n.removeEntry(ctx, ev.Sandbox, ev.Name)
 				signal(n.wake) // room for a queued create

@@ -291,3 +291,42 @@ func TestWaiterStates(t *testing.T) {
 		t.Fatal("a result after the caller went away was accepted")
 	}
 }
+
+type tenantKey struct{}
+
+// The caller's tenant and identity travel with the queued create: the
+// creating node restores them (WithTenant, api.WithCaller) and the
+// directory entry carries the tenant; one it does not know is refused.
+func TestTenantTravels(t *testing.T) {
+	nc := startNATS(t, 1)
+	local := newFakeLocal(4)
+	var seen []string
+	local.onCreate = func(ctx context.Context) {
+		tn, _ := ctx.Value(tenantKey{}).(string)
+		seen = append(seen, api.CallerFrom(ctx).ID+" "+tn)
+	}
+	a := joinNode(t, nc, "a", local, func(c *Config) {
+		c.Tenant = func(ctx context.Context) string { s, _ := ctx.Value(tenantKey{}).(string); return s }
+		c.WithTenant = func(ctx context.Context, name string) (context.Context, error) {
+			if name != "t1" {
+				return nil, errdefs.ErrPermissionDenied.WithMessage("tenant " + name + " is not known here")
+			}
+			return context.WithValue(ctx, tenantKey{}, name), nil
+		}
+	})
+	ctx := api.WithCaller(context.WithValue(context.Background(), tenantKey{}, "t1"), api.Caller{ID: "token"})
+	sb, err := a.Place(ctx, apiReq("mine", 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e, err := a.Lookup(ctx, "mine"); err != nil || e.Tenant != "t1" || e.ID != sb.ID {
+		t.Fatalf("entry %+v, %v", e, err)
+	}
+	_, err = a.Place(context.WithValue(context.Background(), tenantKey{}, "t2"), apiReq("", 1))
+	if ae := api.ErrorFrom(err); ae.Status != 403 || ae.Message != "tenant t2 is not known here" {
+		t.Fatalf("unknown tenant: %v", err)
+	}
+	if len(seen) != 1 || seen[0] != "token t1" {
+		t.Fatalf("creates saw %q", seen)
+	}
+}

@@ -28,7 +28,7 @@ func (d *Daemon) ResizeProcess(ctx context.Context, ref, pid string, size api.Tt
 	if err := size.Validate(); err != nil {
 		return api.Process{}, err
 	}
-	b, err := d.procs(ref)
+	b, err := d.procs(ctx, ref)
 	if err != nil {
 		return api.Process{}, err
 	}
@@ -47,7 +47,7 @@ func (d *Daemon) ResizeProcess(ctx context.Context, ref, pid string, size api.Tt
 // is one audit entry (process.attach) with its stdin digest and, on a
 // terminal, the recorded session for `audit --replay`.
 func (d *Daemon) AttachProcess(ctx context.Context, ref, pid string, at apiserver.ProcessAttachment) (api.ExitStatus, error) {
-	b, err := d.procs(ref)
+	b, err := d.procs(ctx, ref)
 	if err != nil {
 		return api.ExitStatus{}, err
 	}

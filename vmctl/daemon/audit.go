@@ -8,11 +8,15 @@ import (
 	"github.com/agentbox/agentbox/vmctl/api"
 	"github.com/agentbox/agentbox/vmctl/audit"
 	"github.com/agentbox/agentbox/vmctl/sandbox"
+	"github.com/agentbox/agentbox/vmctl/tenant"
 )
 
 // appendAudit writes e to the audit log; a failed write is logged and
 // counted, never fails the action it records.
 func (d *Daemon) appendAudit(e audit.Entry) {
+	if e.Tenant == "" && e.Sandbox != "" {
+		e.Tenant = d.tenants.owner(e.Sandbox) // tenants.go
+	}
 	if err := d.audit.Append(e); err != nil {
 		d.log.Error("audit log write failed", "err", err, "action", e.Action, "sandbox", e.Sandbox)
 		d.metrics.errors.WithLabelValues("audit_write").Inc()
@@ -21,7 +25,7 @@ func (d *Daemon) appendAudit(e audit.Entry) {
 
 // auditAction records a simple action by the request's caller.
 func (d *Daemon) auditAction(ctx context.Context, id, action string, args map[string]any, start time.Time, err error) {
-	e := audit.Entry{Time: start.UTC(), Sandbox: id, Caller: api.CallerFrom(ctx).ID, Action: action, Args: args, DurationMs: ms(time.Since(start)), Policy: policyAudit(ctx)}
+	e := audit.Entry{Time: start.UTC(), Sandbox: id, Caller: api.CallerFrom(ctx).ID, Tenant: d.auditTenant(ctx, id), Action: action, Args: args, DurationMs: ms(time.Since(start)), Policy: policyAudit(ctx)}
 	if err != nil {
 		e.Error, e.ErrorMessage = auditError(err)
 	}
@@ -47,7 +51,7 @@ func (d *Daemon) auditReconcile() {
 func (d *Daemon) Audit(ctx context.Context, ref string, emit func(audit.Entry) error) error {
 	f := audit.Filter{}
 	if ref != "" {
-		if sb, err := d.mgr.Get(ref); err == nil {
+		if sb, err := d.get(ctx, ref); err == nil {
 			f.Sandbox = sb.ID
 		} else if isID(ref) {
 			f.Sandbox = ref
@@ -58,6 +62,9 @@ func (d *Daemon) Audit(ctx context.Context, ref string, emit func(audit.Entry) e
 	return d.audit.Read(f, func(e audit.Entry) error {
 		if err := ctx.Err(); err != nil {
 			return err
+		}
+		if !tenant.Sees(ctx, e.Tenant) {
+			return nil // another tenant's
 		}
 		return emit(e)
 	})

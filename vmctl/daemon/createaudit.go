@@ -19,6 +19,7 @@ func createArgs(req api.CreateSandboxRequest) map[string]any {
 		}
 	}
 	set("template", req.Template, req.Template != "")
+	set("priority", req.Priority, req.Priority != "")
 	set("name", req.Name, req.Name != "")
 	set("labels", req.Labels, len(req.Labels) > 0)
 	set("vcpus", req.VCPUs, req.VCPUs > 0)

@@ -15,7 +15,7 @@ import (
 func TestCreateArgsRecordEverySetting(t *testing.T) {
 	req := api.CreateSandboxRequest{
 		Image: "/img", Template: "base", Name: "n", VCPUs: 2, MemoryMiB: 512, Accel: "tcg", BootTimeoutMs: 1000,
-		Labels: map[string]string{"k": "v"}, Warm: true,
+		Labels: map[string]string{"k": "v"}, Warm: true, Priority: api.PriorityHigh,
 		Limits:  api.Limits{TTLSeconds: 1, IdleTimeoutSeconds: 2, ExecTimeoutMs: 3, MaxExecs: 4, IdleAction: "pause-to-disk", PausedTTLSeconds: 5, TTLAction: "pause"},
 		Env:     []string{"SECRET=v"},
 		Network: &api.NetworkPolicy{Mode: "allowlist", Allow: []string{"example.com"}},

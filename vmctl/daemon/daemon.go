@@ -30,6 +30,7 @@ import (
 	"github.com/agentbox/agentbox/vmctl/sandbox/snapshot"
 	"github.com/agentbox/agentbox/vmctl/sandbox/warm"
 	"github.com/agentbox/agentbox/vmctl/store"
+	"github.com/agentbox/agentbox/vmctl/tenant"
 )
 
 // Config configures a Daemon.
@@ -125,6 +126,18 @@ type Config struct {
 	// api.Sandbox the daemon answers carries it in Node. Empty on a
 	// single host.
 	Node string
+	// Tenants are the daemon's tenants (serve --tenants; tenants.go): a
+	// request's tenant is in its context (tenant.With); a restore of a
+	// tenant's snapshot by the admin reserves that tenant's quota from
+	// here. Nil: no tenants.
+	Tenants *tenant.Registry
+	// Quotas reserves tenants' usage against their quotas; nil means a
+	// tenant.LocalStore of this host (a cluster passes its own).
+	Quotas tenant.QuotaStore
+	// QEMUUsers, if set, runs every sandbox's QEMU as a uid of its own
+	// from the range (sandbox.Config.QEMUUsers; serve --qemu-uid-range);
+	// nil runs QEMU as qemu.conf's user.
+	QEMUUsers *sandbox.IDRange
 }
 
 // Daemon is the running service core. Create it with New, serve its
@@ -157,8 +170,9 @@ type Daemon struct {
 
 	ports portTable // port forwards (ports.go)
 
-	cl          clusterSeam // the cluster this daemon is a node of (cluster.go)
 	secretViews sync.Map    // sandbox ID → []api.SecretInfo (secrets.go)
+	tenants     *tenancy    // owners and quota holds (tenants.go)
+	cl          clusterSeam // the cluster this daemon is a node of (cluster.go)
 }
 
 // box is the daemon's side of one sandbox: its detached processes. The
@@ -212,7 +226,8 @@ func New(ctx context.Context, cfg Config) (_ *Daemon, err error) {
 	if err := checkTemplates(ctx, cfg.Templates, image.LoadOptions{VerifyCacheDir: cfg.ImageVerifyCacheDir}); err != nil { // templates.go
 		return nil, err
 	}
-	d := &Daemon{cfg: cfg, log: log, boxes: map[string]*box{}, seen: map[string]string{}, events: newHub()}
+	d := &Daemon{cfg: cfg, log: log, boxes: map[string]*box{}, seen: map[string]string{}, events: newHub(), tenants: newTenancy(cfg)}
+	d.events.owner = d.tenants.owner
 
 	undo := revert.New()
 	defer undo.OnError(ctx, &err)
@@ -240,6 +255,7 @@ func New(ctx context.Context, cfg Config) (_ *Daemon, err error) {
 		Owner:      d.store.Instance(),
 		OnChange:   d.onChange,
 		Network:    cfg.Network,
+		QEMUUsers:  cfg.QEMUUsers,
 	})
 	if err != nil {
 		return nil, err
@@ -257,6 +273,7 @@ func New(ctx context.Context, cfg Config) (_ *Daemon, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("reconcile with libvirt: %w", err)
 	}
+	d.tenants.load(d.mgr.List())
 	for _, sb := range d.mgr.List() {
 		b := d.addBox(sb)
 		if sb.State() == sandbox.StatePaused {
@@ -350,6 +367,10 @@ func (d *Daemon) allBoxes() []*box {
 // sandbox's detached processes once its domain is gone.
 func (d *Daemon) onChange(r sandbox.Record, removed bool) {
 	now := time.Now().UTC()
+	d.tenants.seen(r)
+	if removed {
+		d.tenants.removed(r.ID) // its quota back
+	}
 	d.mu.Lock()
 	last, known := d.seen[r.ID]
 	switch {
@@ -368,7 +389,7 @@ func (d *Daemon) onChange(r sandbox.Record, removed bool) {
 	// "created".
 	switch {
 	case removed:
-		d.events.publish(api.Event{Time: now, Type: api.EventSandboxRemoved, Sandbox: r.ID, Name: r.Name})
+		d.events.publish(api.Event{Time: now, Type: api.EventSandboxRemoved, Sandbox: r.ID, Name: r.Name, Tenant: r.Tenant})
 	case !known:
 		d.events.publish(api.Event{Time: now, Type: api.EventSandboxCreated, Sandbox: r.ID, Name: r.Name, State: string(r.State), Reason: r.Reason})
 	case last != string(r.State):

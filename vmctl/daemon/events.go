@@ -12,6 +12,10 @@ import (
 // that cannot keep up (256 events behind) is dropped rather than slowing
 // the daemon; its stream ends and the client reconnects.
 type hub struct {
+	// owner, if set, names the tenant of an event's sandbox that does not
+	// name it (a tenant's stream carries only its own: Events).
+	owner func(id string) string
+
 	mu     sync.Mutex
 	subs   map[chan api.Event]struct{}
 	closed bool
@@ -20,6 +24,9 @@ type hub struct {
 func newHub() *hub { return &hub{subs: map[chan api.Event]struct{}{}} }
 
 func (h *hub) publish(ev api.Event) {
+	if ev.Tenant == "" && ev.Sandbox != "" && h.owner != nil {
+		ev.Tenant = h.owner(ev.Sandbox)
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for ch := range h.subs {
@@ -73,6 +80,9 @@ func (d *Daemon) Events(ctx context.Context, emit func(api.Event) error) error {
 		case ev, ok := <-ch:
 			if !ok {
 				return errdefs.ErrUnavailable.WithMessage("event stream ended (daemon shutting down or the client fell behind): reconnect")
+			}
+			if !eventSeen(ctx, ev) { // tenants.go
+				continue
 			}
 			if err := emit(ev); err != nil {
 				return err

@@ -165,7 +165,7 @@ func (d *Daemon) Exec(ctx context.Context, ref string, req api.ExecRequest, star
 // entry (with stdin's digest and, on a terminal, the recorded session)
 // and history, and metrics.
 func (d *Daemon) execAttached(ctx context.Context, ref string, req api.ExecRequest, at attachment) (api.ExitStatus, error) {
-	b, err := d.running(ref)
+	b, err := d.running(ctx, ref)
 	if err != nil {
 		return api.ExitStatus{}, err
 	}
@@ -290,7 +290,7 @@ func (d *Daemon) finishExec(b *box, h store.Exec) {
 // agent keeps (not bound to the request, the agent connection or this
 // daemon; see vmctl/process).
 func (d *Daemon) StartProcess(ctx context.Context, ref string, req api.ExecRequest) (api.Process, error) {
-	b, err := d.running(ref)
+	b, err := d.running(ctx, ref)
 	if err != nil {
 		return api.Process{}, err
 	}
@@ -376,8 +376,8 @@ func apiProcess(info process.Info) api.Process {
 // procs resolves ref's process table; it works for stopped sandboxes too
 // (their processes are listed as lost or ended; their output is gone with
 // the guest).
-func (d *Daemon) procs(ref string) (*box, error) {
-	sb, err := d.mgr.Get(ref)
+func (d *Daemon) procs(ctx context.Context, ref string) (*box, error) {
+	sb, err := d.get(ctx, ref)
 	if err != nil {
 		return nil, err
 	}
@@ -390,7 +390,7 @@ func (d *Daemon) procs(ref string) (*box, error) {
 
 // ListProcesses implements apiserver.Backend.
 func (d *Daemon) ListProcesses(ctx context.Context, ref string) ([]api.Process, error) {
-	b, err := d.procs(ref)
+	b, err := d.procs(ctx, ref)
 	if err != nil {
 		return nil, err
 	}
@@ -403,7 +403,7 @@ func (d *Daemon) ListProcesses(ctx context.Context, ref string) ([]api.Process, 
 
 // GetProcess implements apiserver.Backend.
 func (d *Daemon) GetProcess(ctx context.Context, ref, pid string) (api.Process, error) {
-	b, err := d.procs(ref)
+	b, err := d.procs(ctx, ref)
 	if err != nil {
 		return api.Process{}, err
 	}
@@ -418,7 +418,7 @@ func (d *Daemon) GetProcess(ctx context.Context, ref, pid string) (api.Process, 
 // pause of the sandbox (procs.go, followPaused): it waits while the
 // sandbox is paused and goes on from the offset reached once it runs.
 func (d *Daemon) ProcessOutput(ctx context.Context, ref, pid string, offset int64, follow bool, emit func(api.ExecEvent) error) error {
-	b, err := d.procs(ref)
+	b, err := d.procs(ctx, ref)
 	if err != nil {
 		return err
 	}
@@ -461,7 +461,7 @@ func (d *Daemon) ProcessOutput(ctx context.Context, ref, pid string, offset int6
 
 // WriteStdin implements apiserver.Backend.
 func (d *Daemon) WriteStdin(ctx context.Context, ref, pid string, r io.Reader, closeAfter bool) (int64, error) {
-	b, err := d.procs(ref)
+	b, err := d.procs(ctx, ref)
 	if err != nil {
 		return 0, err
 	}
@@ -483,7 +483,7 @@ func (d *Daemon) WriteStdin(ctx context.Context, ref, pid string, r io.Reader, c
 
 // KillProcess implements apiserver.Backend.
 func (d *Daemon) KillProcess(ctx context.Context, ref, pid, signal string) error {
-	b, err := d.procs(ref)
+	b, err := d.procs(ctx, ref)
 	if err != nil {
 		return err
 	}
@@ -524,7 +524,7 @@ func parseSignal(s string) (syscall.Signal, error) {
 // ExecHistory implements apiserver.Backend: the sandbox's exec history from the
 // store (attached and detached commands, newest limit when limit > 0).
 func (d *Daemon) ExecHistory(ctx context.Context, ref string, limit int) ([]api.ExecRecord, error) {
-	sb, err := d.mgr.Get(ref)
+	sb, err := d.get(ctx, ref)
 	if err != nil {
 		return nil, err
 	}

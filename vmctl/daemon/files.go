@@ -21,7 +21,7 @@ import (
 // action on path; op's errors come explained from the sandbox's file
 // methods (ErrNotRunning when it stopped since d.running looked).
 func (d *Daemon) fileOp(ctx context.Context, ref, action string, args map[string]any, op func(sb *sandbox.Sandbox) (in, out int64, err error)) error {
-	b, err := d.running(ref)
+	b, err := d.running(ctx, ref)
 	if err != nil {
 		return err
 	}
@@ -256,7 +256,7 @@ func fileInfo(p string, fi agentproto.FileInfo) api.FileInfo {
 // Console implements apiserver.Backend: the serial console log, also of
 // stopped and failed sandboxes.
 func (d *Daemon) Console(ctx context.Context, ref string, tail int64, w io.Writer) error {
-	sb, err := d.mgr.Get(ref)
+	sb, err := d.get(ctx, ref)
 	if err != nil {
 		return err
 	}

@@ -24,7 +24,7 @@ var (
 // then, as for any TTL.
 func (d *Daemon) SetTimeout(ctx context.Context, ref string, req api.TimeoutRequest) (api.Sandbox, error) {
 	start := time.Now()
-	sb, err := d.mgr.Get(ref)
+	sb, err := d.get(ctx, ref)
 	if err != nil {
 		return api.Sandbox{}, err
 	}
@@ -54,7 +54,7 @@ func (d *Daemon) RestoreSnapshots(ctx context.Context, name string, req api.Rest
 	if err := d.adm.admitting(); err != nil {
 		return nil, err
 	}
-	rec, err := d.snaps.Get(name)
+	rec, err := d.snapshot(ctx, name) // tenants.go
 	if err != nil {
 		return nil, err
 	}

@@ -25,7 +25,7 @@ var _ apiserver.LifecycleBackend = (*Daemon)(nil)
 // when it is not running (the message says what to do).
 func (d *Daemon) PauseSandbox(ctx context.Context, ref string, req api.PauseRequest) (api.Sandbox, error) {
 	start := time.Now()
-	sb, err := d.mgr.Get(ref)
+	sb, err := d.get(ctx, ref)
 	if err != nil {
 		return api.Sandbox{}, err
 	}
@@ -93,7 +93,7 @@ func (d *Daemon) ResumeSandbox(ctx context.Context, ref string, ifPaused bool) (
 	if err := d.adm.admitting(); err != nil {
 		return api.Sandbox{}, err
 	}
-	sb, err := d.mgr.Get(ref)
+	sb, err := d.get(ctx, ref)
 	if err != nil {
 		return api.Sandbox{}, err
 	}
@@ -140,7 +140,7 @@ func (d *Daemon) StartSandbox(ctx context.Context, ref string) (api.Sandbox, err
 		return api.Sandbox{}, err
 	}
 	start := time.Now()
-	sb, err := d.mgr.Get(ref)
+	sb, err := d.get(ctx, ref)
 	if err != nil {
 		return api.Sandbox{}, err
 	}

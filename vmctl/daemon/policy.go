@@ -274,7 +274,7 @@ func (d *Daemon) policyFile(ctx context.Context, ref, action, p, dest string, ow
 	if d.cfg.Policy == nil {
 		return ctx, nil
 	}
-	sb, err := d.mgr.Get(ref)
+	sb, err := d.get(ctx, ref)
 	if err != nil {
 		return ctx, err
 	}

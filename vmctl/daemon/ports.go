@@ -56,7 +56,7 @@ func (t *portTable) recordsLocked(id string) []sandbox.PortForward {
 // guest agent, keeps it in the sandbox's record and audits it.
 func (d *Daemon) ForwardPort(ctx context.Context, ref string, req api.PortForwardRequest) (api.PortForward, error) {
 	start := time.Now()
-	b, err := d.running(ref)
+	b, err := d.running(ctx, ref)
 	if err != nil {
 		return api.PortForward{}, err
 	}
@@ -156,7 +156,7 @@ func (d *Daemon) addPortLocked(id string, e *portEntry) {
 
 // ListPorts implements apiserver.PortBackend.
 func (d *Daemon) ListPorts(ctx context.Context, ref string) ([]api.PortForward, error) {
-	sb, err := d.mgr.Get(ref)
+	sb, err := d.get(ctx, ref)
 	if err != nil {
 		return nil, err
 	}
@@ -194,7 +194,7 @@ func portView(e *portEntry) api.PortForward {
 // guestPort (resetting its connections) and audits it with its counts.
 func (d *Daemon) RemovePort(ctx context.Context, ref string, guestPort int) error {
 	start := time.Now()
-	sb, err := d.mgr.Get(ref)
+	sb, err := d.get(ctx, ref)
 	if err != nil {
 		return err
 	}

@@ -15,6 +15,8 @@ import (
 	"github.com/agentbox/agentbox/vmctl/errdefs"
 	"github.com/agentbox/agentbox/vmctl/image"
 	"github.com/agentbox/agentbox/vmctl/sandbox"
+	"github.com/agentbox/agentbox/vmctl/sandbox/resources"
+	"github.com/agentbox/agentbox/vmctl/tenant"
 )
 
 var _ apiserver.Backend = (*Daemon)(nil)
@@ -24,6 +26,9 @@ func (d *Daemon) Info(ctx context.Context) (api.Info, error) {
 	used := d.mgr.Resources()
 	counts := map[string]int{}
 	for _, sb := range d.mgr.List() {
+		if !tenant.Sees(ctx, sb.Tenant()) {
+			continue // a tenant counts its own
+		}
 		counts[string(sb.State())]++
 	}
 	return api.Info{
@@ -43,6 +48,10 @@ func (d *Daemon) Info(ctx context.Context) (api.Info, error) {
 // instead, and the node that takes it calls CreateLocal.
 func (d *Daemon) CreateSandbox(ctx context.Context, req api.CreateSandboxRequest) (api.Sandbox, error) {
 	if c := d.placed(ctx); c != nil { // cluster.go: the cluster's queue places it
+		owner, _ := tenant.From(ctx)
+		if err := owner.CheckPriority(req.Priority); err != nil {
+			return api.Sandbox{}, err // before it is queued at that priority
+		}
 		return c.Place(ctx, req)
 	}
 	start := time.Now()
@@ -51,7 +60,7 @@ func (d *Daemon) CreateSandbox(ctx context.Context, req api.CreateSandboxRequest
 
 	ctx = d.withPolicyTrail(ctx) // policy.go: the decisions go into the entry
 	sb, err := d.create(ctx, req)
-	e := audit.Entry{Time: start.UTC(), Caller: caller, Action: audit.ActionCreate, Args: args, DurationMs: ms(time.Since(start)), Policy: policyAudit(ctx)}
+	e := audit.Entry{Time: start.UTC(), Caller: caller, Tenant: tenant.Name(ctx), Action: audit.ActionCreate, Args: args, DurationMs: ms(time.Since(start)), Policy: policyAudit(ctx)}
 	if err != nil {
 		e.Error, e.ErrorMessage = auditError(err)
 		if step := sandbox.FailedStep(err); step != "" {
@@ -75,8 +84,12 @@ func (d *Daemon) CreateSandbox(ctx context.Context, req api.CreateSandboxRequest
 	return d.view(sb), nil
 }
 
-func (d *Daemon) create(ctx context.Context, req api.CreateSandboxRequest) (*sandbox.Sandbox, error) {
+func (d *Daemon) create(ctx context.Context, req api.CreateSandboxRequest) (_ *sandbox.Sandbox, err error) {
 	if err := d.adm.admitting(); err != nil {
+		return nil, err
+	}
+	owner, _ := tenant.From(ctx)
+	if err := owner.CheckPriority(req.Priority); err != nil {
 		return nil, err
 	}
 	imageDir, template, err := d.templateImage(req) // templates.go
@@ -122,13 +135,23 @@ func (d *Daemon) create(ctx context.Context, req api.CreateSandboxRequest) (*san
 		return nil, err
 	}
 	prepare, guestReady := secretsSteps(set)
+	vcpus, memoryMiB, _ := resources.Resolve(img, req.VCPUs, req.MemoryMiB, resourceRequest(req))
+	release, err := d.tenants.reserve(ctx, owner, vcpus, memoryMiB) // tenants.go
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			release() // a failed create holds nothing
+		}
+	}()
 	raw := sandbox.ExecAccount{Limits: sandbox.ExecLimits(mergeLimits(req.Limits, d.cfg.Defaults)), Creator: api.CallerFrom(ctx).ID, Env: req.Env}.Encode()
 	// The boot is not bound to the request: a client that goes away
 	// mid-boot must not leave a half-made sandbox, so the manager's revert
 	// runs either way (it is under context.WithoutCancel).
 	sb, err := d.startSandbox(ctx, req.Warm, sandbox.Options{
 		Image: img, Accel: choice, Name: req.Name, Labels: req.Labels, Extra: raw,
-		Template: template, VCPUs: req.VCPUs, MemoryMiB: req.MemoryMiB,
+		Template: template, Tenant: tenant.Name(ctx), VCPUs: req.VCPUs, MemoryMiB: req.MemoryMiB,
 		BootTimeout:       time.Duration(req.BootTimeoutMs) * time.Millisecond,
 		Admit:             d.adm.admit,
 		Network:           policy,
@@ -139,6 +162,10 @@ func (d *Daemon) create(ctx context.Context, req api.CreateSandboxRequest) (*san
 	})
 	if err != nil {
 		return nil, err
+	}
+	d.tenants.keep(sb.ID, sb.Tenant(), release)
+	if _, gone := d.mgr.Get(sb.ID); gone != nil {
+		d.tenants.removed(sb.ID) // removed before its hold was kept
 	}
 	d.addBox(sb)
 	sb.Touch()
@@ -151,6 +178,9 @@ func (d *Daemon) ListSandboxes(ctx context.Context, labels map[string]string, st
 	for _, sb := range d.mgr.List() {
 		if state != "" && string(sb.State()) != state {
 			continue
+		}
+		if !tenant.Sees(ctx, sb.Tenant()) {
+			continue // another tenant's
 		}
 		match := true
 		for k, v := range labels {
@@ -168,17 +198,19 @@ func (d *Daemon) ListSandboxes(ctx context.Context, labels map[string]string, st
 
 // GetSandbox implements apiserver.Backend.
 func (d *Daemon) GetSandbox(ctx context.Context, ref string) (api.Sandbox, error) {
-	sb, err := d.mgr.Get(ref)
+	sb, err := d.get(ctx, ref)
 	if err != nil {
 		return api.Sandbox{}, err
 	}
-	return d.view(sb), nil
+	v := d.view(sb)
+	v.QEMU = d.qemuView(ctx, sb) // qemuuser.go
+	return v, nil
 }
 
 // StopSandbox implements apiserver.Backend.
 func (d *Daemon) StopSandbox(ctx context.Context, ref string) (api.Sandbox, error) {
 	start := time.Now()
-	sb, err := d.mgr.Get(ref)
+	sb, err := d.get(ctx, ref)
 	if err != nil {
 		return api.Sandbox{}, err
 	}
@@ -194,7 +226,7 @@ func (d *Daemon) StopSandbox(ctx context.Context, ref string) (api.Sandbox, erro
 // DeleteSandbox implements apiserver.Backend.
 func (d *Daemon) DeleteSandbox(ctx context.Context, ref string, force bool) error {
 	start := time.Now()
-	sb, err := d.mgr.Get(ref)
+	sb, err := d.get(ctx, ref)
 	if err != nil {
 		return err
 	}
@@ -221,6 +253,7 @@ func (d *Daemon) view(sb *sandbox.Sandbox) api.Sandbox {
 		Labels: maps.Clone(r.Labels), CreatedAt: r.CreatedAt, BootMs: r.BootMs,
 		StartedAt: timePtr(r.StartedAt), StoppedAt: timePtr(r.StoppedAt),
 	}
+	v.Tenant = r.Tenant
 	if b := d.box(sb.ID); b != nil {
 		a := b.sb.ExecAccount()
 		v.ExecCount, v.Limits, v.LastActivityAt = a.ExecCount, api.Limits(a.Limits), timePtr(a.LastActivity)
@@ -247,11 +280,11 @@ func (d *Daemon) box(id string) *box {
 
 // running resolves ref to a running sandbox's box, or the
 // API error saying why not.
-func (d *Daemon) running(ref string) (*box, error) {
+func (d *Daemon) running(ctx context.Context, ref string) (*box, error) {
 	if err := d.adm.admitting(); err != nil {
 		return nil, err
 	}
-	sb, err := d.mgr.Get(ref)
+	sb, err := d.get(ctx, ref)
 	if err != nil {
 		return nil, err
 	}

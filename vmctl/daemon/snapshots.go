@@ -13,6 +13,7 @@ import (
 	"github.com/agentbox/agentbox/vmctl/image"
 	"github.com/agentbox/agentbox/vmctl/sandbox"
 	"github.com/agentbox/agentbox/vmctl/sandbox/snapshot"
+	"github.com/agentbox/agentbox/vmctl/tenant"
 )
 
 var _ apiserver.SnapshotBackend = (*Daemon)(nil)
@@ -66,7 +67,7 @@ func (d *Daemon) SaveSnapshot(ctx context.Context, ref string, req api.SaveSnaps
 	if err := d.adm.admitting(); err != nil {
 		return api.Snapshot{}, err
 	}
-	sb, err := d.mgr.Get(ref)
+	sb, err := d.get(ctx, ref)
 	if err != nil {
 		return api.Snapshot{}, err
 	}
@@ -92,7 +93,7 @@ func (d *Daemon) SaveSnapshot(ctx context.Context, ref string, req api.SaveSnaps
 func (d *Daemon) ListSnapshots(ctx context.Context, ref string) ([]api.Snapshot, error) {
 	id := ""
 	if ref != "" {
-		if sb, err := d.mgr.Get(ref); err == nil {
+		if sb, err := d.get(ctx, ref); err == nil {
 			id = sb.ID
 		} else if isID(ref) {
 			id = ref // a removed sandbox's snapshots, by its ID
@@ -106,6 +107,9 @@ func (d *Daemon) ListSnapshots(ctx context.Context, ref string) ([]api.Snapshot,
 	}
 	out := make([]api.Snapshot, 0, len(recs))
 	for _, r := range recs {
+		if !tenant.Sees(ctx, r.Tenant) {
+			continue // another tenant's
+		}
 		out = append(out, d.snapshotView(r))
 	}
 	return out, nil
@@ -113,7 +117,7 @@ func (d *Daemon) ListSnapshots(ctx context.Context, ref string) ([]api.Snapshot,
 
 // GetSnapshot implements apiserver.SnapshotBackend.
 func (d *Daemon) GetSnapshot(ctx context.Context, name string) (api.Snapshot, error) {
-	rec, err := d.snaps.Get(name)
+	rec, err := d.snapshot(ctx, name)
 	if err != nil {
 		return api.Snapshot{}, err
 	}
@@ -123,7 +127,7 @@ func (d *Daemon) GetSnapshot(ctx context.Context, name string) (api.Snapshot, er
 // DeleteSnapshot implements apiserver.SnapshotBackend.
 func (d *Daemon) DeleteSnapshot(ctx context.Context, name string) error {
 	start := time.Now()
-	rec, err := d.snaps.Get(name)
+	rec, err := d.snapshot(ctx, name)
 	if err != nil {
 		return err
 	}
@@ -132,7 +136,7 @@ func (d *Daemon) DeleteSnapshot(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
-	d.events.publish(api.Event{Time: time.Now().UTC(), Type: api.EventSnapshotRemoved, Sandbox: rec.SandboxID, Name: rec.SandboxName, Reason: "snapshot " + rec.Name})
+	d.events.publish(api.Event{Time: time.Now().UTC(), Type: api.EventSnapshotRemoved, Sandbox: rec.SandboxID, Name: rec.SandboxName, Reason: "snapshot " + rec.Name, Tenant: rec.Tenant})
 	return nil
 }
 
@@ -169,14 +173,25 @@ func (d *Daemon) RestoreSnapshot(ctx context.Context, name string, req api.Resto
 	return d.view(sb), nil
 }
 
-func (d *Daemon) restore(ctx context.Context, name string, req api.RestoreRequest) (*sandbox.Sandbox, error) {
+func (d *Daemon) restore(ctx context.Context, name string, req api.RestoreRequest) (_ *sandbox.Sandbox, err error) {
 	if err := d.adm.admitting(); err != nil {
 		return nil, err
 	}
-	rec, err := d.snaps.Get(name)
+	rec, err := d.snapshot(ctx, name)
 	if err != nil {
 		return nil, err
 	}
+	// The new sandbox is the snapshot's tenant's (also when the admin
+	// restores it) and counts against its quota.
+	release, err := d.tenants.reserve(ctx, d.tenants.named(rec.Tenant), rec.VCPUs, rec.MemoryMiB) // tenants.go
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			release() // a failed restore holds nothing
+		}
+	}()
 	img, err := image.Load(ctx, rec.ImageDir, image.LoadOptions{VerifyCacheDir: d.cfg.ImageVerifyCacheDir})
 	if err != nil {
 		return nil, sandbox.ErrSnapshotUnusable.WithMessage(fmt.Sprintf("snapshot %q needs its image %s (sha256:%s), which no longer loads: %v: put the image back or remove the snapshot", rec.Name, rec.ImageDir, rec.ImageDigest, err))
@@ -190,10 +205,14 @@ func (d *Daemon) restore(ctx context.Context, name string, req api.RestoreReques
 	}
 	raw := sandbox.ExecAccount{Limits: sandbox.ExecLimits(mergeLimits(req.Limits, api.Limits(ex.Limits))), Creator: api.CallerFrom(ctx).ID, Env: ex.Env}.Encode()
 	sb, err := d.snaps.Restore(ctx, rec.ID, snapshot.RestoreOptions{
-		Image: img, Name: req.Name, Labels: req.Labels, Extra: raw, Admit: d.adm.admit,
+		Image: img, Name: req.Name, Labels: req.Labels, Extra: raw, Admit: d.adm.admit, Tenant: rec.Tenant,
 	})
 	if err != nil {
 		return nil, err
+	}
+	d.tenants.keep(sb.ID, sb.Tenant(), release)
+	if _, gone := d.mgr.Get(sb.ID); gone != nil {
+		d.tenants.removed(sb.ID) // removed before its hold was kept
 	}
 	d.addBox(sb)
 	d.dropInheritedProcesses(ctx, sb) // procs.go
@@ -239,6 +258,9 @@ func (d *Daemon) ListWarm(ctx context.Context) ([]api.WarmTemplate, error) {
 
 // DeleteWarm implements apiserver.WarmBackend.
 func (d *Daemon) DeleteWarm(ctx context.Context, key string) error {
+	if err := adminOnly(ctx, "removing a warm template"); err != nil { // tenants.go
+		return err
+	}
 	if err := d.warm.Delete(ctx, key); err != nil {
 		return err
 	}

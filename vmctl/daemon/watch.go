@@ -28,7 +28,7 @@ func (d *Daemon) Watch(ctx context.Context, ref, p string, recursive bool, ready
 	if err != nil {
 		return err
 	}
-	b, err := d.running(ref)
+	b, err := d.running(ctx, ref)
 	if err != nil {
 		return err
 	}

@@ -148,4 +148,9 @@ type Spec struct {
 	// memory backend (a RAM file for warm memory templates), passed
 	// through libvirt's <qemu:commandline>: see [MemoryBackend]. Optional.
 	MemoryBackend *MemoryBackend
+
+	// QEMUUser, if set, runs the domain's QEMU as that uid and gid
+	// (libvirt's per-domain DAC label, see [QEMUUser]); nil runs it as
+	// qemu.conf's user. Optional.
+	QEMUUser *QEMUUser
 }

@@ -131,6 +131,7 @@ func (s Spec) Validate() error {
 	errs = append(errs, s.Tune.validate(s)...)
 	errs = append(errs, s.Interface.validate()...)
 	errs = append(errs, s.MemoryBackend.validate()...)
+	errs = append(errs, s.QEMUUser.validate()...)
 	return errors.Join(errs...)
 }
 

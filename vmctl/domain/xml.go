@@ -103,6 +103,7 @@ func build(s Spec) *libvirtxml.Domain {
 	s.Tune.apply(d)
 	s.Interface.apply(d)
 	s.MemoryBackend.apply(d, s.MemoryMiB)
+	s.QEMUUser.apply(d)
 	if s.Type == TypeKVM {
 		d.CPU = &libvirtxml.DomainCPU{Mode: "host-passthrough", Check: "none", Migratable: "on"}
 	}

@@ -9,10 +9,12 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/agentbox/agentbox/vmctl/api"
 	"github.com/agentbox/agentbox/vmctl/client"
+	"github.com/agentbox/agentbox/vmctl/tenant"
 )
 
 // Caller is the caller ID every request of this front carries to the
@@ -37,8 +39,14 @@ type Config struct {
 	// (envd.WithSandbox). Nil answers them 501.
 	Data http.Handler
 	// APIKey is the X-API-KEY every control-plane request must carry (the
-	// daemon's token). Required: New refuses an empty one.
+	// daemon's token: the admin, who sees every sandbox). Required unless
+	// Tenants is set.
 	APIKey string
+	// Tenants, if set, are the tenants whose tokens are API keys too
+	// (serve --tenants): a request with one acts for its tenant
+	// (tenant.With), which sees, connects to and kills only its own
+	// sandboxes, as on the REST API.
+	Tenants *tenant.Registry
 	// AccessKey derives the sandboxes' envd access tokens (LoadAccessKey);
 	// at least 16 bytes. Required.
 	AccessKey []byte
@@ -58,6 +66,7 @@ type Server struct {
 	cfg     Config
 	control http.Handler
 	apiKey  [32]byte
+	hasKey  bool // APIKey is set (an empty one matches nothing)
 	cpu     cpuSamples
 }
 
@@ -66,8 +75,8 @@ func New(cfg Config) (*Server, error) {
 	switch {
 	case cfg.Client == nil:
 		return nil, errors.New("e2b: no sandbox service client")
-	case cfg.APIKey == "":
-		return nil, errors.New("e2b: no API key: the E2B API needs the daemon's token (--token-file)")
+	case cfg.APIKey == "" && cfg.Tenants == nil:
+		return nil, errors.New("e2b: no API key: the E2B API needs the daemon's token (--token-file) or tenants (--tenants)")
 	case len(cfg.AccessKey) < 16:
 		return nil, errors.New("e2b: the access key is shorter than 16 bytes")
 	}
@@ -77,7 +86,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	s := &Server{cfg: cfg, apiKey: sha256.Sum256([]byte(cfg.APIKey))}
+	s := &Server{cfg: cfg, apiKey: sha256.Sum256([]byte(cfg.APIKey)), hasKey: cfg.APIKey != ""}
 	mux := http.NewServeMux()
 	for _, rt := range s.routes() {
 		mux.Handle(rt.pattern, rt.handler)
@@ -112,19 +121,31 @@ func (s *Server) routes() []route {
 // data plane (serveData), any other to the control plane behind the
 // X-API-KEY check.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	r = r.WithContext(api.WithCaller(r.Context(), api.Caller{ID: Caller}))
+	// No tenant unless the API key names one below: the data plane's
+	// access token authorises one sandbox, whoever holds it.
+	r = r.WithContext(tenant.With(api.WithCaller(r.Context(), api.Caller{ID: Caller}), nil))
 	if id := r.Header.Get("E2b-Sandbox-Id"); id != "" {
 		s.serveData(w, r, id)
 		return
 	}
-	got := sha256.Sum256([]byte(r.Header.Get("X-API-KEY")))
-	if subtle.ConstantTimeCompare(got[:], s.apiKey[:]) != 1 {
-		msg := "missing X-API-KEY: set E2B_API_KEY to the token of the agentbox daemon's --token-file"
-		if r.Header.Get("X-API-KEY") != "" {
-			msg = "wrong X-API-KEY: set E2B_API_KEY to the token of the agentbox daemon's --token-file"
+	key := r.Header.Get("X-API-KEY")
+	got := sha256.Sum256([]byte(key))
+	admin := s.hasKey && subtle.ConstantTimeCompare(got[:], s.apiKey[:]) == 1
+	var who *tenant.Tenant
+	if !admin {
+		var ok bool
+		if who, ok = s.cfg.Tenants.Lookup(key); !ok {
+			msg := "missing X-API-KEY: set E2B_API_KEY to the token of the agentbox daemon's --token-file"
+			if key != "" {
+				msg = "wrong X-API-KEY: set E2B_API_KEY to the token of the agentbox daemon's --token-file"
+			}
+			if s.cfg.Tenants != nil {
+				msg = strings.Replace(msg, "the token of the agentbox daemon's --token-file", "your tenant's token (or the agentbox daemon's --token-file)", 1)
+			}
+			s.refuse(w, r, http.StatusUnauthorized, api.CodeUnauthorized, msg)
+			return
 		}
-		s.refuse(w, r, http.StatusUnauthorized, api.CodeUnauthorized, msg)
-		return
+		r = r.WithContext(tenant.With(r.Context(), who))
 	}
 	s.control.ServeHTTP(w, r)
 }

@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	golibvirt "github.com/digitalocean/go-libvirt"
@@ -90,7 +91,7 @@ func (d *Driver) SaveDeviceState(ctx context.Context, name, file string) (err er
 			os.Remove(file)
 		}
 	}()
-	sock, cleanup, err := migrationSocket()
+	sock, cleanup, err := d.migrationSocket(ctx, name)
 	if err != nil {
 		return err
 	}
@@ -100,6 +101,9 @@ func (d *Driver) SaveDeviceState(ctx context.Context, name, file string) (err er
 		return fmt.Errorf("device state socket: %w", err)
 	}
 	defer ln.Close()
+	if err := d.giveToQEMU(ctx, name, sock); err != nil { // QEMU connects to it
+		return err
+	}
 	if err := m.MigrateSetCapabilities(ctx, ignoreShared); err != nil {
 		return notRunning(fmt.Errorf("save device state of %s: %w", name, err))
 	}
@@ -156,7 +160,7 @@ func (d *Driver) LoadDeviceState(ctx context.Context, name, file string) error {
 		return fmt.Errorf("device state file: %w", err)
 	}
 	defer f.Close()
-	sock, cleanup, err := migrationSocket()
+	sock, cleanup, err := d.migrationSocket(ctx, name)
 	if err != nil {
 		return err
 	}
@@ -214,10 +218,39 @@ func waitMigration(ctx context.Context, m *qmp.Monitor) error {
 
 // migrationSocket returns the path of a unix socket in a new private
 // directory and the function that removes it.
-func migrationSocket() (string, func(), error) {
+func (d *Driver) migrationSocket(ctx context.Context, name string) (string, func(), error) {
 	dir, err := os.MkdirTemp("", "agentbox-state-")
 	if err != nil {
 		return "", nil, fmt.Errorf("device state socket dir: %w", err)
 	}
-	return filepath.Join(dir, "s"), func() { os.RemoveAll(dir) }, nil
+	cleanup := func() { os.RemoveAll(dir) }
+	// A QEMU that runs as a user of its own (domain.QEMUUser) must pass
+	// the directory and, for a load, make its socket there: the
+	// directory is that user's (0700), no one else's.
+	if err := d.giveToQEMU(ctx, name, dir); err != nil {
+		cleanup()
+		return "", nil, err
+	}
+	return filepath.Join(dir, "s"), cleanup, nil
+}
+
+// giveToQEMU chowns path to the user and group the domain's QEMU process
+// runs as (the owner of /proc/PID), unless that is root.
+func (d *Driver) giveToQEMU(ctx context.Context, name, path string) error {
+	pid, err := d.conn.DomainPID(ctx, name)
+	if err != nil {
+		return notRunning(fmt.Errorf("QEMU process of %s: %w", name, err))
+	}
+	fi, err := os.Stat(fmt.Sprintf("/proc/%d", pid))
+	if err != nil {
+		return notRunning(fmt.Errorf("QEMU process of %s: %w", name, err))
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok || st.Uid == 0 {
+		return nil
+	}
+	if err := os.Chown(path, int(st.Uid), int(st.Gid)); err != nil {
+		return fmt.Errorf("give %s to QEMU's user %d: %w", path, st.Uid, err)
+	}
+	return nil
 }

@@ -87,6 +87,8 @@ type Server struct {
 	closed   bool       // Close was called: a session that starts now is closed at once
 
 	snaps map[string]map[string]bool // on mu: session ID → IDs of the snapshots it took (snapshots.go)
+
+	tenants *tenantSessions // HTTP sessions' tenants (tenant.go); nil before HTTPHandler
 }
 
 // New checks cfg and returns a Server with every tool and resource
@@ -178,7 +180,11 @@ func (s *Server) sessionID(ss *sdk.ServerSession) string {
 		ss.Wait()
 		s.mu.Lock()
 		delete(s.sessions, ss)
+		ts := s.tenants
 		s.mu.Unlock()
+		if ts != nil {
+			ts.forget(id)
+		}
 		s.log.Info("MCP session ended", "session", id)
 		if s.cfg.Cleanup {
 			s.cleanup(id)
@@ -238,12 +244,18 @@ func (s *Server) Serve(ctx context.Context, t sdk.Transport) error {
 // (one endpoint: POST, GET and DELETE), for `serve --mcp` at /mcp. It does
 // no authentication of its own: mount it behind the API's
 // (apiserver.Server.Handle). A session idle for idle (0: never) is
-// closed, and then cleaned up like one the client ended.
+// closed, and then cleaned up like one the client ended. A session acts
+// for the tenant (vmctl/tenant) of the request that opened it and
+// answers only that tenant's requests (tenant.go).
 func (s *Server) HTTPHandler(idle time.Duration) http.Handler {
-	return sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s.srv }, &sdk.StreamableHTTPOptions{
+	ts := &tenantSessions{owners: map[string]string{}, h: sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s.srv }, &sdk.StreamableHTTPOptions{
 		Logger:         sdkLogger(s.log),
 		SessionTimeout: idle,
-	})
+	})}
+	s.mu.Lock()
+	s.tenants = ts
+	s.mu.Unlock()
+	return ts
 }
 
 // Close ends every open session (as if each client had left: with

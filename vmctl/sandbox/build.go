@@ -182,6 +182,7 @@ func (m *Manager) NewBuild(s Shape) (*Build, error) {
 		r.Spec, r.Network = nil, nil
 		r.Ports = nil                          // the source's forwards hold their host addresses
 		r.Resources = r.Resources.forRestore() // our own copy, without the source's enforcement and cgroups
+		r.QEMUUser = nil                       // StepRegister gives the new sandbox its own
 	}
 	r.ID, r.Name, r.State, r.Domain, r.Labels, r.Extra = id, "", StateCreating, sb.Domain, nil, nil
 	r.Template = "" // StepRegister sets the new sandbox's own
@@ -203,8 +204,9 @@ type Admission struct {
 	Labels map[string]string
 	Extra  []byte
 	Admit  func(r Resources) error
-	// Template is as in Options.
+	// Template and Tenant are as in Options.
 	Template string
+	Tenant   string
 }
 
 // StepRegister ("register") names the sandbox, adds it to the registry
@@ -216,7 +218,7 @@ func StepRegister(a Admission) Step {
 		sb.Name, sb.Labels = a.Name, maps.Clone(a.Labels)
 		sb.mu.Lock()
 		sb.rec.Name, sb.rec.Labels, sb.rec.Extra = sb.Name, sb.Labels, append([]byte(nil), a.Extra...)
-		sb.rec.Template = a.Template
+		sb.rec.Template, sb.rec.Tenant = a.Template, a.Tenant
 		sb.rec.CreatedAt = time.Now().UTC()
 		sb.mu.Unlock()
 		sb.loadAccount()
@@ -268,6 +270,9 @@ func StepDomain(start func(context.Context, domain.Spec) error) Step {
 			return err
 		}
 		b.Undo.Add("domain watch", func(context.Context) error { sb.unwatch(); return nil })
+		if err := m.confine(sb, &b.Spec); err != nil { // qemuuser.go
+			return err
+		}
 		b.Started = time.Now()
 		lim, err := m.cfg.Limits.Start(ctx, sb, &b.Spec, start)
 		if err != nil {

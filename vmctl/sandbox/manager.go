@@ -79,6 +79,10 @@ type Config struct {
 	// Network gives sandboxes with a network policy other than none their
 	// network (vmctl/network.Manager); nil: only mode none is possible.
 	Network NetworkProvider
+	// QEMUUsers, if set, runs every sandbox's QEMU as a uid of its own
+	// from this range (qemuuser.go, docs/security.md); nil runs QEMU as
+	// qemu.conf's user. It makes StateDir 0711.
+	QEMUUsers *IDRange
 	// OnChange, if set, is called after every persisted change of a
 	// sandbox's record (state changes, SaveExecAccount), and with removed=true
 	// when a sandbox is removed. It runs synchronously: it must not block
@@ -111,6 +115,8 @@ type Manager struct {
 	byID  map[string]*Sandbox
 	names map[string]string // name → ID
 	hooks []Hooks
+	// qemuIDs maps the QEMU uids in use to their sandbox (qemuuser.go).
+	qemuIDs map[uint32]string
 }
 
 // NewManager checks cfg and returns a Manager with an empty registry (see
@@ -136,7 +142,11 @@ func NewManager(cfg Config) (*Manager, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	cfg.Logger = log
-	return &Manager{cfg: cfg, log: log, byID: map[string]*Sandbox{}, names: map[string]string{}}, nil
+	m := &Manager{cfg: cfg, log: log, byID: map[string]*Sandbox{}, names: map[string]string{}}
+	if err := m.prepareStateDir(); err != nil {
+		return nil, err
+	}
+	return m, nil
 }
 
 // Config returns the manager's configuration (Logger never nil), for the
@@ -171,6 +181,9 @@ type Options struct {
 	// Template is the name of the daemon's template Image was chosen by,
 	// kept as Record.Template; "" for none.
 	Template string
+	// Tenant is the tenant that owns the sandbox, kept as Record.Tenant;
+	// "" for the admin's.
+	Tenant string
 	// Extra is the sandbox's exec accounting as JSON (ExecAccount.Encode:
 	// its limits and creator), kept as Record.Extra; the sandbox counts
 	// from it. Empty is the zero account (no limits).
@@ -279,7 +292,7 @@ func (m *Manager) Create(ctx context.Context, opts Options) (*Sandbox, error) {
 		}},
 		// The registry entry (name reserved, admission checked) and the
 		// durable record, so a daemon killed from here on finds it.
-		StepRegister(Admission{Name: opts.Name, Labels: opts.Labels, Template: opts.Template, Extra: opts.Extra, Admit: opts.Admit}),
+		StepRegister(Admission{Name: opts.Name, Labels: opts.Labels, Template: opts.Template, Tenant: opts.Tenant, Extra: opts.Extra, Admit: opts.Admit}),
 		StepDir(),
 		Step{Name: "overlay", Run: func(ctx context.Context, b *Build) error {
 			return overlay.Create(ctx, opts.Image.Disk, sb.Overlay, overlay.Options{SizeBytes: sb.diskBytes()})
@@ -342,6 +355,9 @@ func (m *Manager) register(sb *Sandbox, admit func(Resources) error) error {
 			return err
 		}
 	}
+	if err := m.assignQEMUUserLocked(sb); err != nil { // qemuuser.go
+		return err
+	}
 	m.byID[sb.ID] = sb
 	if sb.Name != "" {
 		m.names[sb.Name] = sb.ID
@@ -353,6 +369,7 @@ func (m *Manager) unregister(sb *Sandbox) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	delete(m.byID, sb.ID)
+	m.releaseQEMUUserLocked(sb)
 	if sb.Name != "" && m.names[sb.Name] == sb.ID {
 		delete(m.names, sb.Name)
 	}

@@ -59,6 +59,9 @@ type Record struct {
 	// Template is the name of the daemon's template the sandbox was
 	// created from (serve --template), or "".
 	Template string `json:"template,omitempty"`
+	// Tenant is the tenant that owns the sandbox (vmctl/tenant; serve
+	// --tenants), "" for the admin's.
+	Tenant string `json:"tenant,omitempty"`
 	// Accel is "kvm" or "tcg"; DomainType the libvirt domain type.
 	Accel      string `json:"accel"`
 	DomainType string `json:"domain_type"`
@@ -108,6 +111,11 @@ type Record struct {
 	// same host addresses by a restarted daemon; never shared with the
 	// slice a caller passed (SetPorts copies).
 	Ports []PortForward `json:"ports,omitempty"`
+	// QEMUUser is the uid and gid of the range Config.QEMUUsers the
+	// sandbox's QEMU runs as (qemuuser.go; a memory template's clone runs
+	// with the clone group instead of this gid); nil when QEMU runs as
+	// qemu.conf's user.
+	QEMUUser *domain.QEMUUser `json:"qemu_user,omitempty"`
 }
 
 // Store keeps Records durably. vmctl/store implements it on bbolt; a nil

@@ -99,6 +99,14 @@ func (sb *Sandbox) Record() Record {
 	return r
 }
 
+// Tenant returns the tenant that owns the sandbox (Record.Tenant), ""
+// for the admin's.
+func (sb *Sandbox) Tenant() string {
+	sb.mu.Lock()
+	defer sb.mu.Unlock()
+	return sb.rec.Tenant
+}
+
 // Agent returns the connected guest agent client, or nil when the sandbox
 // is not running. All callers share the one connection; it multiplexes
 // concurrent operations (yamux streams).

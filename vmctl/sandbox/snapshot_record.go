@@ -23,6 +23,9 @@ type SnapshotRecord struct {
 	// sandbox may since have been removed.
 	SandboxID   string `json:"sandbox_id"`
 	SandboxName string `json:"sandbox_name,omitempty"`
+	// Tenant is the tenant of the sandbox it was taken of, which owns it
+	// ("" for the admin's).
+	Tenant string `json:"tenant,omitempty"`
 	// File is the qcow2 file that holds the snapshot: the source
 	// sandbox's overlay while it exists, then
 	// STATE_DIR/snapshots/<sandbox ID>.qcow2 (see Manager.Remove).

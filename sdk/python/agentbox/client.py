@@ -198,6 +198,7 @@ class Client:
         env: Env = None,
         secrets: Optional[Sequence[SecretSpec]] = None,
         ttl_action: Optional[str] = None,
+        priority: Optional[str] = None,
     ) -> Sandbox:
         """Boots a sandbox and returns it once it runs.
 
@@ -218,6 +219,9 @@ class Client:
         own env overrides it key by key). secrets are
         :class:`~agentbox.SecretSpec` values the guest never sees (it gets
         placeholders; needs network "allowlist" allowing their hosts).
+        priority is the create's class, "low", "normal" (default) or
+        "high": a tenant may ask at most its max_priority; a cluster
+        serves higher classes first.
         network is "none" (default: no network device), "allowlist" (with
         allow: names and addresses it may reach) or "open", or a
         :class:`~agentbox.NetworkPolicy`. The rest are host-side limits
@@ -252,6 +256,7 @@ class Client:
             env=env,
             secrets=secrets,
             ttl_action=ttl_action,
+            priority=priority,
         )
         return Sandbox(self, SandboxInfo.from_json(self._json("create_sandbox", json_body=body)))
 
@@ -390,6 +395,7 @@ def create_body(
     env: Env = None,
     secrets: Optional[Sequence[SecretSpec]] = None,
     ttl_action: Optional[str] = None,
+    priority: Optional[str] = None,
 ) -> Dict[str, Any]:
     """The CreateSandboxRequest JSON of :meth:`Client.create`'s
     arguments."""
@@ -418,6 +424,7 @@ def create_body(
         ("io_weight", io_weight),
         ("pids", pids),
         ("net_bps", net_bps),
+        ("priority", priority),
     ):
         if val is not None:
             body[key] = val

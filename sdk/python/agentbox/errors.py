@@ -44,6 +44,7 @@ __all__ = [
     "GuestDiedError",
     "PolicyUnavailableError",
     "NodeUnreachableError",
+    "TenantQuotaError",
     "DaemonUnreachableError",
     "ConnectionLostError",
     "InternalError",
@@ -180,6 +181,12 @@ class CapacityExceededError(ResourceExhaustedError):
     hold the daemon's numbers."""
 
 
+class TenantQuotaError(ResourceExhaustedError):
+    """429 ``tenant_quota``: the caller's tenant would exceed one of its
+    quotas (sandboxes, vCPUs, memory); ``details`` hold used, limit and
+    asked (docs/tenants.md)."""
+
+
 class ExecLimitReachedError(ResourceExhaustedError):
     """429 ``exec_limit_reached``: the sandbox's ``max_execs`` was reached
     (or all 64 detached processes run)."""
@@ -284,6 +291,7 @@ _CODE_CLASS: Dict[str, Type[AgentboxError]] = {
     "policy_denied": PolicyDeniedError,
     "policy_unavailable": PolicyUnavailableError,
     "node_unreachable": NodeUnreachableError,
+    "tenant_quota": TenantQuotaError,
 }
 
 #: The HTTP status each code is answered with (its first row in the error
@@ -323,6 +331,7 @@ CODE_STATUS: Dict[str, int] = {
     "policy_denied": 403,
     "policy_unavailable": 503,
     "node_unreachable": 503,
+    "tenant_quota": 429,
 }
 
 #: For codes this SDK does not know (a newer daemon): the class by status.

@@ -216,7 +216,10 @@ class SandboxInfo:
     failed (``reason`` says why a sandbox failed or stopped), or, in a
     cluster's list, unknown (its ``node`` does not answer: reason
     node_unreachable). ``template`` is the daemon template it was created
-    from; ``tainted`` the libvirt taints agentbox's configuration caused.
+    from; ``tainted`` the libvirt taints agentbox's configuration caused;
+    ``tenant`` the tenant it belongs to (docs/tenants.md); ``qemu`` its
+    QEMU process's uid, gid, groups and seccomp mode (get only), as the
+    daemon's JSON.
     ``resources`` (host-side limits and their enforcement), ``usage`` (the
     latest resource sample, with ``memory``) and ``ports`` (port forwards)
     are kept as the daemon's JSON.
@@ -226,6 +229,7 @@ class SandboxInfo:
     state: str
     name: str = ""
     node: str = ""
+    tenant: str = ""
     reason: str = ""
     image: ImageRef = field(default_factory=ImageRef)
     template: str = ""
@@ -249,6 +253,7 @@ class SandboxInfo:
     ports: List[Dict[str, Any]] = field(default_factory=list)
     paused: Optional[PauseInfo] = None
     secrets: List[SecretInfo] = field(default_factory=list)
+    qemu: Optional[Dict[str, Any]] = None
 
     @classmethod
     def from_json(cls, d: Dict[str, Any]) -> "SandboxInfo":
@@ -257,6 +262,7 @@ class SandboxInfo:
             state=d["state"],
             name=d.get("name", ""),
             node=d.get("node", ""),
+            tenant=d.get("tenant", ""),
             reason=d.get("reason", ""),
             image=ImageRef.from_json(d.get("image")),
             template=d.get("template", ""),
@@ -280,6 +286,7 @@ class SandboxInfo:
             ports=list(d.get("ports") or []),
             paused=PauseInfo.from_json(d["paused"]) if d.get("paused") else None,
             secrets=[SecretInfo.from_json(x) for x in d.get("secrets") or []],
+            qemu=d.get("qemu"),
         )
 
 

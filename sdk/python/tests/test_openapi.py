@@ -136,6 +136,7 @@ def test_create_body_with_every_option_is_a_create_request() -> None:
         env={"A": "1"},
         secrets=[types.SecretSpec("TOKEN", "s3cret", ["example.com"])],
         ttl_action="pause",
+        priority="high",
     )
     assert oa.validate(body, oa.schema("CreateSandboxRequest")) == []
     assert body["limits"] == {

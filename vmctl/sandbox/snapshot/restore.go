@@ -35,6 +35,8 @@ type RestoreOptions struct {
 	// Template is as in sandbox.Options (a warm create's template; a
 	// restore of a snapshot has none).
 	Template string
+	// Tenant is as in sandbox.Options: the new sandbox's tenant.
+	Tenant string
 	// Timeout bounds the time from the domain's resume to the agent's
 	// handshake; 0 means 60 s.
 	Timeout time.Duration
@@ -237,7 +239,7 @@ func (s *Service) newBuild(src Source, img *image.Image) (*sandbox.Build, error)
 // register is the core's register step with opts' name, labels, extra
 // and admission.
 func (s *Service) register(opts RestoreOptions) sandbox.Step {
-	return sandbox.StepRegister(sandbox.Admission{Name: opts.Name, Labels: opts.Labels, Template: opts.Template, Extra: opts.Extra, Admit: opts.Admit})
+	return sandbox.StepRegister(sandbox.Admission{Name: opts.Name, Labels: opts.Labels, Template: opts.Template, Tenant: opts.Tenant, Extra: opts.Extra, Admit: opts.Admit})
 }
 
 // prepareSteps: the directory, the copy of src's file, the network (the

@@ -225,7 +225,7 @@ func (s *Service) Save(ctx context.Context, sb *sandbox.Sandbox, name string, ex
 		ImageName: rec.ImageName, ImageDigest: rec.ImageDigest, ImageDir: rec.ImageDir,
 		Accel: rec.Accel, DomainType: rec.DomainType, Machine: machineOf(*rec.Spec),
 		VCPUs: rec.VCPUs, MemoryMiB: rec.MemoryMiB, Spec: *rec.Spec,
-		Extra: append([]byte(nil), extra...),
+		Extra: append([]byte(nil), extra...), Tenant: rec.Tenant,
 	}
 	if r.Source, err = json.Marshal(rec); err != nil {
 		return sandbox.SnapshotRecord{}, err
@@ -375,6 +375,9 @@ func (s *Service) keepFile(id, overlayPath string) error {
 	dst := filepath.Join(s.dir(), id+".qcow2")
 	if err := os.Rename(overlayPath, dst); err != nil {
 		return fmt.Errorf("keep snapshots of sandbox %s: move its overlay: %w", id, err)
+	}
+	if err := s.m.Reclaim(dst); err != nil { // no longer its QEMU user's
+		return fmt.Errorf("keep snapshots of sandbox %s: %w", id, err)
 	}
 	var errs []error
 	for _, r := range mine {

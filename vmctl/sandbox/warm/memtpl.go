@@ -128,6 +128,7 @@ func devicesHash(spec domain.Spec) (string, error) {
 	}
 	s.Cmdline = hostnameRE.ReplaceAllString(netCmdlineRE.ReplaceAllString(s.Cmdline, ""), "")
 	s.Tune = domain.Tune{}
+	s.QEMUUser = nil // each clone runs as its own user
 	if s.Interface != nil {
 		s.Interface = &domain.Interface{Tap: "tap0", MAC: "02:00:00:00:00:01"}
 	}
@@ -262,7 +263,7 @@ func (w *Service) buildMem(ctx context.Context, mt sandbox.MemoryTemplater, key 
 	}
 	mm := &memManifest{RAM: "ram-" + id, State: "state-" + id}
 	bo := opts
-	bo.Name, bo.Labels, bo.Extra = "", map[string]string{Label: key}, nil
+	bo.Name, bo.Labels, bo.Extra, bo.Tenant = "", map[string]string{Label: key}, nil, "" // the template is no tenant's
 	// The RAM file is written where clones will find it: the directory
 	// is renamed only after the template's domain is gone.
 	bo.MemoryBackend = &domain.MemoryBackend{File: filepath.Join(tmp, mm.RAM), Shared: true}
@@ -296,8 +297,16 @@ func (w *Service) buildMem(ctx context.Context, mt sandbox.MemoryTemplater, key 
 	if err := os.Rename(sb.Overlay, filepath.Join(tmp, "overlay.qcow2")); err != nil {
 		return manifest{}, fmt.Errorf("keep warm template: %w", err)
 	}
-	for _, f := range []string{"overlay.qcow2", mm.RAM, mm.State} {
+	if err := w.m.Reclaim(filepath.Join(tmp, "overlay.qcow2")); err != nil { // not the build's QEMU user's any more
+		return manifest{}, fmt.Errorf("keep warm template: %w", err)
+	}
+	for _, f := range []string{"overlay.qcow2", mm.State} {
 		os.Chmod(filepath.Join(tmp, f), 0o400)
+	}
+	// Root's again (the build's QEMU user is freed with its sandbox), and
+	// open to the clones: their group, or 0400 without QEMU users.
+	if err := w.m.ShareTemplateRAM(filepath.Join(tmp, mm.RAM)); err != nil {
+		return manifest{}, fmt.Errorf("keep warm template: %w", err)
 	}
 	rec.Spec = &spec
 	man := manifest{

@@ -161,7 +161,7 @@ func (w *Service) Create(ctx context.Context, opts sandbox.Options) (*sandbox.Sa
 	src.Base.Network = &sandbox.NetworkRecord{Policy: opts.Network}
 	ropts := snapshot.RestoreOptions{
 		Image: opts.Image, Name: opts.Name, Labels: opts.Labels, Extra: opts.Extra, Admit: opts.Admit,
-		Timeout: opts.BootTimeout, Template: opts.Template,
+		Timeout: opts.BootTimeout, Template: opts.Template, Tenant: opts.Tenant,
 	}
 	pooled := !opts.Network.HasNIC() // a pooled sandbox's network would be set up before its policy is known
 	if pooled {
@@ -227,7 +227,7 @@ func (w *Service) build(ctx context.Context, key string, opts sandbox.Options) (
 	ctx = context.WithoutCancel(ctx) // one build serves every waiting create
 	start := time.Now()
 	bo := opts
-	bo.Name, bo.Labels, bo.Extra = "", map[string]string{Label: key}, nil
+	bo.Name, bo.Labels, bo.Extra, bo.Tenant = "", map[string]string{Label: key}, nil, "" // the template is no tenant's
 	sb, err := w.m.Create(ctx, bo)
 	if err != nil {
 		return manifest{}, fmt.Errorf("build warm template (cold boot): %w", err)
@@ -259,6 +259,9 @@ func (w *Service) build(ctx context.Context, key string, opts sandbox.Options) (
 	}
 	data, _ := json.MarshalIndent(man, "", "  ")
 	err = os.Rename(sb.Overlay, filepath.Join(tmp, "overlay.qcow2"))
+	if err == nil {
+		err = w.m.Reclaim(filepath.Join(tmp, "overlay.qcow2")) // not the build's QEMU user's any more
+	}
 	if err == nil {
 		err = os.WriteFile(filepath.Join(tmp, "manifest.json"), append(data, '\n'), 0o600)
 		if err == nil {
