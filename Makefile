@@ -1,5 +1,5 @@
 # agentbox — see README.md. `make demo` and `make test` each do all the set-up
-# they need on a fresh Debian 12 machine (as root, with Go ≥ 1.25).
+# they need on a fresh Debian 12 machine (as root, with Go ≥ 1.26).
 
 GO       ?= go
 VERSION  ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)

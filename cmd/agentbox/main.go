@@ -82,6 +82,8 @@ func newApp() *cli.App {
 			restoreCommand(),
 			warmCommand(),
 			templatesCommand(),
+			nodesCommand(), // nodes.go
+			nodeCommand(),
 			eventsCommand(),
 			accelCommand(),
 			profileCommand(),

@@ -61,7 +61,7 @@ func serveCommand() *cli.Command {
 			&cli.IntFlag{Name: "audit-max-files", Value: 10, Usage: "rotated audit log files to keep"},
 			&cli.BoolFlag{Name: "audit-full-tty", Usage: "keep every key typed into a terminal session (`exec -it`) in its audit entry, up to 1 MiB, not just the first KiB"},
 			templateFlag, // templates.go
-		}, append(append(append(networkFlags(), resourceServeFlags()...), serveMCPFlags()...), append(append(append(serveE2BFlags(), servePolicyFlags()...), serveTenantFlags()...), serveQEMUUserFlags()...)...)...),
+		}, append(append(append(networkFlags(), resourceServeFlags()...), serveMCPFlags()...), append(append(append(serveE2BFlags(), servePolicyFlags()...), serveTenantFlags()...), append(append(serveQEMUUserFlags(), serveClusterFlags()...), serveClusterProxyFlags()...)...)...)...),
 		OnUsageError: usageError,
 		Action:       serveAction,
 	}
@@ -105,6 +105,10 @@ func serveAction(c *cli.Context) error {
 		return err
 	}
 	warmMode, err := warm.ParseMode(c.String("warm-mode"))
+	if err != nil {
+		return usageError(c, err, false)
+	}
+	clusterCfg, err := serveClusterConfig(c) // cluster.go
 	if err != nil {
 		return usageError(c, err, false)
 	}
@@ -172,6 +176,7 @@ func serveAction(c *cli.Context) error {
 		RuntimeDir:        runtimeDir,
 		Logger:            logger,
 		Version:           version,
+		Node:              c.String("node"), // cluster.go: "" without --cluster
 		CapacityMemoryMiB: c.Int("capacity-memory"),
 		CapacityVCPUs:     c.Int("capacity-vcpus"),
 		TCGCacheMiB:       c.Int("tcg-cache"),
@@ -203,18 +208,26 @@ func serveAction(c *cli.Context) error {
 		return err
 	}
 	egressAud.set(d.AuditEgress)
-	apiCfg.Backend = d
+	router, leaveCluster, err := serveCluster(ctx, c, clusterCfg, d, apiCfg.Tenants, logger) // cluster.go
+	if err != nil {
+		closeAll()
+		d.Shutdown(context.Background())
+		return err
+	}
+	apiCfg.Backend, apiCfg.Router = d, router
 	apiCfg.Registerer = reg
 	apiCfg.Metrics = promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})
 	srv, err := apiserver.NewServer(apiCfg)
 	if err != nil {
 		closeAll()
+		leaveCluster(context.Background())
 		d.Shutdown(context.Background())
 		return err
 	}
 	closeMCP, err := serveMCP(c, srv, logger) // mcp.go
 	if err != nil {
 		closeAll()
+		leaveCluster(context.Background())
 		d.Shutdown(context.Background())
 		return err
 	}
@@ -222,6 +235,7 @@ func serveAction(c *cli.Context) error {
 	if err != nil {
 		closeAll()
 		closeMCP()
+		leaveCluster(context.Background())
 		d.Shutdown(context.Background())
 		return err
 	}
@@ -257,7 +271,7 @@ func serveAction(c *cli.Context) error {
 	sddaemon.SdNotify(false, sddaemon.SdNotifyStopping)
 	shutCtx, cancel := context.WithTimeout(context.Background(), c.Duration("shutdown-timeout"))
 	defer cancel()
-	err = errors.Join(serveErr, front.shutdown(shutCtx), closeMCP(), srv.Shutdown(shutCtx), d.Shutdown(shutCtx))
+	err = errors.Join(serveErr, front.shutdown(shutCtx), closeMCP(), srv.Shutdown(shutCtx), leaveCluster(shutCtx), d.Shutdown(shutCtx))
 	if errors.Is(err, context.DeadlineExceeded) {
 		logger.Warn("shutdown deadline reached; remaining requests were cut")
 		err = nil

@@ -138,6 +138,8 @@ var errorTable = []mapping{
 	{errdefs.ErrNotFound, true, http.StatusNotFound, CodeTemplateNotFound},
 	{errdefs.ErrPermissionDenied, true, http.StatusForbidden, CodePolicyDenied},
 	{errdefs.ErrUnavailable, true, http.StatusServiceUnavailable, CodePolicyUnavailable},
+	{errdefs.ErrResourceExhausted, true, http.StatusTooManyRequests, CodeQueueTimeout},
+	{errdefs.ErrUnavailable, true, http.StatusServiceUnavailable, CodeClusterUnavailable},
 	{errdefs.ErrUnavailable, true, http.StatusServiceUnavailable, CodeNodeUnreachable},
 
 	// Categories, for errors without one of the reasons above.

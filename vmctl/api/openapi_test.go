@@ -46,6 +46,8 @@ var schemaTypes = map[string]reflect.Type{
 	"WarmTemplateList":     reflect.TypeFor[api.WarmTemplateList](),
 	"Template":             reflect.TypeFor[api.Template](),
 	"TemplateList":         reflect.TypeFor[api.TemplateList](),
+	"Node":                 reflect.TypeFor[api.Node](),
+	"NodeList":             reflect.TypeFor[api.NodeList](),
 	"Sandbox":              reflect.TypeFor[api.Sandbox](),
 	"ImageRef":             reflect.TypeFor[api.ImageRef](),
 	"Limits":               reflect.TypeFor[api.Limits](),

@@ -122,7 +122,7 @@ const sb = "/v1/sandboxes/" + apitest.SandboxID
 
 // successCases answer 2xx and cover every route.
 func successCases() []apiCase {
-	return append(append(append(append(append(append(append(templateSuccessCases(), snapshotSuccessCases()...), portSuccessCases()...), forkSuccessCases()...), lifecycleSuccessCases()...), watchSuccessCases()...), attachSuccessCases()...), []apiCase{
+	return append(append(append(append(append(append(append(append(nodeSuccessCases(), templateSuccessCases()...), snapshotSuccessCases()...), portSuccessCases()...), forkSuccessCases()...), lifecycleSuccessCases()...), watchSuccessCases()...), attachSuccessCases()...), []apiCase{
 		{name: "info", method: "GET", target: "/v1/info", status: 200, called: true},
 		{name: "openapi", method: "GET", target: "/v1/openapi.yaml", status: 200, check: func(t *testing.T, rec *httptest.ResponseRecorder) {
 			if !bytes.Equal(rec.Body.Bytes(), api.OpenAPI()) {

@@ -23,13 +23,13 @@ type request struct {
 	q url.Values
 	// id is the sandbox reference ({id}), pid the process id ({pid}),
 	// name the snapshot reference ({name}), key the warm template key
-	// ({key}), port the forward's guest port ({port}); "" when the route
-	// has no such wildcard.
-	id, pid, name, key, port string
+	// ({key}), port the forward's guest port ({port}), node a cluster
+	// node's name ({node}); "" when the route has no such wildcard.
+	id, pid, name, key, port, node string
 }
 
 // newRequest checks r's path values ({id}, {pid}, {name}, {key}, {port},
-// in that order): 400 invalid_argument for a malformed one.
+// {node}, in that order): 400 invalid_argument for a malformed one.
 func newRequest(r *http.Request, q url.Values) (*request, error) {
 	req := &request{Request: r, q: q}
 	for _, pv := range []struct {
@@ -42,6 +42,7 @@ func newRequest(r *http.Request, q url.Values) (*request, error) {
 		{"name", &req.name, api.CheckSnapshotRef},
 		{"key", &req.key, api.CheckWarmKey},
 		{"port", &req.port, api.CheckPort},
+		{"node", &req.node, api.CheckNodeName},
 	} {
 		if !strings.Contains(r.Pattern, "{"+pv.name+"}") {
 			continue

@@ -97,4 +97,7 @@ var routes = []route{
 	{"GET", "/v1/warm", nil, needs[WarmBackend]("warm templates", reply(http.StatusOK, listWarm))},
 	{"DELETE", "/v1/warm/{key}", nil, needs[WarmBackend]("warm templates", status(http.StatusNoContent, deleteWarm))},
 	{"GET", "/v1/templates", nil, needs[TemplateBackend]("templates", reply(http.StatusOK, listTemplates))},
+	{"GET", "/v1/nodes", nil, needs[NodeBackend]("cluster nodes", reply(http.StatusOK, listNodes))},
+	{"POST", "/v1/nodes/{node}/drain", nil, needs[NodeBackend]("cluster nodes", reply(http.StatusOK, drainNode))},
+	{"POST", "/v1/nodes/{node}/undrain", nil, needs[NodeBackend]("cluster nodes", reply(http.StatusOK, undrainNode))},
 }

@@ -90,6 +90,16 @@ func (a *admission) admitting() error {
 // admit is admission control: a create that would commit more memory or
 // vCPUs than the configured capacity is refused with 429 and the numbers.
 func (a *admission) admit(r sandbox.Resources) error {
+	err := a.check(r)
+	if err != nil {
+		a.refused.Inc()
+	}
+	return err
+}
+
+// check is admit without counting a refusal: the capacity error for r,
+// nil when it fits (Daemon.Room asks it before a cluster node pulls).
+func (a *admission) check(r sandbox.Resources) error {
 	need := r.MemoryMiB - r.SharedMiB // a clone's template RAM that live clones already count is not committed again
 	memOK := r.UsedMemoryMiB+need <= a.memoryMiB
 	cpuOK := r.UsedVCPUs+r.VCPUs <= a.vcpus
@@ -107,7 +117,6 @@ func (a *admission) admit(r sandbox.Resources) error {
 		"used_memory_mib": r.UsedMemoryMiB, "used_vcpus": r.UsedVCPUs,
 		"capacity_memory_mib": a.memoryMiB, "capacity_vcpus": a.vcpus,
 	}
-	a.refused.Inc()
 	return errdefs.WithDetails(errCapacity.WithMessage(msg), details)
 }
 

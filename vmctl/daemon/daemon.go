@@ -170,8 +170,9 @@ type Daemon struct {
 
 	ports portTable // port forwards (ports.go)
 
-	secretViews sync.Map // sandbox ID → []api.SecretInfo (secrets.go)
-	tenants     *tenancy // owners and quota holds (tenants.go)
+	secretViews sync.Map    // sandbox ID → []api.SecretInfo (secrets.go)
+	tenants     *tenancy    // owners and quota holds (tenants.go)
+	cl          clusterSeam // the cluster this daemon is a node of (cluster.go)
 }
 
 // box is the daemon's side of one sandbox: its detached processes. The

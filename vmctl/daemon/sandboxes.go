@@ -44,8 +44,16 @@ func (d *Daemon) Info(ctx context.Context) (api.Info, error) {
 
 // CreateSandbox implements apiserver.Backend: it loads and checks the image,
 // chooses the accelerator, admits the resources against the capacity
-// and boots the sandbox.
+// and boots the sandbox. In a cluster (SetCluster) the cluster places it
+// instead, and the node that takes it calls CreateLocal.
 func (d *Daemon) CreateSandbox(ctx context.Context, req api.CreateSandboxRequest) (api.Sandbox, error) {
+	if c := d.placed(ctx); c != nil { // cluster.go: the cluster's queue places it
+		owner, _ := tenant.From(ctx)
+		if err := owner.CheckPriority(req.Priority); err != nil {
+			return api.Sandbox{}, err // before it is queued at that priority
+		}
+		return c.Place(ctx, req)
+	}
 	start := time.Now()
 	caller := api.CallerFrom(ctx).ID
 	args := createArgs(req) // createaudit.go

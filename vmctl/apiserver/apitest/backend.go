@@ -100,6 +100,8 @@ type Backend struct {
 	Terminals TerminalFns
 	// Templates holds the named template functions (templates.go).
 	Templates TemplateFns
+	// Nodes holds the cluster node functions (nodes.go).
+	Nodes NodeFns
 
 	mu    sync.Mutex
 	calls []string

@@ -1,0 +1,49 @@
+package apitest
+
+import (
+	"context"
+	"time"
+
+	"github.com/agentbox/agentbox/vmctl/api"
+	"github.com/agentbox/agentbox/vmctl/apiserver"
+)
+
+// Node returns a valid cluster node fixture called name.
+func Node(name string) api.Node {
+	return api.Node{
+		Name: name, Advertise: "https://" + name + ":7070", State: "up",
+		Capacity:  api.Capacity{MemoryMiB: 8192, VCPUs: 8, UsedMemoryMiB: 1024, UsedVCPUs: 2},
+		Sandboxes: 2, LastSeen: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), Version: "test",
+	}
+}
+
+// NodeFns are the functions of the fake's cluster node methods (see
+// Backend.Nodes); nil ones answer fixtures.
+type NodeFns struct {
+	ListFn  func(ctx context.Context) ([]api.Node, error)
+	DrainFn func(ctx context.Context, name string, drain bool) (api.Node, error)
+}
+
+var _ apiserver.NodeBackend = (*Backend)(nil)
+
+// ListNodes implements apiserver.NodeBackend.
+func (b *Backend) ListNodes(ctx context.Context) ([]api.Node, error) {
+	b.record("ListNodes", "")
+	if b.Nodes.ListFn != nil {
+		return b.Nodes.ListFn(ctx)
+	}
+	return []api.Node{Node("h1"), Node("h2")}, nil
+}
+
+// DrainNode implements apiserver.NodeBackend.
+func (b *Backend) DrainNode(ctx context.Context, name string, drain bool) (api.Node, error) {
+	b.record("DrainNode", name)
+	if b.Nodes.DrainFn != nil {
+		return b.Nodes.DrainFn(ctx, name, drain)
+	}
+	n := Node(name)
+	if drain {
+		n.State, n.Reason = "draining", "drained: pulls no creates (agentbox node undrain "+name+" to resume)"
+	}
+	return n, nil
+}

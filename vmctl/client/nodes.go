@@ -1,0 +1,30 @@
+package client
+
+import (
+	"context"
+	"net/http"
+
+	"github.com/agentbox/agentbox/vmctl/api"
+)
+
+// ListNodes returns the cluster's nodes by name (GET /v1/nodes). Errors:
+// 501 not_implemented from a daemon outside a cluster, 503
+// cluster_unavailable while NATS is unreachable.
+func (c *Client) ListNodes(ctx context.Context) ([]api.Node, error) {
+	var list api.NodeList
+	err := c.call(ctx, http.MethodGet, c.endpoint(nil, "v1", "nodes"), nil, &list)
+	return list.Nodes, err
+}
+
+// DrainNode stops (drain) or resumes (!drain) the named node's pulls of
+// creates (POST /v1/nodes/{node}/drain or /undrain) and returns the node.
+// Errors: 404 for an unknown node.
+func (c *Client) DrainNode(ctx context.Context, name string, drain bool) (api.Node, error) {
+	op := "undrain"
+	if drain {
+		op = "drain"
+	}
+	var n api.Node
+	err := c.call(ctx, http.MethodPost, c.endpoint(nil, "v1", "nodes", name, op), nil, &n)
+	return n, err
+}

@@ -1,0 +1,120 @@
+package daemon
+
+import (
+	"context"
+	"path/filepath"
+	"sync"
+
+	"github.com/agentbox/agentbox/vmctl/api"
+	"github.com/agentbox/agentbox/vmctl/errdefs"
+	"github.com/agentbox/agentbox/vmctl/image"
+	"github.com/agentbox/agentbox/vmctl/sandbox"
+	"github.com/agentbox/agentbox/vmctl/sandbox/resources"
+)
+
+// Cluster is what a daemon in a cluster (serve --cluster; vmctl/cluster)
+// hands to it: creates are placed through the cluster's queue instead of
+// on this host, and the node list and drains are the cluster's.
+type Cluster interface {
+	// Place queues a create for whichever node has room, waits for it
+	// and returns the sandbox that node made. Errors: those of the
+	// create, 429 queue_timeout, 503 cluster_unavailable.
+	Place(ctx context.Context, req api.CreateSandboxRequest) (api.Sandbox, error)
+	// ListNodes returns the cluster's nodes by name.
+	ListNodes(ctx context.Context) ([]api.Node, error)
+	// DrainNode sets whether the named node pulls creates (drain true: no
+	// new placements, existing sandboxes run on). Errors: 404 for an
+	// unknown node.
+	DrainNode(ctx context.Context, name string, drain bool) (api.Node, error)
+}
+
+// clusterSeam is the daemon's Cluster, set once before serving.
+type clusterSeam struct {
+	mu sync.Mutex
+	c  Cluster
+}
+
+func (d *Daemon) cluster() Cluster {
+	d.cl.mu.Lock()
+	defer d.cl.mu.Unlock()
+	return d.cl.c
+}
+
+// SetCluster makes the daemon a node of c: from now on CreateSandbox
+// places through c.Place (CreateLocal is the create on this host, what the
+// cluster's puller calls), and ListNodes and DrainNode are c's. Call it
+// before the API serves; nil leaves the cluster.
+func (d *Daemon) SetCluster(c Cluster) {
+	d.cl.mu.Lock()
+	d.cl.c = c
+	d.cl.mu.Unlock()
+}
+
+type localCreateKey struct{}
+
+// placed returns the cluster to place a create through: nil for a
+// create on this host (CreateLocal, or no cluster).
+func (d *Daemon) placed(ctx context.Context) Cluster {
+	if ctx.Value(localCreateKey{}) != nil {
+		return nil
+	}
+	return d.cluster()
+}
+
+// CreateLocal creates a sandbox on this host, whether or not the daemon is
+// in a cluster: CreateSandbox's own path (image, policy, ceilings,
+// admission, audit). The cluster's puller calls it for a create it took
+// from the queue.
+func (d *Daemon) CreateLocal(ctx context.Context, req api.CreateSandboxRequest) (api.Sandbox, error) {
+	return d.CreateSandbox(context.WithValue(ctx, localCreateKey{}, true), req)
+}
+
+// Room reports whether the daemon would admit a create of req's shape
+// now: nil when it fits, else the error the create would get (429
+// capacity_exceeded with the numbers, 503 while shutting down). The
+// shape is the request's vCPUs and memory, or its image's defaults for
+// those it leaves zero; a request whose image does not load fits (its
+// create reports the image error). It commits nothing: the create's own
+// admission decides in the end.
+func (d *Daemon) Room(ctx context.Context, req api.CreateSandboxRequest) error {
+	if err := d.adm.admitting(); err != nil {
+		return err
+	}
+	vcpus, mem := req.VCPUs, req.MemoryMiB
+	if vcpus <= 0 || mem <= 0 {
+		dir, _, err := d.templateImage(req)
+		if err != nil || !filepath.IsAbs(dir) {
+			return nil
+		}
+		img, err := image.Load(ctx, dir, image.LoadOptions{VerifyCacheDir: d.cfg.ImageVerifyCacheDir})
+		if err != nil {
+			return nil
+		}
+		vcpus, mem, _ = resources.Resolve(img, vcpus, mem, sandbox.ResourceRequest{})
+	}
+	r := d.mgr.Resources()
+	r.VCPUs, r.MemoryMiB = vcpus, mem
+	return d.adm.check(r)
+}
+
+// ListNodes implements apiserver.NodeBackend: the cluster's nodes.
+// Errors: 501 not_implemented outside a cluster.
+func (d *Daemon) ListNodes(ctx context.Context) ([]api.Node, error) {
+	c := d.cluster()
+	if c == nil {
+		return nil, errNoCluster
+	}
+	return c.ListNodes(ctx)
+}
+
+// DrainNode implements apiserver.NodeBackend. Errors: 501 outside a
+// cluster, 404 for an unknown node.
+func (d *Daemon) DrainNode(ctx context.Context, name string, drain bool) (api.Node, error) {
+	c := d.cluster()
+	if c == nil {
+		return api.Node{}, errNoCluster
+	}
+	return c.DrainNode(ctx, name, drain)
+}
+
+var errNoCluster = errdefs.ErrNotImplemented.WithMessage("this daemon is not in a cluster: start it with `agentbox serve --cluster nats://HOST:4222 --node NAME --advertise URL`")
