@@ -9,8 +9,8 @@
   version ? "dev",
 }:
 
-assert lib.assertMsg (lib.versionAtLeast go.version "1.26")
-  "agentbox-guest needs Go >= 1.26 (the go line of go.mod); this nixpkgs has Go ${go.version}: use a nixpkgs with Go 1.26 (26.05 or later), or buildGo126Module";
+assert lib.assertMsg (lib.versionAtLeast go.version "1.25")
+  "agentbox-guest needs Go >= 1.25 (the go line of go.mod); this nixpkgs has Go ${go.version}: use a nixpkgs of 25.11 or later, or buildGo125Module";
 
 buildGoModule {
   pname = "agentbox-guest";

@@ -31,7 +31,7 @@ die() {
 	echo "check-vendor-hash: $*" >&2
 	exit 1
 }
-command -v go >/dev/null || die "go not found (Go >= 1.26)"
+command -v go >/dev/null || die "go not found (Go >= 1.25)"
 command -v nix >/dev/null || die "nix not found: install nix-bin (tests/host-setup.sh does)"
 nixopts=(--extra-experimental-features nix-command)
 # As root without Nix's build users (Debian's nix-bin on a CI machine).
