@@ -224,6 +224,12 @@ func TestIsolationFromGuest(t *testing.T) {
 						c.name, tg.Addr, r.Connected, len(r.Refused), head(r.Refused), r.Errors, r.Timeout, open)
 				}
 			}
+			defer func() {
+				if t.Failed() { // the guest's view of its gateway, for the diagnosis
+					r := d.exec(c.ref, time.Minute, "sh", "-c", "cat /proc/net/arp; cat /proc/net/snmp | grep -A1 '^Ip:'")
+					t.Logf("%s after the scans: %s %s", c.name, r.stdout, r.stderr)
+				}
+			}()
 			for _, tg := range udp {
 				r := res.UDP[tg.Addr]
 				var answered []int

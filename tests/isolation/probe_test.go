@@ -32,7 +32,7 @@ try:
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard)); soft = hard
 except (ValueError, OSError):
     pass
-BATCH = max(64, min(16384, soft - 64))
+BATCH = max(64, min(4096, soft - 64))
 
 def key(t):
     return t["addr"] + ("%" + t["scope"] if t.get("scope") else "")
