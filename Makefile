@@ -81,6 +81,9 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzReadHello$$' -fuzztime $(FUZZTIME) ./vmctl/agentproto
 	$(GO) test -run '^$$' -fuzz '^FuzzParseNetworkConfig$$' -fuzztime $(FUZZTIME) ./vmctl/agentproto
 	$(GO) test -run '^$$' -fuzz '^FuzzParseManifest$$' -fuzztime $(FUZZTIME) ./vmctl/image
+	$(GO) test -run '^$$' -fuzz '^FuzzCreateRequest$$' -fuzztime $(FUZZTIME) ./vmctl/apiserver
+	$(GO) test -run '^$$' -fuzz '^FuzzRoutes$$' -fuzztime $(FUZZTIME) ./vmctl/apiserver
+	$(GO) test -run '^$$' -fuzz '^FuzzControlPlane$$' -fuzztime $(FUZZTIME) ./vmctl/e2b
 
 # Benchmarks against raw QEMU and qemu-ga (tests/bench); figures on stdout.
 bench: host-setup build
