@@ -45,6 +45,8 @@ __all__ = [
     "PolicyUnavailableError",
     "NodeUnreachableError",
     "TenantQuotaError",
+    "QueueTimeoutError",
+    "ClusterUnavailableError",
     "DaemonUnreachableError",
     "ConnectionLostError",
     "InternalError",
@@ -187,6 +189,12 @@ class TenantQuotaError(ResourceExhaustedError):
     asked (docs/tenants.md)."""
 
 
+class QueueTimeoutError(ResourceExhaustedError):
+    """429 ``queue_timeout``: in a cluster, the create waited in the
+    create queue for the daemon's --queue-timeout without a node with
+    room taking it; remove sandboxes, ask for less, or retry later."""
+
+
 class ExecLimitReachedError(ResourceExhaustedError):
     """429 ``exec_limit_reached``: the sandbox's ``max_execs`` was reached
     (or all 64 detached processes run)."""
@@ -228,6 +236,12 @@ class PolicyUnavailableError(UnavailableError):
 class NodeUnreachableError(UnavailableError):
     """503 ``node_unreachable``: in a cluster, the node the sandbox lives
     on does not answer."""
+
+
+class ClusterUnavailableError(UnavailableError):
+    """503 ``cluster_unavailable``: a cluster-wide call (a create, the
+    node list, a drain) while the cluster's NATS is unreachable; the node
+    still serves its own sandboxes."""
 
 
 class DaemonUnreachableError(UnavailableError):
@@ -292,6 +306,8 @@ _CODE_CLASS: Dict[str, Type[AgentboxError]] = {
     "policy_unavailable": PolicyUnavailableError,
     "node_unreachable": NodeUnreachableError,
     "tenant_quota": TenantQuotaError,
+    "queue_timeout": QueueTimeoutError,
+    "cluster_unavailable": ClusterUnavailableError,
 }
 
 #: The HTTP status each code is answered with (its first row in the error
@@ -332,6 +348,8 @@ CODE_STATUS: Dict[str, int] = {
     "policy_unavailable": 503,
     "node_unreachable": 503,
     "tenant_quota": 429,
+    "queue_timeout": 429,
+    "cluster_unavailable": 503,
 }
 
 #: For codes this SDK does not know (a newer daemon): the class by status.
