@@ -77,7 +77,7 @@ func serveE2B(c *cli.Context, srv *apiserver.Server, templates []daemon.Template
 	if err != nil {
 		return nil, fmt.Errorf("--e2b-listen: %w", err)
 	}
-	hs := &http.Server{Handler: front, ReadHeaderTimeout: 30 * time.Second, ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
+	hs := &http.Server{Handler: front, ReadHeaderTimeout: 30 * time.Second, MaxHeaderBytes: apiserver.MaxHeaderBytes, ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
 	// HTTP/1.1, and HTTP/2 without TLS (prior knowledge) for clients that
 	// speak it; the SDK's undici uses HTTP/1.1 over http://.
 	hs.Protocols = new(http.Protocols)

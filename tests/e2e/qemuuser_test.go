@@ -93,49 +93,6 @@ func asUser(t *testing.T, uid, gid uint32, argv ...string) (int, string) {
 	return cmd.ProcessState.ExitCode(), stderr.String()
 }
 
-// reachableImage links (or copies) the test image into a directory the
-// QEMU users can reach: the cache under the home directory usually is
-// not (root's home is 0700).
-func reachableImage(t *testing.T) string {
-	t.Helper()
-	src := testenv.Image(t)
-	dir := filepath.Join(passableTempDir(t), "image")
-	if err := os.Mkdir(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	ents, err := os.ReadDir(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range ents {
-		from, to := filepath.Join(src, e.Name()), filepath.Join(dir, e.Name())
-		if os.Link(from, to) == nil {
-			continue
-		}
-		data, err := os.ReadFile(from)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(to, data, 0o444); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return dir
-}
-
-// passableTempDir is a t.TempDir whose parents others may pass (o+x), as
-// a state dir for QEMU users must be.
-func passableTempDir(t *testing.T) string {
-	t.Helper()
-	dir := t.TempDir()
-	for _, d := range []string{filepath.Dir(dir), dir} {
-		if err := os.Chmod(d, 0o711); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return dir
-}
-
 // TestQEMUUser: under serve --qemu-uid-range every QEMU runs as a uid of
 // its own (not root), different per sandbox, with seccomp on — for a cold
 // create, a restore of a snapshot, a warm clone of a memory template (with
@@ -145,7 +102,7 @@ func passableTempDir(t *testing.T) string {
 // dir others cannot reach is refused at start with what to do; after
 // rm no process or file holds a uid of the range.
 func TestQEMUUser(t *testing.T) {
-	img := reachableImage(t)
+	img := testenv.ReachableImage(t)
 	body := func(extra string) string {
 		b, _ := json.Marshal(img)
 		s := `{"image":` + string(b) + `,"accel":"tcg"`
@@ -158,7 +115,7 @@ func TestQEMUUser(t *testing.T) {
 
 	// A state dir QEMU's users cannot reach: refused, saying what to do.
 	bad := newDaemon(t, "--qemu-uid-range", rng)
-	private := filepath.Join(passableTempDir(t), "private")
+	private := filepath.Join(testenv.PassableTempDir(t), "private")
 	if err := os.Mkdir(private, 0o700); err != nil {
 		t.Fatal(err)
 	}
@@ -171,7 +128,7 @@ func TestQEMUUser(t *testing.T) {
 	}
 
 	d := newDaemon(t, "--qemu-uid-range", rng)
-	d.state = filepath.Join(passableTempDir(t), "state")
+	d.state = filepath.Join(testenv.PassableTempDir(t), "state")
 	if err := d.start(); err != nil {
 		t.Fatal(err)
 	}

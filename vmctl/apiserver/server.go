@@ -61,6 +61,12 @@ const MinTokenBytes = 16
 // output, uploads, events) that last as long as their work.
 const ReadHeaderTimeout = 10 * time.Second
 
+// MaxHeaderBytes bounds a request's line and headers (64 KiB, not Go's
+// default 1 MiB): a larger request gets 431 Request Header Fields Too
+// Large. Every HTTP front of the daemon (this API, serve --e2b-listen)
+// uses it.
+const MaxHeaderBytes = 64 << 10
+
 // CheckTCP returns an error unless cfg may serve a TCP listener on addr:
 // it needs a Token or TLS, since anyone who reaches the port could
 // otherwise run commands in the sandboxes. Serve runs the same check; the
@@ -186,7 +192,7 @@ func (s *Server) Serve(l net.Listener) error {
 	srv := &http.Server{
 		ReadHeaderTimeout: ReadHeaderTimeout,
 		IdleTimeout:       s.idle,
-		MaxHeaderBytes:    64 << 10,
+		MaxHeaderBytes:    MaxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
 	if l.Addr().Network() == "unix" {

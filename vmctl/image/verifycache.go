@@ -62,9 +62,9 @@ func (c *verifyCache) verify(path, want string) error {
 		id.SHA256 = got
 		if data, err := json.Marshal(id); err == nil {
 			// Best effort: a cache that cannot be written only costs time.
-			if os.MkdirAll(c.dir, 0o755) == nil {
+			if os.MkdirAll(c.dir, 0o700) == nil { // the daemon's: not QEMU's users (docs/security.md)
 				tmp := entry + ".tmp"
-				if os.WriteFile(tmp, data, 0o644) == nil {
+				if os.WriteFile(tmp, data, 0o600) == nil {
 					_ = os.Rename(tmp, entry)
 				}
 			}
