@@ -109,7 +109,7 @@ host_addr = "127.0.0.1:0"
 [[network]]
 templates = ["python"]
 mode = "allowlist"
-allow = ["pypi.org"]
+allow = ["packages.example.com"]
 `
 
 func exec(caller string, labels map[string]string, argv ...string) policy.Request {
@@ -161,7 +161,7 @@ func TestDecide(t *testing.T) {
 		{"network open for local", policy.Request{Hook: policy.HookNetwork, Identity: policy.Identity{Caller: "uid:1000"}, Network: &policy.NetworkRequest{Mode: "open"}},
 			policy.Decision{Verdict: policy.Allow}},
 		{"network by template", policy.Request{Hook: policy.HookNetwork, Identity: policy.Identity{Template: "python"}, Network: &policy.NetworkRequest{Mode: "open"}},
-			policy.Decision{Verdict: policy.Modify, Rule: "network[1]", Network: &policy.NetworkChanges{Mode: "allowlist", Allow: []string{"pypi.org"}}}},
+			policy.Decision{Verdict: policy.Modify, Rule: "network[1]", Network: &policy.NetworkChanges{Mode: "allowlist", Allow: []string{"packages.example.com"}}}},
 		{"create capped", policy.Request{Hook: policy.HookCreate, Create: &policy.CreateRequest{VCPUs: 4}},
 			policy.Decision{Verdict: policy.Modify, Rule: "create[1]", Create: &policy.CreateChanges{MaxVCPUs: 2, SetLabels: map[string]string{"policy": "on"}}}},
 	} {
