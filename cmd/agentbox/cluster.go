@@ -122,3 +122,15 @@ func serveCluster(ctx context.Context, c *cli.Context, cfg *cluster.Config, d *d
 		return n.Close(ctx)
 	}, nil
 }
+
+// serveQuotas returns the daemon's tenant quota store (daemon.Config.Quotas):
+// with both --cluster and --tenants the cluster-wide one (cluster.QuotaStore,
+// also set in cfg for the node to connect), else nil (the daemon's
+// tenant.LocalStore of this host).
+func serveQuotas(cfg *cluster.Config, tenants *tenant.Registry) tenant.QuotaStore {
+	if cfg == nil || tenants == nil {
+		return nil
+	}
+	cfg.Quotas = cluster.NewQuotaStore(cfg.Node)
+	return cfg.Quotas
+}

@@ -201,6 +201,7 @@ func serveAction(c *cli.Context) error {
 		Templates:      templates,
 		Policy:         pol,
 		Tenants:        apiCfg.Tenants,
+		Quotas:         serveQuotas(clusterCfg, apiCfg.Tenants), // cluster.go
 		QEMUUsers:      qemuIDs,
 	})
 	if err != nil {

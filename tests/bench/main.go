@@ -32,6 +32,9 @@
 //     (--density-mode), their PSS / private / shared memory, the host's
 //     MemAvailable drop per sandbox and how many fit in --density-host
 //     MiB (density.go).
+//  15. with --cluster (and only that): two nodes on an embedded NATS
+//     server, create → first exec and the exec round trip directly on
+//     the owning node vs through the other (cluster.go).
 //
 // Usage: go run ./tests/bench --image DIR --agentbox bin/agentbox
 package main
@@ -87,6 +90,7 @@ func main() {
 	flag.DurationVar(&dens.settle, "density-settle", 20*time.Second, "with --density: idle time before measuring")
 	flag.IntVar(&dens.execs, "density-execs", 0, "with --density: time `N` runs of `ls -lR /usr/lib` in the first sandbox afterwards (translation cache effect)")
 	flag.IntVar(&dens.hostMiB, "density-host", 24<<10, "with --density: host memory the fit estimate is for, `MiB`")
+	clusterOnly := flag.Bool("cluster", false, "run only the cluster benchmark (15): two nodes on an embedded NATS server, create → first exec (--creates runs) and exec round trips (--execs) directly on the owner vs through the other node")
 	e2bRuns := flag.Int("e2b", 0, "run only the E2B benchmark (13): the e2b SDK (tests/e2b/bench.mjs) vs agentbox's API, cold and warm, --creates creates and `N` round trips of `true`")
 	flag.Parse()
 	if *imgDir == "" {
@@ -106,6 +110,10 @@ func main() {
 		}
 		dens.n = *density
 		benchDensity(ctx, img, *bin, *uri, dens)
+		return
+	}
+	if *clusterOnly {
+		benchCluster(ctx, img, *bin, *uri, *creates, *execs) // cluster.go
 		return
 	}
 	if *snapshots {

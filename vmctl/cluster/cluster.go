@@ -82,6 +82,11 @@ type Config struct {
 	// that creates. Both nil without tenants.
 	Tenant     func(ctx context.Context) string
 	WithTenant func(ctx context.Context, tenant string) (context.Context, error)
+	// Quotas, if set, is the cluster-wide tenant quota store the daemon
+	// reserves with (NewQuotaStore; serve sets it with --tenants): the
+	// node makes its bucket and keeps the node's share written (Sync with
+	// every reconciliation).
+	Quotas *QuotaStore
 }
 
 // DefaultQueueTimeout is how long a create waits in the queue by default.
@@ -323,6 +328,16 @@ func (n *Node) setup(ctx context.Context) error {
 	})
 	if err != nil {
 		return fmt.Errorf("bucket %s: %w", bucketNames, err)
+	}
+	if n.cfg.Quotas != nil {
+		quota, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+			Bucket: bucketQuota, Description: "agentbox tenant usage: tenant → each node's share",
+			Replicas: replicas, History: 1,
+		})
+		if err != nil {
+			return fmt.Errorf("bucket %s: %w", bucketQuota, err)
+		}
+		n.cfg.Quotas.attach(quota)
 	}
 	strs, cons := map[string]jetstream.Stream{}, map[string]jetstream.Consumer{}
 	for _, c := range classes {

@@ -404,6 +404,11 @@ func (n *Node) followLocal(ctx context.Context) {
 			if err := n.Reconcile(ctx); err != nil && ctx.Err() == nil {
 				n.log.Info("directory reconciliation incomplete (retried every minute and when NATS is back)", "err", err)
 			}
+			if q := n.cfg.Quotas; q != nil {
+				if err := q.Sync(ctx); err != nil && ctx.Err() == nil {
+					n.log.Info("tenant quota share not written (retried every minute and when NATS is back)", "err", err)
+				}
+			}
 		case <-t.C:
 			signal(n.sync)
 		case ev := <-events:

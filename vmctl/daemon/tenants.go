@@ -43,11 +43,13 @@ func newTenancy(cfg Config) *tenancy {
 }
 
 // load takes the sandboxes known at start (after reconciliation): their
-// tenants and, with a LocalStore, what they hold of their tenants'
-// quotas (held even where a quota was lowered since; a cluster's
-// QuotaStore keeps its own account).
+// tenants and, with a store that holds (tenant.LocalStore, the cluster's
+// QuotaStore: Hold), what they hold of their tenants' quotas (held even
+// where a quota was lowered since).
 func (tn *tenancy) load(known []*sandbox.Sandbox) {
-	local, _ := tn.quotas.(*tenant.LocalStore)
+	local, _ := tn.quotas.(interface {
+		Hold(name string, u tenant.Usage) func()
+	})
 	tn.mu.Lock()
 	defer tn.mu.Unlock()
 	for _, sb := range known {
