@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"net"
@@ -148,6 +149,19 @@ func TestCluster(t *testing.T) {
 	}
 	// Any node answers for any sandbox: b runs a command in a's.
 	b.expectExec(onA.ID, `{"cmd":["echo","through b"]}`, 0, "through b\n", "")
+	// cp both ways and a watch through b are a's sandbox's, byte-exact.
+	data := append(randomBytes(300<<10), 0, 1, 0xff, '\n', '\r')
+	in, back := filepath.Join(dir, "in.bin"), filepath.Join(dir, "back.bin")
+	must(t, "write", os.WriteFile(in, data, 0o640))
+	expect(t, b.cli(nil, "cp", in, onA.ID+":/root/in.bin"), 0, "", "")
+	expect(t, a.cli(nil, "exec", onA.ID, "--", "sha256sum", "/root/in.bin"), 0, sha(data)+"  /root/in.bin\n", "")
+	expect(t, b.cli(nil, "cp", onA.ID+":/root/in.bin", back), 0, "", "")
+	if got, err := os.ReadFile(back); err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("cp back through b: %d bytes (sha %s), %v; want the %d bytes sent (sha %s)", len(got), sha(got), err, len(data), sha(data))
+	}
+	w := b.startWatch(onA.ID, "/root")
+	expect(t, a.cli(nil, "exec", onA.ID, "--", "sh", "-c", ": > /root/w.txt"), 0, "", "")
+	w.expect("CREATE /root/w.txt")
 	// The name is the cluster's: b refuses it too.
 	b.apiError("POST", "/v1/sandboxes", "application/json", []byte(createBody(t, `"name":"first"`)), http.StatusConflict, "name_taken")
 
