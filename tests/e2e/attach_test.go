@@ -30,7 +30,7 @@ func TestAttachTmux(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("create: %d %s", r.code, r.stderr)
 	}
-	d.track(strings.TrimSpace(string(r.stdout)))
+	d.Track(strings.TrimSpace(string(r.stdout)))
 
 	r = d.cli(nil, "exec", "-d", "-t", "-e", "PS1=[att]", "att1", "--", "bash", "--norc", "--noprofile")
 	if r.code != 0 {
@@ -48,7 +48,7 @@ func TestAttachTmux(t *testing.T) {
 	dir := t.TempDir()
 	// The pane attaches, records the exit status, waits for a line, then
 	// attaches again.
-	cmd := fmt.Sprintf("AGENTBOX_CONFIG= AGENTBOX_HOST= %s --socket %s attach -it att1 %s", agentboxBin, d.socket, proc)
+	cmd := fmt.Sprintf("AGENTBOX_CONFIG= AGENTBOX_HOST= %s --socket %s attach -it att1 %s", agentboxBin, d.Socket, proc)
 	script := fmt.Sprintf(`%[2]s
 echo "rc=$?" > %[1]s/rc1.tmp && mv %[1]s/rc1.tmp %[1]s/rc1
 echo detached-back
@@ -90,8 +90,8 @@ exec sleep 3600
 	}
 
 	// The terminal outlives the daemon.
-	d.kill9()
-	if err := d.start(); err != nil {
+	d.Kill9()
+	if err := d.Start(); err != nil {
 		t.Fatal(err)
 	}
 	if ps := d.cli(nil, "ps", "att1"); !psRow(`running\s+-\s+40x120`).Match(ps.stdout) {
@@ -130,7 +130,7 @@ exec sleep 3600
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, "POST", "http://agentbox/v1/sandboxes/att1/processes/"+plain+"/resize", strings.NewReader(`{"rows":24,"cols":80}`))
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := d.http.Do(req)
+	resp, err := d.HTTP.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -41,8 +41,8 @@ func TestClusterNodeFailure(t *testing.T) {
 		addr := "127.0.0.1:" + strconv.Itoa(freePort(t))
 		d := newDaemon(t, append(netFlags(t, octet, "abcf"+name), "--capacity-vcpus", room, "--listen-tcp", addr, "--tenants", tenantsFile,
 			"--cluster", nats.url(), "--node", name, "--advertise", "http://"+addr, "--cluster-token-file", clusterToken)...)
-		d.globals = []string{"--token-file", clientToken}
-		must(t, "start node "+name, d.start())
+		d.Globals = []string{"--token-file", clientToken}
+		must(t, "start node "+name, d.Start())
 		addrs[d] = addr
 		return d
 	}
@@ -68,9 +68,9 @@ func TestClusterNodeFailure(t *testing.T) {
 	if st != http.StatusCreated || json.Unmarshal(body, &onC) != nil {
 		t.Fatalf("t's create on c: %d %s", st, body)
 	}
-	c.track(onC.ID)
+	c.Track(onC.ID)
 	a, b := node("a", 73), node("b", 74)
-	a.track(onC.ID)
+	a.Track(onC.ID)
 	waitFor(t, time.Minute, "three nodes up", func() bool {
 		ns := a.nodes()
 		return len(ns) == 3 && ns[0].State == "up" && ns[1].State == "up" && ns[2].State == "up"
@@ -80,7 +80,7 @@ func TestClusterNodeFailure(t *testing.T) {
 	}
 	a.expectExec(onC.ID, `{"cmd":["echo","before"]}`, 0, "before\n", "")
 
-	c.kill9()
+	c.Kill9()
 	killed := time.Now()
 	waitFor(t, 15*time.Second, "c's sandbox node_unreachable through a", func() bool {
 		st, body, _, err := a.roundTrip(t.Context(), "GET", "/v1/sandboxes/"+onC.ID, nil, "")
@@ -106,13 +106,13 @@ func TestClusterNodeFailure(t *testing.T) {
 
 	// The admin's create through a lands on a or b.
 	fresh := a.create(createBody(t, `"name":"fresh"`))
-	b.track(fresh.ID)
+	b.Track(fresh.ID)
 	if got := a.nodeOf(fresh.ID); got != "a" && got != "b" {
 		t.Fatalf("create with c dead landed on %q, want a or b", got)
 	}
 
 	// c returns on its state dir: adopted, listed running, reachable through a.
-	must(t, "restart c", c.start())
+	must(t, "restart c", c.Start())
 	waitFor(t, time.Minute, "c's sandbox running again through a", func() bool {
 		st, body, _, err := a.roundTrip(t.Context(), "GET", "/v1/sandboxes/"+onC.ID, nil, "")
 		return err == nil && st == http.StatusOK && jsonField(body, "state") == "running" && jsonField(body, "node") == "c"
@@ -139,8 +139,8 @@ func TestClusterNodeFailure(t *testing.T) {
 	if st != http.StatusCreated || json.Unmarshal(body, &again) != nil {
 		t.Fatalf("t's create through b after the rm: %d %s", st, body)
 	}
-	a.track(again.ID)
-	b.track(again.ID)
+	a.Track(again.ID)
+	b.Track(again.ID)
 }
 
 // jsonField returns the string field key of a JSON object ("" if none).

@@ -122,8 +122,8 @@ func TestCluster(t *testing.T) {
 		flags := append(netFlags(t, octet, "abcl"+name), "--capacity-vcpus", room, "--listen-tcp", addr,
 			"--cluster", nats.url(), "--node", name, "--advertise", "http://"+addr, "--cluster-token-file", clusterToken)
 		d := newDaemon(t, append(flags, extra...)...)
-		d.globals = []string{"--token-file", clientToken}
-		must(t, "start node "+name, d.start())
+		d.Globals = []string{"--token-file", clientToken}
+		must(t, "start node "+name, d.Start())
 		return d
 	}
 	a := node("a", 71, "--queue-timeout", "3m")
@@ -138,7 +138,7 @@ func TestCluster(t *testing.T) {
 	owner := map[string]string{}
 	for _, sb := range []wireSandbox{first, second} {
 		owner[sb.Name] = a.nodeOf(sb.ID)
-		b.track(sb.ID)
+		b.Track(sb.ID)
 	}
 	if owner["first"] == "" || owner["second"] == "" || owner["first"] == owner["second"] {
 		t.Fatalf("two creates into two nodes with room for one each: first on %q, second on %q", owner["first"], owner["second"])
@@ -185,7 +185,7 @@ func TestCluster(t *testing.T) {
 	}
 	b.expectCLI(t, []string{"rm", "-f", onB.ID}, 0)
 	third := <-queued
-	b.track(third.ID)
+	b.Track(third.ID)
 	if got := a.nodeOf(third.ID); got != "b" {
 		t.Fatalf("the queued create %s landed on %q, want b (the node with room)", third.ID, got)
 	}
@@ -219,7 +219,7 @@ func TestCluster(t *testing.T) {
 	a.expectCLI(t, []string{"node", "undrain", "a"}, 0)
 	b.expectCLI(t, []string{"rm", "-f", third.ID}, 0)
 	again := a.create(createBody(t, `"name":"again"`))
-	b.track(again.ID)
+	b.Track(again.ID)
 	if got := a.nodeOf(again.ID); got != "b" {
 		t.Fatalf("the create after NATS came back (%s) is on %q, want b (the node with room)", again.ID, got)
 	}

@@ -13,7 +13,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -21,8 +20,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -118,26 +115,14 @@ type (
 // the test instead of the whole run.
 const requestTimeout = 2 * time.Minute
 
-// daemon is one `agentbox serve` under test. Its cleanup (registered by
-// startDaemon) removes every sandbox through the API — restarting the
-// daemon first if the test left it dead — stops it with SIGTERM, and
-// asserts that no domain, qemu process, overlay or socket is left.
+// daemon is one `agentbox serve` under test (testenv.Daemon) with the
+// suite's typed helpers. Its cleanup (registered by newDaemon) removes
+// every sandbox through the API — restarting the daemon first if the test
+// left it dead — stops it with SIGTERM, and asserts that no domain, qemu
+// process, overlay or socket is left.
 type daemon struct {
-	t       *testing.T
-	state   string   // --state-dir
-	runtime string   // --runtime-dir
-	sockDir string   // holds the API socket only
-	socket  string   // --socket
-	globals []string // global flags (before "serve") of every start
-	flags   []string // serve flags of every start
-	http    *http.Client
-	log     *syncBuffer // stderr of every start, in order
-
-	mu   sync.Mutex
-	proc *exec.Cmd
-	done chan struct{} // closed when proc has exited; then code is set
-	code int
-	ids  map[string]bool // sandbox IDs the test saw
+	*testenv.Daemon
+	t *testing.T
 }
 
 // startDaemon starts `agentbox serve` with serveFlags on fresh dirs and
@@ -146,7 +131,7 @@ func startDaemon(t *testing.T, serveFlags ...string) *daemon {
 	t.Helper()
 	testenv.Image(t) // fail early without a test image
 	d := newDaemon(t, serveFlags...)
-	if err := d.start(); err != nil {
+	if err := d.Start(); err != nil {
 		t.Fatal(err)
 	}
 	return d
@@ -155,215 +140,37 @@ func startDaemon(t *testing.T, serveFlags ...string) *daemon {
 // newDaemon prepares a daemon and its cleanup without starting it.
 func newDaemon(t *testing.T, serveFlags ...string) *daemon {
 	t.Helper()
-	d := &daemon{
-		t:       t,
-		state:   t.TempDir(),
-		runtime: testenv.ShortTempDir(t),
-		sockDir: testenv.ShortTempDir(t),
-		flags:   serveFlags,
-		log:     &syncBuffer{},
-		ids:     map[string]bool{},
-	}
-	d.socket = filepath.Join(d.sockDir, "api.sock")
-	d.http = &http.Client{Transport: &http.Transport{
-		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			var dl net.Dialer
-			return dl.DialContext(ctx, "unix", d.socket)
-		},
-		DisableCompression: true,
-	}}
+	d := &daemon{Daemon: testenv.NewDaemon(t, agentboxBin, serveFlags...), t: t}
 	t.Cleanup(d.cleanup)
 	return d
 }
 
-// serveArgs is the command line of `agentbox serve` for this daemon.
-func (d *daemon) serveArgs() []string {
-	args := []string{"--uri", testenv.URI(), "--state-dir", d.state, "--runtime-dir", d.runtime,
-		"--socket", d.socket, "--log-level", "info"}
-	args = append(args, d.globals...)
-	args = append(args, "serve")
-	return append(args, d.flags...)
-}
-
-// start runs the daemon and waits (at most 2 minutes: reconciliation may
-// wait for adopted guests) until GET /v1/info answers 200.
-func (d *daemon) start() error {
-	cmd := exec.Command(agentboxBin, d.serveArgs()...)
-	cmd.Env = append(os.Environ(), "AGENTBOX_CONFIG=")
-	fmt.Fprintf(d.log, "=== agentbox %s\n", strings.Join(cmd.Args[1:], " "))
-	cmd.Stdout, cmd.Stderr = d.log, d.log
-	if err := cmd.Start(); err != nil {
-		return err
-	}
-	done := make(chan struct{})
-	d.mu.Lock()
-	d.proc, d.done = cmd, done
-	d.mu.Unlock()
-	go func() {
-		cmd.Wait()
-		d.mu.Lock()
-		d.code = cmd.ProcessState.ExitCode()
-		d.mu.Unlock()
-		close(done)
-	}()
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		select {
-		case <-done:
-			return fmt.Errorf("agentbox serve exited with %d before answering; log:\n%s", d.exitCode(), d.log.tail(8000))
-		default:
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		st, _, _, err := d.roundTrip(ctx, "GET", "/v1/info", nil, "")
-		cancel()
-		if err == nil && st == http.StatusOK {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			d.kill9()
-			return fmt.Errorf("agentbox serve did not answer GET /v1/info within 2 minutes (last: %d %v); log:\n%s", st, err, d.log.tail(8000))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// started reports whether start was called.
-func (d *daemon) started() bool {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.done != nil
-}
-
-// running reports whether the daemon process runs.
-func (d *daemon) running() bool {
-	d.mu.Lock()
-	done := d.done
-	d.mu.Unlock()
-	if done == nil {
-		return false
-	}
-	select {
-	case <-done:
-		return false
-	default:
-		return true
-	}
-}
-
-func (d *daemon) exitCode() int {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.code
-}
-
-// kill9 kills the daemon with SIGKILL and waits for it.
-func (d *daemon) kill9() {
-	d.mu.Lock()
-	proc, done := d.proc, d.done
-	d.mu.Unlock()
-	proc.Process.Signal(syscall.SIGKILL)
-	<-done
-}
-
-// terminate sends SIGTERM and returns the exit code; a daemon still
-// running after 2 minutes is killed and reported.
-func (d *daemon) terminate() int {
-	d.mu.Lock()
-	proc, done := d.proc, d.done
-	d.mu.Unlock()
-	proc.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-done:
-	case <-time.After(2 * time.Minute):
-		d.t.Errorf("agentbox serve still runs 2 minutes after SIGTERM: killing it")
-		d.kill9()
-	}
-	return d.exitCode()
-}
-
-// track records sandbox IDs of this test for the leak checks.
-func (d *daemon) track(ids ...string) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	for _, id := range ids {
-		d.ids[id] = true
-	}
-}
-
-func (d *daemon) trackedIDs() []string {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	var ids []string
-	for id := range d.ids {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
-	return ids
-}
-
-// cleanup removes every sandbox through the daemon (restarting it on the
-// same dirs if the test left it dead: it adopts what still runs), stops
-// it, and asserts that nothing of it is left.
+// cleanup restarts the daemon on the same dirs if the test left it dead
+// (it adopts what still runs), tears it down (testenv.Daemon.Teardown),
+// and checks that its API socket is gone.
 func (d *daemon) cleanup() {
 	t := d.t
-	if d.started() && !d.running() {
-		if err := d.start(); err != nil {
+	if d.Started() && !d.Running() {
+		if err := d.Start(); err != nil {
 			t.Errorf("restarting the daemon to clean up: %v", err)
 		}
 	}
-	if d.running() {
-		ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
-		st, body, _, err := d.roundTrip(ctx, "GET", "/v1/sandboxes", nil, "")
-		cancel()
-		var list wireList
-		if err != nil || st != http.StatusOK || json.Unmarshal(body, &list) != nil {
-			t.Errorf("cleanup: listing sandboxes: %d %v %s", st, err, body)
-		}
-		for _, sb := range list.Sandboxes {
-			d.track(sb.ID)
-			ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
-			st, body, _, err := d.roundTrip(ctx, "DELETE", "/v1/sandboxes/"+sb.ID+"?force=true", nil, "")
-			cancel()
-			if err != nil || st != http.StatusNoContent {
-				t.Errorf("cleanup: DELETE sandbox %s (%s): %d %v %s", sb.ID, sb.State, st, err, body)
-			}
-		}
-		if code := d.terminate(); code != 0 {
-			t.Errorf("cleanup: agentbox serve exited with %d after SIGTERM, want 0", code)
-		}
-	}
-	testenv.AssertNoDomains(t, d.trackedIDs(), d.state, d.runtime)
-	testenv.AssertNoLeaks(t, d.state, d.runtime)
-	if left, _ := os.ReadDir(d.sockDir); len(left) > 0 {
+	d.Teardown(requestTimeout)
+	if left, _ := os.ReadDir(d.SockDir); len(left) > 0 {
 		t.Errorf("the API socket is left after the daemon exited: %v", left[0].Name())
 	}
 	if t.Failed() {
-		t.Logf("daemon log (tail):\n%s", d.log.tail(30000))
+		t.Logf("daemon log (tail):\n%s", d.Log.Tail(30000))
 	}
 }
 
-// roundTrip sends one request to the daemon's unix socket and returns the
-// status, the whole body and the headers. path may carry a raw query and
-// percent-escapes; it is sent as given.
+// roundTrip is RoundTrip with the request's Content-Type ("" for none).
 func (d *daemon) roundTrip(ctx context.Context, method, path string, body []byte, contentType string) (int, []byte, http.Header, error) {
-	var r io.Reader
-	if body != nil {
-		r = bytes.NewReader(body)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, "http://agentbox"+path, r)
-	if err != nil {
-		return 0, nil, nil, err
-	}
+	var hdr http.Header
 	if contentType != "" {
-		req.Header.Set("Content-Type", contentType)
+		hdr = http.Header{"Content-Type": {contentType}}
 	}
-	resp, err := d.http.Do(req)
-	if err != nil {
-		return 0, nil, nil, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	return resp.StatusCode, b, resp.Header, err
+	return d.RoundTrip(ctx, method, path, body, hdr)
 }
 
 // octets is a raw request body (Content-Type application/octet-stream).
@@ -440,7 +247,7 @@ func (d *daemon) create(req string) wireSandbox {
 	d.t.Helper()
 	var sb wireSandbox
 	hdr := d.callJSON("POST", "/v1/sandboxes", req, http.StatusCreated, &sb)
-	d.track(sb.ID)
+	d.Track(sb.ID)
 	if !regexp.MustCompile(`^[0-9a-f]{12}$`).MatchString(sb.ID) || sb.State != "running" || sb.Domain != "agentbox-"+sb.ID {
 		d.t.Fatalf("created sandbox %+v: want a 12-hex ID, state running, domain agentbox-ID", sb)
 	}
@@ -564,7 +371,7 @@ func (d *daemon) startExec(ctx context.Context, ref, req string) (*execStream, e
 		return nil, err
 	}
 	hreq.Header.Set("Content-Type", "application/json")
-	resp, err := d.http.Do(hreq)
+	resp, err := d.HTTP.Do(hreq)
 	if err != nil {
 		return nil, err
 	}
@@ -684,7 +491,7 @@ func actions(es []wireAudit) []string {
 // cli runs `agentbox --socket S ARGS...` against this daemon.
 func (d *daemon) cli(stdin []byte, args ...string) result {
 	d.t.Helper()
-	cmd := exec.Command(agentboxBin, append([]string{"--socket", d.socket}, args...)...)
+	cmd := exec.Command(agentboxBin, append([]string{"--socket", d.Socket}, args...)...)
 	cmd.Env = append(os.Environ(), "AGENTBOX_CONFIG=", "AGENTBOX_HOST=")
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -706,7 +513,7 @@ func (d *daemon) cli(stdin []byte, args ...string) result {
 func (d *daemon) assertGone(id string) {
 	d.t.Helper()
 	d.apiError("GET", "/v1/sandboxes/"+id, "", nil, http.StatusNotFound, "not_found")
-	if _, err := os.Stat(filepath.Join(d.state, "sandboxes", id)); !errors.Is(err, os.ErrNotExist) {
+	if _, err := os.Stat(filepath.Join(d.State, "sandboxes", id)); !errors.Is(err, os.ErrNotExist) {
 		d.t.Errorf("sandbox %s removed, but its directory is left: %v", id, err)
 	}
 	if slices.Contains(testenv.Domains(d.t), "agentbox-"+id) {
@@ -744,32 +551,4 @@ func imageResources(t *testing.T) (vcpus, memoryMiB int) {
 		t.Fatalf("the test image's manifest has no [resources] vcpus and memory_mib: %+v", m.Resources)
 	}
 	return m.Resources.VCPUs, m.Resources.MemoryMiB
-}
-
-// syncBuffer is a bytes.Buffer safe for concurrent writers (the daemon's
-// stdout and stderr) and readers.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-// tail returns the last n bytes.
-func (s *syncBuffer) tail(n int) string {
-	str := s.String()
-	if len(str) > n {
-		return "…" + str[len(str)-n:]
-	}
-	return str
 }

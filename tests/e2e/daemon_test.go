@@ -71,7 +71,7 @@ func TestDaemonCLILifecycle(t *testing.T) {
 		t.Fatalf("create: exit %d, stdout %q, stderr %q; want 0 and a 12-hex ID", r.code, r.stdout, r.stderr)
 	}
 	id := strings.TrimSpace(string(r.stdout))
-	d.track(id)
+	d.Track(id)
 
 	expect(t, d.cli(nil, "exec", "work1", "--", "python3", "-c", "print(1)"), 0, "1\n", "")
 	expect(t, d.cli(nil, "exec", "work1", "--", "sh", "-c", "exit 3"), 3, "", "")
@@ -218,7 +218,7 @@ func TestDaemonHTTPLifecycle(t *testing.T) {
 	defer cancel()
 	put, _ := http.NewRequestWithContext(ctx, "PUT", "http://agentbox"+base+"/files?path=/work/sub/a.bin&mode=0600", bytes.NewReader(data))
 	put.Header.Set("Content-Type", "application/octet-stream")
-	resp, err := d.http.Do(put)
+	resp, err := d.HTTP.Do(put)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -377,7 +377,7 @@ func TestDaemonParallelExecs(t *testing.T) {
 				errs <- fmt.Errorf("create par%d: %w", i, err)
 				return
 			}
-			d.track(sbs[i].ID)
+			d.Track(sbs[i].ID)
 		})
 	}
 	wg.Wait()
@@ -552,7 +552,7 @@ func TestDaemonDetachedProcess(t *testing.T) {
 	// Follow from offset 6 until the second line arrives.
 	ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
 	req, _ := http.NewRequestWithContext(ctx, "GET", "http://agentbox"+pbase+"/output?follow=true&offset=6", nil)
-	resp, err := d.http.Do(req)
+	resp, err := d.HTTP.Do(req)
 	if err != nil || resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "application/x-ndjson" {
 		t.Fatalf("follow output: %v %v", resp, err)
 	}
@@ -569,7 +569,7 @@ func TestDaemonDetachedProcess(t *testing.T) {
 	ctx, cancel = context.WithTimeout(context.Background(), requestTimeout)
 	defer cancel()
 	req, _ = http.NewRequestWithContext(ctx, "GET", "http://agentbox"+pbase+"/output?follow=true&offset=12", nil)
-	resp, err = d.http.Do(req)
+	resp, err = d.HTTP.Do(req)
 	if err != nil || resp.StatusCode != http.StatusOK {
 		t.Fatalf("follow output after kill: %v %v", resp, err)
 	}
@@ -618,7 +618,7 @@ func TestDaemonLargeFile(t *testing.T) {
 	defer cancel()
 	put, _ := http.NewRequestWithContext(ctx, "PUT", "http://agentbox"+base+"/files?path=/root/big.bin", bytes.NewReader(data))
 	put.Header.Set("Content-Type", "application/octet-stream")
-	resp, err := d.http.Do(put)
+	resp, err := d.HTTP.Do(put)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -667,7 +667,7 @@ func (d *daemon) snapshot() string {
 	for _, sb := range d.list("") {
 		fmt.Fprintf(&b, "%s %s %s %d\n", sb.ID, sb.Name, sb.State, sb.ExecCount)
 	}
-	for _, dir := range []string{filepath.Join(d.state, "sandboxes"), d.runtime} {
+	for _, dir := range []string{filepath.Join(d.State, "sandboxes"), d.Runtime} {
 		ents, _ := os.ReadDir(dir)
 		for _, e := range ents {
 			fmt.Fprintf(&b, "%s/%s\n", dir, e.Name())
@@ -792,13 +792,13 @@ func TestDaemonTCPAuth(t *testing.T) {
 	// Without --token-file (or TLS) the daemon refuses to start, before it
 	// listens anywhere.
 	nd := newDaemon(t)
-	cmd := exec.Command(agentboxBin, append(nd.serveArgs(), "--listen-tcp", "127.0.0.1:0")...)
+	cmd := exec.Command(agentboxBin, append(nd.ServeArgs(), "--listen-tcp", "127.0.0.1:0")...)
 	cmd.Env = append(os.Environ(), "AGENTBOX_CONFIG=", "AGENTBOX_TOKEN_FILE=")
 	out, err := cmd.CombinedOutput()
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() == 0 || !strings.Contains(string(out), "token") {
 		t.Fatalf("serve --listen-tcp without a token: %v, %q; want a non-zero exit mentioning the token", err, out)
 	}
-	if left, _ := os.ReadDir(nd.sockDir); len(left) != 0 {
+	if left, _ := os.ReadDir(nd.SockDir); len(left) != 0 {
 		t.Fatalf("the refused daemon left %s", left[0].Name())
 	}
 
@@ -808,15 +808,15 @@ func TestDaemonTCPAuth(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := newDaemon(t, "--listen-tcp", "127.0.0.1:0")
-	d.globals = []string{"--token-file", tokenFile}
-	if err := d.start(); err != nil {
+	d.Globals = []string{"--token-file", tokenFile}
+	if err := d.Start(); err != nil {
 		t.Fatal(err)
 	}
 	// The listeners start serving concurrently: the unix one answered;
 	// the TCP one names its port in the log.
 	var m []string
 	waitFor(t, 30*time.Second, "the TCP listener's address in the daemon's log", func() bool {
-		m = regexp.MustCompile(`msg="API listening" network=tcp addr=(127\.0\.0\.1:\d+)`).FindStringSubmatch(d.log.String())
+		m = regexp.MustCompile(`msg="API listening" network=tcp addr=(127\.0\.0\.1:\d+)`).FindStringSubmatch(d.Log.String())
 		return m != nil
 	})
 	addr := m[1]
@@ -913,7 +913,7 @@ func TestDaemonKill9(t *testing.T) {
 	if !bytes.HasPrefix(s.res.stdout, []byte("1\n")) {
 		t.Fatalf("stream began with %q", s.res.stdout)
 	}
-	d.kill9()
+	d.Kill9()
 	for {
 		_, err := s.next()
 		if err == nil {
@@ -928,7 +928,7 @@ func TestDaemonKill9(t *testing.T) {
 		t.Fatalf("virsh destroy %s: %v %s", c.Domain, err, out)
 	}
 
-	if err := d.start(); err != nil {
+	if err := d.Start(); err != nil {
 		t.Fatal(err)
 	}
 	sbs := d.list("")
@@ -1063,7 +1063,7 @@ func TestDaemonRunUsesDaemon(t *testing.T) {
 		args := append([]string{"--uri", testenv.URI(), "--state-dir", state, "--runtime-dir", runtime, "run", "--image", img, "--accel", "tcg"}, extra...)
 		args = append(args, "--", "sh", "-c", "echo hi; echo there >&2")
 		cmd := exec.Command(agentboxBin, args...)
-		cmd.Env = append(os.Environ(), "AGENTBOX_CONFIG=", "AGENTBOX_HOST=", "AGENTBOX_SOCKET="+d.socket)
+		cmd.Env = append(os.Environ(), "AGENTBOX_CONFIG=", "AGENTBOX_HOST=", "AGENTBOX_SOCKET="+d.Socket)
 		var stdout, stderr bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &stdout, &stderr
 		err := cmd.Run()
@@ -1082,7 +1082,7 @@ func TestDaemonRunUsesDaemon(t *testing.T) {
 		es[0].Sandbox == "" || es[1].Sandbox != es[0].Sandbox || es[2].Sandbox != es[0].Sandbox || es[1].ExitCode == nil || *es[1].ExitCode != 0 {
 		t.Fatalf("daemon audit after `run`: %+v; want create, exec (exit 0), remove of one sandbox", es)
 	}
-	d.track(es[0].Sandbox)
+	d.Track(es[0].Sandbox)
 	d.assertGone(es[0].Sandbox)
 	if ents, _ := os.ReadDir(state); len(ents) != 0 {
 		t.Errorf("`run` through the daemon wrote to its local state dir: %v", ents)
@@ -1105,7 +1105,7 @@ func TestDaemonRunKilled(t *testing.T) {
 	d := startDaemon(t)
 	cmd := exec.Command(agentboxBin, "--uri", testenv.URI(), "run", "--image", testenv.Image(t), "--accel", "tcg", "--memory", "256",
 		"--", "sh", "-c", "echo started; exec sleep 300")
-	cmd.Env = append(os.Environ(), "AGENTBOX_CONFIG=", "AGENTBOX_HOST=", "AGENTBOX_SOCKET="+d.socket)
+	cmd.Env = append(os.Environ(), "AGENTBOX_CONFIG=", "AGENTBOX_HOST=", "AGENTBOX_SOCKET="+d.Socket)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -1125,7 +1125,7 @@ func TestDaemonRunKilled(t *testing.T) {
 		t.Fatalf("run's sandboxes %+v; want one with idle timeout 60 s and a TTL ≥ 1 h", sbs)
 	}
 	id := sbs[0].ID
-	d.track(id)
+	d.Track(id)
 	cmd.Process.Kill()
 	cmd.Wait()
 	waitFor(t, 3*time.Minute, "the killed run's sandbox "+id+" to be reaped", func() bool {
@@ -1157,7 +1157,7 @@ func TestDaemonSIGTERM(t *testing.T) {
 		t.Fatalf("first event %+v, %v; want started", ev, err)
 	}
 	exited := make(chan int, 1)
-	go func() { exited <- d.terminate() }()
+	go func() { exited <- d.Terminate() }()
 	for {
 		_, err := s.next()
 		if err == io.EOF {
@@ -1177,11 +1177,11 @@ func TestDaemonSIGTERM(t *testing.T) {
 	if err != nil || strings.TrimSpace(string(out)) != "running" {
 		t.Fatalf("domain %s after the daemon's SIGTERM: %q %v; want it left running", sb.Domain, out, err)
 	}
-	if left, _ := os.ReadDir(d.sockDir); len(left) != 0 {
+	if left, _ := os.ReadDir(d.SockDir); len(left) != 0 {
 		t.Errorf("the API socket is left after SIGTERM")
 	}
 
-	if err := d.start(); err != nil {
+	if err := d.Start(); err != nil {
 		t.Fatal(err)
 	}
 	if got := d.get("survivor"); got.ID != sb.ID || got.State != "running" || got.ExecCount != 1 {

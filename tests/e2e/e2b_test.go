@@ -63,9 +63,9 @@ func TestE2BSDK(t *testing.T) {
 	}
 	addr := freeLoopbackAddr(t)
 	d := newDaemon(t, "--e2b-listen", addr, "--template", "base="+image)
-	d.globals = []string{"--token-file", tokenFile}
-	if err := d.start(); err != nil {
-		if strings.Contains(d.log.String(), "flag provided but not defined: -e2b-listen") {
+	d.Globals = []string{"--token-file", tokenFile}
+	if err := d.Start(); err != nil {
+		if strings.Contains(d.Log.String(), "flag provided but not defined: -e2b-listen") {
 			t.Fatalf("this agentbox has no `serve --e2b-listen`: the E2B front (vmctl/e2b) is not in the build, so the SDK has nothing to talk to:\n%v", err)
 		}
 		t.Fatal(err)
@@ -76,7 +76,7 @@ func TestE2BSDK(t *testing.T) {
 		t.Fatalf("agentbox create --template base: exit %d, %s", r.code, r.stderr)
 	}
 	created := strings.TrimSpace(string(r.stdout))
-	d.track(created)
+	d.Track(created)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()

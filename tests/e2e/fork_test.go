@@ -135,7 +135,7 @@ func TestRestoreCount(t *testing.T) {
 		t.Fatalf("agentbox restore --count 4: exit %d, stderr %s", r.code, r.stderr)
 	}
 	ids := strings.Fields(string(r.stdout))
-	d.track(ids...)
+	d.Track(ids...)
 	if len(ids) != 4 {
 		t.Fatalf("restore --count 4 printed %q: want 4 IDs", r.stdout)
 	}
@@ -218,7 +218,7 @@ func TestNetRate(t *testing.T) {
 	table := fmt.Sprintf("abxrate%d", os.Getpid())
 	t.Cleanup(func() { deleteTable(t, table) })
 	d := newDaemon(t, "--network-table", table, "--network-pool", pool.String(), "--max-net-rate", strconv.Itoa(4<<20))
-	if err := d.start(); err != nil {
+	if err := d.Start(); err != nil {
 		t.Fatal(err)
 	}
 	netBody := fmt.Sprintf(`"memory_mib":256,"boot_timeout_ms":180000,"network":{"mode":"allowlist","allow":["host:%d"]}`, port)
@@ -239,7 +239,7 @@ func TestNetRate(t *testing.T) {
 		t.Fatalf("agentbox create --net-rate 2M: exit %d, stderr %s", r.code, r.stderr)
 	}
 	id := strings.TrimSpace(string(r.stdout))
-	d.track(id)
+	d.Track(id)
 	var v struct {
 		Resources struct {
 			NetBps      int64 `json:"net_bps"`
@@ -280,8 +280,8 @@ print(n, time.monotonic() - t)`, port)
 	}
 	// A restarted daemon adopts the sandbox and installs its rules again,
 	// the cap with them: the upload runs under the adopted rules.
-	d.kill9()
-	if err := d.start(); err != nil {
+	d.Kill9()
+	if err := d.Start(); err != nil {
 		t.Fatal(err)
 	}
 	if got := outLimitRules(t, table, id); got != wantLimit {

@@ -167,7 +167,7 @@ func exerciseMCP(t *testing.T, d *daemon, s mcpSession, name string, more func(n
 		Labels map[string]string `json:"labels"`
 	}
 	s.ok(&sb, "create_sandbox", append([]string{"name=" + name}, createArgs...)...)
-	d.track(sb.ID)
+	d.Track(sb.ID)
 	if sb.Name != name || sb.State != "running" || len(sb.Labels["agentbox.mcp-session"]) == 0 {
 		t.Fatalf("create_sandbox: %+v", sb)
 	}
@@ -300,7 +300,7 @@ func snapshotAndProcessesMCP(t *testing.T, d *daemon, s mcpSession, name string)
 	}
 	s.ok(&restored, "restore", "snapshot=mcp-snap", "name=mcp-restored")
 	if len(restored.Sandboxes) == 1 {
-		d.track(restored.Sandboxes[0].ID)
+		d.Track(restored.Sandboxes[0].ID)
 	}
 	if len(restored.Sandboxes) != 1 || restored.Sandboxes[0].Name != "mcp-restored" || restored.Sandboxes[0].State != "running" ||
 		restored.Sandboxes[0].ID == src.ID || len(restored.Sandboxes[0].Labels["agentbox.mcp-session"]) == 0 {
@@ -445,7 +445,7 @@ func TestMCPStdio(t *testing.T) {
 	dir := mcpDir(t)
 	d := startDaemon(t)
 	s := mcpSession{t: t, dir: dir,
-		env:    []string{"AGENTBOX_CONFIG=", "AGENTBOX_SOCKET=" + d.socket, "AGENTBOX_IMAGE=" + testenv.Image(t)},
+		env:    []string{"AGENTBOX_CONFIG=", "AGENTBOX_SOCKET=" + d.Socket, "AGENTBOX_IMAGE=" + testenv.Image(t)},
 		target: []string{agentboxBin, "mcp"},
 	}
 	if got := s.tools(); !slices.Equal(got, mcpTools) {
@@ -498,13 +498,13 @@ func TestMCPHTTP(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := newDaemon(t, "--listen-tcp", "127.0.0.1:0", "--mcp", "--mcp-cleanup")
-	d.globals = []string{"--token-file", tokenFile}
-	if err := d.start(); err != nil {
+	d.Globals = []string{"--token-file", tokenFile}
+	if err := d.Start(); err != nil {
 		t.Fatal(err)
 	}
 	var m []string
 	waitFor(t, 30*time.Second, "the TCP listener's address in the daemon's log", func() bool {
-		m = regexp.MustCompile(`msg="API listening" network=tcp addr=(127\.0\.0\.1:\d+)`).FindStringSubmatch(d.log.String())
+		m = regexp.MustCompile(`msg="API listening" network=tcp addr=(127\.0\.0\.1:\d+)`).FindStringSubmatch(d.Log.String())
 		return m != nil
 	})
 	url := "http://" + m[1] + "/mcp"
@@ -560,7 +560,7 @@ func TestMCPHTTP(t *testing.T) {
 	if err := json.Unmarshal(out, &ts); err != nil {
 		t.Fatalf("client.mjs: %v in %s", err, out)
 	}
-	d.track(ts.Sandbox.ID)
+	d.Track(ts.Sandbox.ID)
 	if !strings.Contains(ts.WrongToken, `"code":"unauthorized"`) {
 		t.Errorf("wrong token: %q, want refused with unauthorized", ts.WrongToken)
 	}

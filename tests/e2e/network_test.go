@@ -181,13 +181,13 @@ func TestNetworkPolicies(t *testing.T) {
 	})
 	d := newDaemon(t, "--listen-tcp", "0.0.0.0:0", "--network-table", table, "--network-pool", pool.String(),
 		"--network-host", "example.test="+lo.String())
-	d.globals = []string{"--token-file", tokenFile}
-	if err := d.start(); err != nil {
+	d.Globals = []string{"--token-file", tokenFile}
+	if err := d.Start(); err != nil {
 		t.Fatal(err)
 	}
 	var m []string
 	waitFor(t, 30*time.Second, "the TCP listener's address in the daemon's log", func() bool {
-		m = regexp.MustCompile(`msg="API listening" network=tcp addr=\S*:(\d+)`).FindStringSubmatch(d.log.String())
+		m = regexp.MustCompile(`msg="API listening" network=tcp addr=\S*:(\d+)`).FindStringSubmatch(d.Log.String())
 		return m != nil
 	})
 	apiPort := m[1]
@@ -221,7 +221,7 @@ func TestNetworkPolicies(t *testing.T) {
 		t.Fatalf("create netA: exit %d, stderr %s", r.code, r.stderr)
 	}
 	a := strings.TrimSpace(string(r.stdout))
-	d.track(a)
+	d.Track(a)
 	b := d.create(createBody(t, `"name":"netB","boot_timeout_ms":180000,"network":{"mode":"open"}`)).ID
 	c := d.create(createBody(t, `"name":"netC","boot_timeout_ms":180000`)).ID
 
@@ -350,8 +350,8 @@ func TestNetworkPolicies(t *testing.T) {
 
 	// A daemon killed and started again adopts the sandboxes' networks:
 	// the rules stay in the kernel, the egress service starts again.
-	d.kill9()
-	if err := d.start(); err != nil {
+	d.Kill9()
+	if err := d.Start(); err != nil {
 		t.Fatal(err)
 	}
 	if got := d.probe(a, "get", "https://example.test/payload"); got != string(payload) {
@@ -362,13 +362,13 @@ func TestNetworkPolicies(t *testing.T) {
 
 	// A daemon stopped with sandboxes left running keeps its table (their
 	// rules) and says why; the next one adopts them.
-	if code := d.terminate(); code != 0 {
+	if code := d.Terminate(); code != 0 {
 		t.Fatalf("agentbox serve exited with %d after SIGTERM, want 0", code)
 	}
-	if !nftTableExists(t, table) || !strings.Contains(d.log.String(), `msg="keeping the network table`) {
+	if !nftTableExists(t, table) || !strings.Contains(d.Log.String(), `msg="keeping the network table`) {
 		t.Errorf("a daemon stopped with sandboxes running: table %s exists %v; want it kept, with the reason in the log", table, nftTableExists(t, table))
 	}
-	if err := d.start(); err != nil {
+	if err := d.Start(); err != nil {
 		t.Fatal(err)
 	}
 	d.expectProbe(b, "outside 198.51.100.10:8081\n", "get", "http://198.51.100.10:8081/")

@@ -91,7 +91,7 @@ func served(t *testing.T, addr, when string) {
 func TestDaemonPauseToDisk(t *testing.T) {
 	port, fetch := helloServer(t)
 	d := newDaemon(t, netFlags(t, 215, "abxpause")...)
-	if err := d.start(); err != nil {
+	if err := d.Start(); err != nil {
 		t.Fatal(err)
 	}
 	sb := d.create(createBody(t, fmt.Sprintf(`"name":"hib","memory_mib":256,"boot_timeout_ms":180000,"network":{"mode":"allowlist","allow":["host:%d"]}`, port)))
@@ -170,7 +170,7 @@ func TestDaemonPauseToDisk(t *testing.T) {
 	if r := d.cli(nil, "pause", "--to-disk", "hib"); r.code != 0 {
 		t.Fatalf("agentbox pause --to-disk: exit %d, %s", r.code, r.stderr)
 	}
-	d.kill9()
+	d.Kill9()
 	if code := f1.end(t); code != 125 {
 		t.Fatalf("output -f cut by the daemon's death: exit %d, want 125 (stderr %q)", code, f1.stderr.String())
 	}
@@ -182,7 +182,7 @@ func TestDaemonPauseToDisk(t *testing.T) {
 	if offset != int64(len(f1.got)) {
 		t.Fatalf("resume offset %d, but %d bytes were printed", offset, len(f1.got))
 	}
-	if err := d.start(); err != nil {
+	if err := d.Start(); err != nil {
 		t.Fatal(err)
 	}
 	if p := d.paused("hib"); p.State != "paused" || p.Paused == nil || !p.Paused.ToDisk {
@@ -270,8 +270,8 @@ func TestDaemonPauseToDisk(t *testing.T) {
 	if code := f3.end(t); code != 125 || !strings.Contains(f3.stderr.String(), "was lost with the sandbox's stop") || strings.Contains(f3.stderr.String(), "resume from offset") {
 		t.Errorf("output -f cut by a stop: exit %d, %q; want 125 saying the process was lost with the stop", code, f3.stderr.String())
 	}
-	if strings.Contains(d.log.String(), "code=internal") {
-		t.Errorf("the daemon logged an internal error:\n%s", d.log.tail(4000))
+	if strings.Contains(d.Log.String(), "code=internal") {
+		t.Errorf("the daemon logged an internal error:\n%s", d.Log.Tail(4000))
 	}
 	if ps := d.ports("hib"); len(ps) != 1 || ps[0].Open || ps[0].HostAddr != addr || !strings.Contains(ps[0].Error, "sandbox stopped") {
 		t.Errorf("forwards of the stopped sandbox: %+v; want the one at %s, closed, saying why", ps, addr)
@@ -305,8 +305,8 @@ func TestDaemonPauseToDisk(t *testing.T) {
 	if want := "pause: resume: resume:conflict start:conflict pause: resume: pause: resume: pause:conflict start:"; strings.Join(acts, " ") != want {
 		t.Errorf("audit actions %q, want %q", acts, want)
 	}
-	if strings.Contains(d.log.String(), "cgroup of a stopped sandbox not removed") {
-		t.Errorf("the daemon could not remove a cgroup:\n%s", d.log.tail(4000))
+	if strings.Contains(d.Log.String(), "cgroup of a stopped sandbox not removed") {
+		t.Errorf("the daemon could not remove a cgroup:\n%s", d.Log.Tail(4000))
 	}
 }
 
@@ -352,7 +352,7 @@ func TestDaemonIdlePauseToDisk(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("create: exit %d, %s", r.code, r.stderr)
 	}
-	d.track(strings.TrimSpace(string(r.stdout)))
+	d.Track(strings.TrimSpace(string(r.stdout)))
 	if p := d.paused("idler"); p.Limits.IdleAction != "pause-to-disk" || p.Limits.PausedTTLSeconds != 3600 {
 		t.Fatalf("limits %+v", p.Limits)
 	}

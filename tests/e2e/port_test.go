@@ -58,7 +58,7 @@ func (d *daemon) upload(ref, p string, data []byte) {
 	defer cancel()
 	put, _ := http.NewRequestWithContext(ctx, "PUT", "http://agentbox/v1/sandboxes/"+ref+"/files?parents=true&path="+p, bytes.NewReader(data))
 	put.Header.Set("Content-Type", "application/octet-stream")
-	resp, err := d.http.Do(put)
+	resp, err := d.HTTP.Do(put)
 	if err != nil {
 		d.t.Fatal(err)
 	}
@@ -280,8 +280,8 @@ func TestPortForward(t *testing.T) {
 	// A daemon killed with kill -9 re-opens the forward at the same
 	// address. (Its detached processes ended with its agent session: the
 	// server starts again.)
-	d.kill9()
-	if err := d.start(); err != nil {
+	d.Kill9()
+	if err := d.Start(); err != nil {
 		t.Fatal(err)
 	}
 	if ps := d.ports(sb.ID); len(ps) != 1 || ps[0].HostAddr != addr || !ps[0].Open {

@@ -25,7 +25,7 @@ type followCLI struct {
 // follow starts `agentbox output -f [--offset N] SANDBOX PROCESS`.
 func (d *daemon) follow(sb, proc string, offset int64) *followCLI {
 	d.t.Helper()
-	args := []string{"--socket", d.socket, "output", "-f"}
+	args := []string{"--socket", d.Socket, "output", "-f"}
 	if offset > 0 {
 		args = append(args, "--offset", strconv.FormatInt(offset, 10))
 	}
@@ -143,7 +143,7 @@ func TestDaemonProcessesSurviveRestart(t *testing.T) {
 
 	f1 := d.follow(sb.ID, proc, 0)
 	f1.untilLines(t, 15)
-	d.kill9()
+	d.Kill9()
 	if code := f1.end(t); code != 125 {
 		t.Fatalf("output -f cut by the daemon's death: exit %d, want 125 (stderr %q)", code, f1.stderr.String())
 	}
@@ -157,7 +157,7 @@ func TestDaemonProcessesSurviveRestart(t *testing.T) {
 	}
 	time.Sleep(4 * time.Second) // the counter runs on and the short command ends meanwhile
 
-	if err := d.start(); err != nil {
+	if err := d.Start(); err != nil {
 		t.Fatal(err)
 	}
 	res = d.cli(nil, "ps", sb.ID)

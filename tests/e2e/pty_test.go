@@ -118,7 +118,7 @@ func TestPtyTmux(t *testing.T) {
 		t.Fatalf("create: %d %s", r.code, r.stderr)
 	}
 	id := strings.TrimSpace(string(r.stdout))
-	d.track(id)
+	d.Track(id)
 
 	dir := t.TempDir()
 	// The pane: save the terminal's settings, run the session, save its
@@ -129,7 +129,7 @@ echo "rc=$?" > %[1]s/rc.tmp && mv %[1]s/rc.tmp %[1]s/rc
 stty -g > %[1]s/after
 echo local-shell-back
 exec sleep 3600
-`, dir, agentboxBin, d.socket)
+`, dir, agentboxBin, d.Socket)
 	tm := startTmux(t, 100, 30, script)
 
 	tm.waitLast("[ptytest]")
@@ -237,7 +237,7 @@ func TestPtyStdinAndBadInput(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("create: %d %s", r.code, r.stderr)
 	}
-	d.track(strings.TrimSpace(string(r.stdout)))
+	d.Track(strings.TrimSpace(string(r.stdout)))
 
 	expect(t, d.cli([]byte("hi\n"), "exec", "-i", "in1", "--", "cat"), 0, "hi\n", "")
 	big := randomBytes(3 << 20)
@@ -255,7 +255,7 @@ func TestPtyStdinAndBadInput(t *testing.T) {
 	defer cancel()
 	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 		var dl net.Dialer
-		return dl.DialContext(ctx, "unix", d.socket)
+		return dl.DialContext(ctx, "unix", d.Socket)
 	}}}
 	conn, _, err := websocket.Dial(ctx, "http://agentbox/v1/sandboxes/in1/exec/ws", &websocket.DialOptions{HTTPClient: hc})
 	if err != nil {

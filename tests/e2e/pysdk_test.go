@@ -41,8 +41,8 @@ func TestPythonSDK(t *testing.T) {
 	// The template "sdk" (the test image) is what the suite's
 	// create(template="sdk") boots.
 	d := newDaemon(t, "--listen-tcp", addr, "--template", "sdk="+testenv.Image(t))
-	d.globals = []string{"--token-file", tokenFile}
-	if err := d.start(); err != nil {
+	d.Globals = []string{"--token-file", tokenFile}
+	if err := d.Start(); err != nil {
 		t.Fatal(err)
 	}
 
@@ -64,8 +64,8 @@ func TestPythonSDK(t *testing.T) {
 			if strings.TrimSpace(line) != "restart" {
 				answer = fmt.Sprintf("error: unknown request %q\n", line)
 			} else {
-				d.kill9()
-				if err := d.start(); err != nil {
+				d.Kill9()
+				if err := d.Start(); err != nil {
 					answer = "error: " + strings.ReplaceAll(err.Error(), "\n", " ") + "\n"
 				} else {
 					restarts++
@@ -83,7 +83,7 @@ func TestPythonSDK(t *testing.T) {
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(),
 		"AGENTBOX_CONFIG=", "AGENTBOX_HOST=", "AGENTBOX_TOKEN=", "AGENTBOX_TOKEN_FILE=",
-		"AGENTBOX_SOCKET="+d.socket,
+		"AGENTBOX_SOCKET="+d.Socket,
 		"AGENTBOX_IMAGE="+testenv.Image(t),
 		"AGENTBOX_SDK_TEST_CONTROL="+ctl,
 		"AGENTBOX_SDK_TEST_URL=http://"+addr,

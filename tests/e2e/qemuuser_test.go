@@ -119,8 +119,8 @@ func TestQEMUUser(t *testing.T) {
 	if err := os.Mkdir(private, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	bad.state = filepath.Join(private, "state")
-	cmd := exec.Command(agentboxBin, bad.serveArgs()...)
+	bad.State = filepath.Join(private, "state")
+	cmd := exec.Command(agentboxBin, bad.ServeArgs()...)
 	cmd.Env = append(os.Environ(), "AGENTBOX_CONFIG=")
 	out, err := cmd.CombinedOutput()
 	if want := " is mode 0700: chmod o+x it, choose another --state-dir, or --qemu-uid-range off"; err == nil || !strings.Contains(string(out), want) {
@@ -128,8 +128,8 @@ func TestQEMUUser(t *testing.T) {
 	}
 
 	d := newDaemon(t, "--qemu-uid-range", rng)
-	d.state = filepath.Join(testenv.PassableTempDir(t), "state")
-	if err := d.start(); err != nil {
+	d.State = filepath.Join(testenv.PassableTempDir(t), "state")
+	if err := d.Start(); err != nil {
 		t.Fatal(err)
 	}
 	a := d.create(body(`"name":"qa"`))
@@ -141,15 +141,15 @@ func TestQEMUUser(t *testing.T) {
 	}
 
 	// From the host as qa's QEMU user.
-	overlay := func(id string) string { return filepath.Join(d.state, "sandboxes", id, "overlay.qcow2") }
+	overlay := func(id string) string { return filepath.Join(d.State, "sandboxes", id, "overlay.qcow2") }
 	if code, stderr := asUser(t, qa.UID, qa.GID, "head", "-c", "4", overlay(a.ID)); code != 0 {
 		t.Errorf("qa's user reading its own overlay: exit %d, %s", code, stderr)
 	}
 	for _, c := range []struct{ what, path string }{
 		{"qb's overlay", overlay(b.ID)},
-		{"the state dir", d.state},
-		{"the store", filepath.Join(d.state, "state.db")},
-		{"qb's directory", filepath.Join(d.state, "sandboxes", b.ID)},
+		{"the state dir", d.State},
+		{"the store", filepath.Join(d.State, "state.db")},
+		{"qb's directory", filepath.Join(d.State, "sandboxes", b.ID)},
 	} {
 		argv := []string{"head", "-c", "4", c.path}
 		if fi, err := os.Stat(c.path); err == nil && fi.IsDir() {
@@ -219,7 +219,7 @@ func TestQEMUUser(t *testing.T) {
 			}
 		}
 	}
-	filepath.Walk(d.state, func(path string, fi os.FileInfo, err error) error {
+	filepath.Walk(d.State, func(path string, fi os.FileInfo, err error) error {
 		if err == nil {
 			if uid := fi.Sys().(*syscall.Stat_t).Uid; uid > qemuFirst && uid <= qemuLast {
 				t.Errorf("after rm: %s is owned by uid %d of the range", path, uid)

@@ -199,7 +199,7 @@ func TestResourcesCeilings(t *testing.T) {
 	if sbs := d.list(""); len(sbs) != 0 {
 		t.Errorf("refused creates left sandboxes: %v", ids(sbs))
 	}
-	if left, _ := os.ReadDir(filepath.Join(d.state, "sandboxes")); len(left) != 0 {
+	if left, _ := os.ReadDir(filepath.Join(d.State, "sandboxes")); len(left) != 0 {
 		t.Errorf("refused creates left sandbox dirs: %d", len(left))
 	}
 }
@@ -361,7 +361,7 @@ func TestResourcesGuest(t *testing.T) {
 		if !strings.Contains(string(r.stderr), "No space left on device") || !strings.Contains(string(r.stdout), "dd=1") {
 			t.Fatalf("dd until full: stdout %q stderr %q, want ENOSPC", r.stdout, r.stderr)
 		}
-		st, err := os.Stat(filepath.Join(d.state, "sandboxes", sb.ID, "overlay.qcow2"))
+		st, err := os.Stat(filepath.Join(d.State, "sandboxes", sb.ID, "overlay.qcow2"))
 		if err != nil {
 			t.Fatal(err)
 		}

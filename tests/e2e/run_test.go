@@ -24,21 +24,7 @@ import (
 var agentboxBin string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "agentbox-e2e")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	agentboxBin = filepath.Join(dir, "agentbox")
-	build := exec.Command("go", "build", "-o", agentboxBin, "github.com/agentbox/agentbox/cmd/agentbox")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building agentbox:", err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	testenv.RunWithAgentbox(m, "agentbox-e2e", &agentboxBin)
 }
 
 // result is what one `agentbox run` produced.

@@ -124,7 +124,7 @@ func TestSecrets(t *testing.T) {
 	d := newDaemon(t, append(netFlags(t, 219, "abxsecret"),
 		"--network-host", "api.test="+api.addr.Addr().String(), "--network-host", "other.test="+other.addr.Addr().String(),
 		"--secrets-upstream-ca", caFile)...)
-	must(t, "start the daemon", d.start())
+	must(t, "start the daemon", d.Start())
 	allow := []string{"--network", "allowlist", "--allow", fmt.Sprintf("api.test:%d", api.addr.Port()), "--allow", fmt.Sprintf("other.test:%d", other.addr.Port())}
 	create := func(extra ...string) result {
 		args := append([]string{"create", "--image", imageDir(t), "--accel", "tcg", "--boot-timeout", "180s"}, allow...)
@@ -159,7 +159,7 @@ func TestSecrets(t *testing.T) {
 		t.Fatalf("create: exit %d, stderr %s", r.code, r.stderr)
 	}
 	id := strings.TrimSpace(string(r.stdout))
-	d.track(id)
+	d.Track(id)
 
 	// The API shows the name, placeholder and host.
 	body, _ := d.call("GET", "/v1/sandboxes/"+id, nil, http.StatusOK)
@@ -211,8 +211,8 @@ func TestSecrets(t *testing.T) {
 	}
 
 	// A daemon restart: the adopted sandbox's proxy reads the secrets again.
-	d.kill9()
-	must(t, "restart the daemon", d.start())
+	d.Kill9()
+	must(t, "restart the daemon", d.Start())
 	probe("after-restart")
 
 	// Neither the audit log, the API's answers, the console, the daemon's
@@ -220,9 +220,9 @@ func TestSecrets(t *testing.T) {
 	// connections and the refused fronting.
 	auditBody, _ := d.call("GET", "/v1/audit", nil, http.StatusOK)
 	listBody, _ := d.call("GET", "/v1/sandboxes", nil, http.StatusOK)
-	console, _ := os.ReadFile(filepath.Join(d.state, "sandboxes", id, "console.log"))
-	db, _ := os.ReadFile(filepath.Join(d.state, "state.db"))
-	for what, b := range map[string][]byte{"audit log": auditBody, "sandbox list": listBody, "sandbox": body, "console": console, "daemon log": []byte(d.log.String()), "store": db} {
+	console, _ := os.ReadFile(filepath.Join(d.State, "sandboxes", id, "console.log"))
+	db, _ := os.ReadFile(filepath.Join(d.State, "state.db"))
+	for what, b := range map[string][]byte{"audit log": auditBody, "sandbox list": listBody, "sandbox": body, "console": console, "daemon log": []byte(d.Log.String()), "store": db} {
 		if bytes.Contains(b, []byte(real)) {
 			t.Errorf("the %s holds the secret's value", what)
 		}
@@ -245,7 +245,7 @@ func TestSecrets(t *testing.T) {
 	if intercepted < 2 || refused != 2 {
 		t.Errorf("audit: %d intercepted connections to api.test and %d refused fronting requests, want ≥ 2 and 2", intercepted, refused)
 	}
-	if fi, err := os.Stat(filepath.Join(d.state, "sandboxes", id, secrets.FileName)); err != nil || fi.Mode().Perm() != 0o600 {
+	if fi, err := os.Stat(filepath.Join(d.State, "sandboxes", id, secrets.FileName)); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Errorf("secrets file: %v %v, want mode 0600", fi, err)
 	}
 

@@ -15,7 +15,7 @@ import (
 func TestSnapshotRestoreNetwork(t *testing.T) {
 	port, fetch := helloServer(t)
 	d := newDaemon(t, netFlags(t, 214, "abxsnap")...)
-	if err := d.start(); err != nil {
+	if err := d.Start(); err != nil {
 		t.Fatal(err)
 	}
 	src := d.create(createBody(t, fmt.Sprintf(`"name":"netsrc","memory_mib":256,"boot_timeout_ms":180000,"network":{"mode":"allowlist","allow":["host:%d"]}`, port)))

@@ -65,7 +65,7 @@ func (d *daemon) restore(name, body string) wireSandbox {
 	d.t.Helper()
 	var sb wireSandbox
 	d.callJSON("POST", "/v1/snapshots/"+name+"/restore", body, http.StatusCreated, &sb)
-	d.track(sb.ID)
+	d.Track(sb.ID)
 	if sb.State != "running" || sb.Domain != "agentbox-"+sb.ID {
 		d.t.Fatalf("restored sandbox %+v: want running", sb)
 	}
@@ -187,7 +187,7 @@ func TestSnapshotRestore(t *testing.T) {
 		t.Fatalf("agentbox restore: exit %d, stderr %s", r.code, r.stderr)
 	}
 	f1 := d.get(strings.TrimSpace(string(r.stdout)))
-	d.track(f1.ID)
+	d.Track(f1.ID)
 	if f1.Name != "fork1" || f1.State != "running" || f1.Labels["fork"] != "1" || f1.MemoryMiB != 256 || f1.Limits.TTLSeconds != 3600 {
 		t.Fatalf("fork1 %+v: want running, name fork1, label fork=1, 256 MiB, ttl 3600 from the snapshot", f1)
 	}
@@ -247,7 +247,7 @@ func TestSnapshotRestore(t *testing.T) {
 		t.Errorf("snapshots of src: %+v; want cp1 and tmp", list)
 	}
 	d.call("DELETE", "/v1/snapshots/tmp", nil, http.StatusNoContent)
-	if out, err := exec.Command("qemu-img", "snapshot", "-U", "-l", filepath.Join(d.state, "sandboxes", src.ID, "overlay.qcow2")).CombinedOutput(); err != nil || strings.Contains(string(out), "s"+tmp.ID) || !strings.Contains(string(out), "s"+snap.ID) {
+	if out, err := exec.Command("qemu-img", "snapshot", "-U", "-l", filepath.Join(d.State, "sandboxes", src.ID, "overlay.qcow2")).CombinedOutput(); err != nil || strings.Contains(string(out), "s"+tmp.ID) || !strings.Contains(string(out), "s"+snap.ID) {
 		t.Errorf("the overlay after a live delete of tmp: %v\n%s\nwant cp1's tag only", err, out)
 	}
 	d.out(src.ID, "true")
@@ -258,15 +258,15 @@ func TestSnapshotRestore(t *testing.T) {
 	if list := d.snapshots("?sandbox=" + src.ID); len(list) != 1 || list[0].Name != "cp1" || !list[0].SourceRemoved || list[0].SandboxName != "src" {
 		t.Fatalf("snapshots of the removed source: %+v; want cp1 of src, source_removed", list)
 	}
-	kept := filepath.Join(d.state, "snapshots", src.ID+".qcow2")
+	kept := filepath.Join(d.State, "snapshots", src.ID+".qcow2")
 	if _, err := os.Stat(kept); err != nil {
 		t.Fatalf("the removed source's overlay was not kept for its snapshot: %v", err)
 	}
 	// ...and a daemon restart.
-	if code := d.terminate(); code != 0 {
+	if code := d.Terminate(); code != 0 {
 		t.Fatalf("SIGTERM: exit %d", code)
 	}
-	if err := d.start(); err != nil {
+	if err := d.Start(); err != nil {
 		t.Fatal(err)
 	}
 	f3 := d.restore("cp1", `{}`)
@@ -329,7 +329,7 @@ func TestSnapshotErrors(t *testing.T) {
 	}
 	d.out(big.ID, "true") // still running
 	d.call("DELETE", "/v1/sandboxes/big?force=true", nil, http.StatusNoContent)
-	kept := filepath.Join(d.state, "snapshots", big.ID+".qcow2")
+	kept := filepath.Join(d.State, "snapshots", big.ID+".qcow2")
 
 	// A damaged file: restore fails with 422 and nothing is made.
 	orig := kept + ".orig"
@@ -352,7 +352,7 @@ func TestSnapshotErrors(t *testing.T) {
 	if sbs := d.list(""); len(sbs) != 0 {
 		t.Errorf("failed restores left sandboxes: %+v", sbs)
 	}
-	testenv.AssertNoLeaks(t, d.state, d.runtime)
+	testenv.AssertNoLeaks(t, d.State, d.Runtime)
 	if err := os.Rename(orig, kept); err != nil {
 		t.Fatal(err)
 	}
@@ -397,8 +397,8 @@ func TestSnapshotDiskFull(t *testing.T) {
 		}
 	})
 	d := newDaemon(t)
-	d.state = dir
-	if err := d.start(); err != nil {
+	d.State = dir
+	if err := d.Start(); err != nil {
 		t.Fatal(err)
 	}
 	sb := d.create(createBody(t, `"memory_mib":256`))
@@ -440,7 +440,7 @@ func TestWarmCreate(t *testing.T) {
 			if err != nil || st != http.StatusCreated || json.Unmarshal(body, &warm[i]) != nil {
 				errs[i] = fmt.Sprintf("warm create %d: %d %v %s", i, st, err, body)
 			}
-			d.track(warm[i].ID)
+			d.Track(warm[i].ID)
 		}()
 	}
 	wg.Wait()
@@ -449,10 +449,10 @@ func TestWarmCreate(t *testing.T) {
 			t.Fatal(e)
 		}
 	}
-	if n := strings.Count(d.log.String(), "warm template built"); n != 1 {
+	if n := strings.Count(d.Log.String(), "warm template built"); n != 1 {
 		t.Errorf("the daemon built %d warm templates for two concurrent first warm creates; want 1", n)
 	}
-	keys, _ := filepath.Glob(filepath.Join(d.state, "warm", "*", "manifest.json"))
+	keys, _ := filepath.Glob(filepath.Join(d.State, "warm", "*", "manifest.json"))
 	if len(keys) != 1 {
 		t.Errorf("warm templates %v; want exactly one for one image and shape", keys)
 	} else if man, _ := os.ReadFile(keys[0]); !strings.Contains(string(man), `"memory"`) {
@@ -481,7 +481,7 @@ func TestWarmCreate(t *testing.T) {
 	// A third warm create takes the pool's member (restored from the kept
 	// template once the first creates were done); the pool refills.
 	refilled := func(n int) func() bool {
-		return func() bool { return strings.Count(d.log.String(), "warm pool refilled") >= n }
+		return func() bool { return strings.Count(d.Log.String(), "warm pool refilled") >= n }
 	}
 	waitFor(t, 2*time.Minute, "the warm pool to hold a member", refilled(1))
 	w3 := d.create(createBody(t, `"memory_mib":256,"warm":true`))
@@ -516,11 +516,11 @@ func TestWarmCreate(t *testing.T) {
 	if l := warmList(); len(l) != 1 || l[0].Pooled != 1 || l[0].SizeBytes <= 0 || l[0].MemoryMiB != 256 {
 		t.Errorf("warm ls: %+v; want one 256 MiB template with one pooled sandbox", l)
 	}
-	before := strings.Count(d.log.String(), "warm pool refilled")
-	if code := d.terminate(); code != 0 {
+	before := strings.Count(d.Log.String(), "warm pool refilled")
+	if code := d.Terminate(); code != 0 {
 		t.Fatalf("SIGTERM: exit %d", code)
 	}
-	if err := d.start(); err != nil {
+	if err := d.Start(); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, 2*time.Minute, "the warm pool to refill at daemon start", refilled(before+1))
@@ -534,7 +534,7 @@ func TestWarmCreate(t *testing.T) {
 	if l := warmList(); len(l) != 0 {
 		t.Errorf("warm ls after rm --all: %+v", l)
 	}
-	if now, _ := filepath.Glob(filepath.Join(d.state, "warm", "*")); len(now) != 0 {
+	if now, _ := filepath.Glob(filepath.Join(d.State, "warm", "*")); len(now) != 0 {
 		t.Errorf("warm templates left after rm --all: %v", now)
 	}
 }

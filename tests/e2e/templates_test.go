@@ -57,7 +57,7 @@ func TestTemplates(t *testing.T) {
 	if err := json.Unmarshal(body, &sb); err != nil {
 		t.Fatal(err)
 	}
-	d.track(sb.ID)
+	d.Track(sb.ID)
 	json.Unmarshal(body, &withTpl)
 	if sb.State != "running" || sb.Image.Dir != img || withTpl.Template != "base" {
 		t.Fatalf("created %s: state %s, image %s, template %q; want running from %s, template base", sb.ID, sb.State, sb.Image.Dir, withTpl.Template, img)

@@ -70,13 +70,13 @@ func TestTenants(t *testing.T) {
 
 	e2bAddr := freeLoopbackAddr(t)
 	d := newDaemon(t, "--listen-tcp", "127.0.0.1:0", "--tenants", tenantsFile, "--e2b-listen", e2bAddr, "--template", "base="+image)
-	d.globals = []string{"--token-file", files["admin"]}
-	if err := d.start(); err != nil {
+	d.Globals = []string{"--token-file", files["admin"]}
+	if err := d.Start(); err != nil {
 		t.Fatal(err)
 	}
 	var m []string
 	waitFor(t, 30*time.Second, "the TCP listener's address in the daemon's log", func() bool {
-		m = regexp.MustCompile(`msg="API listening" network=tcp addr=(127\.0\.0\.1:\d+)`).FindStringSubmatch(d.log.String())
+		m = regexp.MustCompile(`msg="API listening" network=tcp addr=(127\.0\.0\.1:\d+)`).FindStringSubmatch(d.Log.String())
 		return m != nil
 	})
 	addr := m[1]
@@ -102,13 +102,13 @@ func TestTenants(t *testing.T) {
 		t.Fatalf("a's create: exit %d: %s", ra.code, ra.stderr)
 	}
 	idA := strings.TrimSpace(string(ra.stdout))
-	d.track(idA)
+	d.Track(idA)
 	rb := tenantCLI(t, addr, files["b"], "create", "--image", image, "--accel", "tcg", "--name", "box-b", "--priority", "low")
 	if rb.code != 0 {
 		t.Fatalf("b's create: exit %d: %s", rb.code, rb.stderr)
 	}
 	idB := strings.TrimSpace(string(rb.stdout))
-	d.track(idB)
+	d.Track(idB)
 
 	// a's second create: 429 tenant_quota with the numbers, nothing made.
 	st, body := api("a", "POST", "/v1/sandboxes", fmt.Sprintf(`{"image":%q,"accel":"tcg"}`, image))
@@ -216,5 +216,5 @@ func TestTenants(t *testing.T) {
 	if ra.code != 0 {
 		t.Fatalf("a's create after the removal: exit %d: %s", ra.code, ra.stderr)
 	}
-	d.track(strings.TrimSpace(string(ra.stdout)))
+	d.Track(strings.TrimSpace(string(ra.stdout)))
 }

@@ -29,7 +29,7 @@ type cliWatch struct {
 	// code and stderr (after the "watching" line) are set once ended
 	// and stderrDone are closed.
 	code       int
-	stderr     syncBuffer
+	stderr     testenv.SyncBuffer
 	stderrDone chan struct{}
 }
 
@@ -38,7 +38,7 @@ type cliWatch struct {
 func (d *daemon) startWatch(args ...string) *cliWatch {
 	t := d.t
 	t.Helper()
-	cmd := exec.Command(agentboxBin, append([]string{"--socket", d.socket, "watch"}, args...)...)
+	cmd := exec.Command(agentboxBin, append([]string{"--socket", d.Socket, "watch"}, args...)...)
 	cmd.Env = append(os.Environ(), "AGENTBOX_CONFIG=", "AGENTBOX_HOST=")
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -170,7 +170,7 @@ func TestWatch(t *testing.T) {
 		t.Fatalf("create: exit %d, stderr %q", r.code, r.stderr)
 	}
 	id := strings.TrimSpace(string(r.stdout))
-	d.track(id)
+	d.Track(id)
 	expect(t, d.cli(nil, "exec", "w1", "--", "mkdir", "-p", "/work/w"), 0, "", "")
 
 	// A missing path is a clear error before anything is printed.
@@ -260,7 +260,7 @@ func TestWatchManyFiles(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("create: exit %d, stderr %q", r.code, r.stderr)
 	}
-	d.track(strings.TrimSpace(string(r.stdout)))
+	d.Track(strings.TrimSpace(string(r.stdout)))
 	expect(t, d.cli(nil, "exec", "w1", "--", "mkdir", "-p", "/work/many"), 0, "", "")
 	w := d.startWatch("--recursive", "w1", "/work/many")
 

@@ -43,7 +43,7 @@ func TestIsolationFromClient(t *testing.T) {
 	// whose disk points at the daemon's store.
 	links := t.TempDir()
 	must(t, "symlink", os.Symlink("/etc", filepath.Join(links, "etc")))
-	must(t, "symlink", os.Symlink(d.state, filepath.Join(links, "state")))
+	must(t, "symlink", os.Symlink(d.State, filepath.Join(links, "state")))
 	js := func(v any) string { b, _ := json.Marshal(v); return string(b) }
 	create := func(fields string) []byte { return []byte("{" + fields + "}") }
 	j := "application/json"
@@ -54,7 +54,7 @@ func TestIsolationFromClient(t *testing.T) {
 		{what: "relative image path", method: "POST", path: "/v1/sandboxes", ctype: j, body: create(`"image":"../../../etc"`), status: 400, code: "invalid_argument"},
 		{what: "image traversal to /etc", method: "POST", path: "/v1/sandboxes", ctype: j, body: create(`"image":` + js(img+"/../../../../../../etc")), status: 422, code: "invalid_image"},
 		{what: "image is /etc/shadow", method: "POST", path: "/v1/sandboxes", ctype: j, body: create(`"image":"/etc/shadow"`), status: 422, code: "invalid_image"},
-		{what: "image is the daemon's state dir", method: "POST", path: "/v1/sandboxes", ctype: j, body: create(`"image":` + js(d.state)), status: 422, code: "invalid_image"},
+		{what: "image is the daemon's state dir", method: "POST", path: "/v1/sandboxes", ctype: j, body: create(`"image":` + js(d.State)), status: 422, code: "invalid_image"},
 		{what: "image is a symlink to /etc", method: "POST", path: "/v1/sandboxes", ctype: j, body: create(`"image":` + js(filepath.Join(links, "etc"))), status: 422, code: "invalid_image"},
 		{what: "image is a symlink to the state dir", method: "POST", path: "/v1/sandboxes", ctype: j, body: create(`"image":` + js(filepath.Join(links, "state"))), status: 422, code: "invalid_image"},
 		{what: "image is /proc/self/cwd", method: "POST", path: "/v1/sandboxes", ctype: j, body: create(`"image":"/proc/self/cwd"`), status: 422, code: "invalid_image"},
@@ -124,7 +124,7 @@ func TestIsolationFromClient(t *testing.T) {
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
 			defer cancel()
-			st, body, rh, err := d.roundTrip(ctx, c.method, c.path, c.body, hdr)
+			st, body, rh, err := d.RoundTrip(ctx, c.method, c.path, c.body, hdr)
 			if err != nil {
 				t.Fatalf("%s %.100s: %v", c.method, c.path, err)
 			}
@@ -151,13 +151,13 @@ func TestIsolationFromClient(t *testing.T) {
 	if err := json.Unmarshal(d.call("GET", "/v1/sandboxes", "", http.StatusOK), &list); err != nil || len(list.Sandboxes) != 0 {
 		t.Errorf("after the refused requests: %d sandboxes (%v), want none", len(list.Sandboxes), err)
 	}
-	left, _ := filepath.Glob(filepath.Join(d.state, "sandboxes", "*"))
-	snaps, _ := filepath.Glob(filepath.Join(d.state, "snapshots", "*"))
+	left, _ := filepath.Glob(filepath.Join(d.State, "sandboxes", "*"))
+	snaps, _ := filepath.Glob(filepath.Join(d.State, "snapshots", "*"))
 	if len(left)+len(snaps) != 0 {
 		t.Errorf("the refused requests left %v %v", left, snaps)
 	}
-	if _, err := os.Stat(filepath.Join(filepath.Dir(d.state), "x")); err == nil {
-		t.Errorf("a traversal made %s", filepath.Join(filepath.Dir(d.state), "x"))
+	if _, err := os.Stat(filepath.Join(filepath.Dir(d.State), "x")); err == nil {
+		t.Errorf("a traversal made %s", filepath.Join(filepath.Dir(d.State), "x"))
 	}
 }
 

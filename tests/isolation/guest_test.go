@@ -133,15 +133,15 @@ func TestIsolationFromGuest(t *testing.T) {
 	t.Cleanup(func() { deleteTable(t, table) })
 	d := newDaemon(t, "--listen-tcp", "0.0.0.0:0", "--network-table", table, "--network-pool", pool.String(),
 		"--network-host", "example.test="+lo.String())
-	d.globals = []string{"--token-file", tokenFile}
+	d.Globals = []string{"--token-file", tokenFile}
 	d.resolvConf = resolv
 	d.start()
 	var m []string
 	for deadline := time.Now().Add(30 * time.Second); m == nil && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		m = regexp.MustCompile(`msg="API listening" network=tcp addr=\S*:(\d+)`).FindStringSubmatch(d.log.String())
+		m = regexp.MustCompile(`msg="API listening" network=tcp addr=\S*:(\d+)`).FindStringSubmatch(d.Log.String())
 	}
 	if m == nil {
-		t.Fatalf("no TCP listener in the daemon's log:\n%s", d.log.tail(4000))
+		t.Fatalf("no TCP listener in the daemon's log:\n%s", d.Log.Tail(4000))
 	}
 	apiPort := 0
 	fmt.Sscan(m[1], &apiPort)

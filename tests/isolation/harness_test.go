@@ -6,26 +6,16 @@ package isolation
 // The daemon harness of the suite: the real `agentbox serve` (built once by
 // TestMain) with its own socket, state and runtime dirs, raw HTTP over its
 // unix socket (the tests spell the wire format themselves), and a cleanup
-// that removes every sandbox and asserts nothing is left. A smaller copy
-// of tests/e2e's harness (test helpers cannot be imported across
-// packages).
+// that removes every sandbox and asserts nothing is left: testenv.Daemon,
+// which tests/e2e uses too, with this suite's request helpers.
 
 import (
 	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
-	"io"
-	"net"
 	"net/http"
-	"os"
 	"os/exec"
-	"path/filepath"
-	"slices"
-	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -39,64 +29,26 @@ func TestMain(m *testing.M) {
 	if openAsHelper() { // qemuuser_test.go: the test binary re-executed as QEMU's user
 		return
 	}
-	dir, err := os.MkdirTemp("", "agentbox-isolation")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	agentboxBin = filepath.Join(dir, "agentbox")
-	build := exec.Command("go", "build", "-o", agentboxBin, "github.com/agentbox/agentbox/cmd/agentbox")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building agentbox:", err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	testenv.RunWithAgentbox(m, "agentbox-isolation", &agentboxBin)
 }
 
 // requestTimeout bounds every API request (a create boots a TCG guest).
 const requestTimeout = 3 * time.Minute
 
-// daemon is one `agentbox serve` under test.
+// daemon is one `agentbox serve` under test (testenv.Daemon).
 type daemon struct {
-	t       *testing.T
-	state   string
-	runtime string
-	sockDir string
-	socket  string
-	globals []string // global flags before "serve"
-	flags   []string // serve flags
+	*testenv.Daemon
+	t *testing.T
 	// resolvConf, when set, is bind-mounted over /etc/resolv.conf in a
 	// mount namespace of the daemon's own: its upstream resolver is then
 	// the test's (guest_test.go's DNS witness).
 	resolvConf string
-	http       *http.Client
-	log        *syncBuffer
-
-	mu   sync.Mutex
-	proc *exec.Cmd
-	done chan struct{}
-	code int
-	ids  map[string]bool
 }
 
 // newDaemon prepares a daemon on fresh dirs and registers its cleanup.
 func newDaemon(t *testing.T, serveFlags ...string) *daemon {
 	t.Helper()
-	d := &daemon{
-		t: t, state: t.TempDir(), runtime: testenv.ShortTempDir(t), sockDir: testenv.ShortTempDir(t),
-		flags: serveFlags, log: &syncBuffer{}, ids: map[string]bool{},
-	}
-	d.socket = filepath.Join(d.sockDir, "api.sock")
-	d.http = &http.Client{Transport: &http.Transport{
-		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			var dl net.Dialer
-			return dl.DialContext(ctx, "unix", d.socket)
-		},
-		DisableCompression: true,
-	}}
+	d := &daemon{Daemon: testenv.NewDaemon(t, agentboxBin, serveFlags...), t: t}
 	t.Cleanup(d.cleanup)
 	return d
 }
@@ -104,161 +56,25 @@ func newDaemon(t *testing.T, serveFlags ...string) *daemon {
 // start runs the daemon and waits until GET /v1/info answers 200.
 func (d *daemon) start() {
 	d.t.Helper()
-	args := []string{"--uri", testenv.URI(), "--state-dir", d.state, "--runtime-dir", d.runtime,
-		"--socket", d.socket, "--log-level", "info"}
-	args = append(append(append(args, d.globals...), "serve"), d.flags...)
-	cmd := exec.Command(agentboxBin, args...)
 	if d.resolvConf != "" {
 		// unshare and sh exec in place: the PID is the daemon's.
-		cmd = exec.Command("unshare", append([]string{"--mount", "--propagation", "private", "--",
-			"sh", "-c", `mount --bind "$0" /etc/resolv.conf && exec "$@"`, d.resolvConf, agentboxBin}, args...)...)
+		d.Command = func(bin string, args []string) *exec.Cmd {
+			return exec.Command("unshare", append([]string{"--mount", "--propagation", "private", "--",
+				"sh", "-c", `mount --bind "$0" /etc/resolv.conf && exec "$@"`, d.resolvConf, bin}, args...)...)
+		}
 	}
-	cmd.Env = append(os.Environ(), "AGENTBOX_CONFIG=")
-	fmt.Fprintf(d.log, "=== agentbox %s\n", strings.Join(args, " "))
-	cmd.Stdout, cmd.Stderr = d.log, d.log
-	if err := cmd.Start(); err != nil {
+	if err := d.Start(); err != nil {
 		d.t.Fatal(err)
 	}
-	done := make(chan struct{})
-	d.mu.Lock()
-	d.proc, d.done = cmd, done
-	d.mu.Unlock()
-	go func() {
-		cmd.Wait()
-		d.mu.Lock()
-		d.code = cmd.ProcessState.ExitCode()
-		d.mu.Unlock()
-		close(done)
-	}()
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		select {
-		case <-done:
-			d.t.Fatalf("agentbox serve exited with %d before answering; log:\n%s", d.exitCode(), d.log.tail(8000))
-		default:
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		st, _, _, err := d.roundTrip(ctx, "GET", "/v1/info", nil, nil)
-		cancel()
-		if err == nil && st == http.StatusOK {
-			return
-		}
-		if time.Now().After(deadline) {
-			cmd.Process.Signal(syscall.SIGKILL)
-			<-done
-			d.t.Fatalf("agentbox serve did not answer within 2 minutes (last: %d %v); log:\n%s", st, err, d.log.tail(8000))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-func (d *daemon) running() bool {
-	d.mu.Lock()
-	done := d.done
-	d.mu.Unlock()
-	if done == nil {
-		return false
-	}
-	select {
-	case <-done:
-		return false
-	default:
-		return true
-	}
-}
-
-func (d *daemon) exitCode() int {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.code
-}
-
-// terminate sends SIGTERM and returns the exit code.
-func (d *daemon) terminate() int {
-	d.mu.Lock()
-	proc, done := d.proc, d.done
-	d.mu.Unlock()
-	proc.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-done:
-	case <-time.After(2 * time.Minute):
-		d.t.Errorf("agentbox serve still runs 2 minutes after SIGTERM: killing it")
-		proc.Process.Signal(syscall.SIGKILL)
-		<-done
-	}
-	return d.exitCode()
 }
 
 // cleanup removes every sandbox through the daemon, stops it and asserts
-// that no domain, qemu process, overlay or socket of it is left.
+// that nothing of it is left (testenv.Daemon.Teardown).
 func (d *daemon) cleanup() {
-	t := d.t
-	if d.running() {
-		var list struct {
-			Sandboxes []struct {
-				ID string `json:"id"`
-			} `json:"sandboxes"`
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
-		st, body, _, err := d.roundTrip(ctx, "GET", "/v1/sandboxes", nil, nil)
-		cancel()
-		if err != nil || st != http.StatusOK || json.Unmarshal(body, &list) != nil {
-			t.Errorf("cleanup: listing sandboxes: %d %v %s", st, err, body)
-		}
-		for _, sb := range list.Sandboxes {
-			d.track(sb.ID)
-			ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
-			st, body, _, err := d.roundTrip(ctx, "DELETE", "/v1/sandboxes/"+sb.ID+"?force=true", nil, nil)
-			cancel()
-			if err != nil || st != http.StatusNoContent {
-				t.Errorf("cleanup: DELETE sandbox %s: %d %v %s", sb.ID, st, err, body)
-			}
-		}
-		if code := d.terminate(); code != 0 {
-			t.Errorf("cleanup: agentbox serve exited with %d after SIGTERM, want 0", code)
-		}
+	d.Teardown(requestTimeout)
+	if d.t.Failed() {
+		d.t.Logf("daemon log (tail):\n%s", d.Log.Tail(20000))
 	}
-	d.mu.Lock()
-	var ids []string
-	for id := range d.ids {
-		ids = append(ids, id)
-	}
-	d.mu.Unlock()
-	slices.Sort(ids)
-	testenv.AssertNoDomains(t, ids, d.state, d.runtime)
-	testenv.AssertNoLeaks(t, d.state, d.runtime)
-	if t.Failed() {
-		t.Logf("daemon log (tail):\n%s", d.log.tail(20000))
-	}
-}
-
-func (d *daemon) track(id string) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.ids[id] = true
-}
-
-// roundTrip sends one request; path is sent as given (raw query and
-// escapes included). hdr may be nil.
-func (d *daemon) roundTrip(ctx context.Context, method, path string, body []byte, hdr http.Header) (int, []byte, http.Header, error) {
-	var r io.Reader
-	if body != nil {
-		r = bytes.NewReader(body)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, "http://agentbox"+path, r)
-	if err != nil {
-		return 0, nil, nil, err
-	}
-	for k, v := range hdr {
-		req.Header[k] = v
-	}
-	resp, err := d.http.Do(req)
-	if err != nil {
-		return 0, nil, nil, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	return resp.StatusCode, b, resp.Header, err
 }
 
 // jsonHeader is the Content-Type of a JSON request.
@@ -274,7 +90,7 @@ func (d *daemon) call(method, path, body string, want int) []byte {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
 	defer cancel()
-	st, resp, _, err := d.roundTrip(ctx, method, path, b, hdr)
+	st, resp, _, err := d.RoundTrip(ctx, method, path, b, hdr)
 	if err != nil {
 		d.t.Fatalf("%s %s: %v", method, path, err)
 	}
@@ -293,7 +109,7 @@ func (d *daemon) create(body string) string {
 	if err := json.Unmarshal(d.call("POST", "/v1/sandboxes", body, http.StatusCreated), &sb); err != nil || sb.ID == "" {
 		d.t.Fatalf("create: %v %+v", err, sb)
 	}
-	d.track(sb.ID)
+	d.Track(sb.ID)
 	return sb.ID
 }
 
@@ -322,7 +138,7 @@ func (d *daemon) exec(ref string, timeout time.Duration, argv ...string) execRes
 	req, _ := json.Marshal(map[string]any{"cmd": argv, "timeout_ms": timeout.Milliseconds()})
 	ctx, cancel := context.WithTimeout(context.Background(), timeout+time.Minute)
 	defer cancel()
-	st, body, _, err := d.roundTrip(ctx, "POST", "/v1/sandboxes/"+ref+"/exec", req, jsonHeader)
+	st, body, _, err := d.RoundTrip(ctx, "POST", "/v1/sandboxes/"+ref+"/exec", req, jsonHeader)
 	if err != nil || st != http.StatusOK {
 		d.t.Fatalf("exec %.80q in %s: %d %v %.2000s", argv, ref, st, err, body)
 	}
@@ -357,30 +173,4 @@ func (d *daemon) exec(ref string, timeout time.Duration, argv ...string) execRes
 		}
 	}
 	return r
-}
-
-// syncBuffer is a bytes.Buffer safe for concurrent use.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-func (s *syncBuffer) tail(n int) string {
-	str := s.String()
-	if len(str) > n {
-		return "…" + str[len(str)-n:]
-	}
-	return str
 }

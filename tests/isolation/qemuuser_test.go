@@ -180,7 +180,7 @@ func TestQEMUUserConfinement(t *testing.T) {
 	// anyone may traverse (t.TempDir's are 0700): only the daemon's own
 	// modes and QEMU's uid keep the files from QEMU's user.
 	d := newDaemon(t, "--qemu-uid-range", fmt.Sprintf("%d-%d", qemuFirst, qemuLast))
-	d.state = filepath.Join(testenv.PassableTempDir(t), "state")
+	d.State = filepath.Join(testenv.PassableTempDir(t), "state")
 	d.start()
 	img, _ := json.Marshal(testenv.ReachableImage(t))
 	body := func(name string) string {
@@ -208,15 +208,15 @@ func TestQEMUUserConfinement(t *testing.T) {
 		t.Errorf("the QEMUs of sandboxes %s and %s share uid %d: each needs its own", a, b, ca.uid)
 	}
 
-	sbDir := func(id string) string { return filepath.Join(d.state, "sandboxes", id) }
+	sbDir := func(id string) string { return filepath.Join(d.State, "sandboxes", id) }
 	var paths []string
 	for _, f := range []string{"overlay.qcow2", "console.log"} {
 		paths = append(paths, filepath.Join(sbDir(b), f))
 	}
-	paths = append(paths, sbDir(b), d.state, filepath.Join(d.state, "state.db"), filepath.Join(d.state, "audit"))
+	paths = append(paths, sbDir(b), d.State, filepath.Join(d.State, "state.db"), filepath.Join(d.State, "audit"))
 	// Every other file in B's directory and the daemon's state dir too.
-	filepath.WalkDir(d.state, func(p string, e os.DirEntry, err error) error {
-		if err == nil && p != d.state && !strings.HasPrefix(p, sbDir(a)) && !contains(paths, p) {
+	filepath.WalkDir(d.State, func(p string, e os.DirEntry, err error) error {
+		if err == nil && p != d.State && !strings.HasPrefix(p, sbDir(a)) && !contains(paths, p) {
 			paths = append(paths, p)
 		}
 		return nil

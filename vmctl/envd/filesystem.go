@@ -49,16 +49,26 @@ func (s *filesystemService) resolver(ctx context.Context, h http.Header) (*resol
 	return &resolver{c: s.c, sb: SandboxFrom(ctx), user: user}, nil
 }
 
+// target returns the path resolver of a request and name made absolute
+// for its user; an error of the path is already a connect error.
+func (s *filesystemService) target(ctx context.Context, h http.Header, name string) (*resolver, string, error) {
+	r, err := s.resolver(ctx, h)
+	if err != nil {
+		return nil, "", err
+	}
+	p, err := r.abs(ctx, name)
+	if err != nil {
+		return nil, "", connectError(err)
+	}
+	return r, p, nil
+}
+
 // Stat implements filesystem.Filesystem: the entry of a path; a symbolic
 // link is followed for type, mode and size, and named by symlinkTarget.
 func (s *filesystemService) Stat(ctx context.Context, req *connect.Request[fspb.StatRequest]) (*connect.Response[fspb.StatResponse], error) {
-	r, err := s.resolver(ctx, req.Header())
+	r, p, err := s.target(ctx, req.Header(), req.Msg.GetPath())
 	if err != nil {
 		return nil, err
-	}
-	p, err := r.abs(ctx, req.Msg.GetPath())
-	if err != nil {
-		return nil, connectError(err)
 	}
 	fi, err := s.c.Stat(ctx, r.sb, p)
 	if err != nil {
@@ -70,13 +80,9 @@ func (s *filesystemService) Stat(ctx context.Context, req *connect.Request[fspb.
 // ListDir implements filesystem.Filesystem: the entries below a directory
 // down to depth levels (0 means 1), symbolic links not followed.
 func (s *filesystemService) ListDir(ctx context.Context, req *connect.Request[fspb.ListDirRequest]) (*connect.Response[fspb.ListDirResponse], error) {
-	r, err := s.resolver(ctx, req.Header())
+	r, p, err := s.target(ctx, req.Header(), req.Msg.GetPath())
 	if err != nil {
 		return nil, err
-	}
-	p, err := r.abs(ctx, req.Msg.GetPath())
-	if err != nil {
-		return nil, connectError(err)
 	}
 	depth := int(req.Msg.GetDepth())
 	if depth == 0 {
@@ -104,13 +110,9 @@ func (s *filesystemService) ListDir(ctx context.Context, req *connect.Request[fs
 // existing non-directory invalid_argument; otherwise the directory and
 // its missing parents are made (0755), owned by the user.
 func (s *filesystemService) MakeDir(ctx context.Context, req *connect.Request[fspb.MakeDirRequest]) (*connect.Response[fspb.MakeDirResponse], error) {
-	r, err := s.resolver(ctx, req.Header())
+	r, p, err := s.target(ctx, req.Header(), req.Msg.GetPath())
 	if err != nil {
 		return nil, err
-	}
-	p, err := r.abs(ctx, req.Msg.GetPath())
-	if err != nil {
-		return nil, connectError(err)
 	}
 	fi, err := s.c.Stat(ctx, r.sb, p)
 	switch {
@@ -133,13 +135,9 @@ func (s *filesystemService) MakeDir(ctx context.Context, req *connect.Request[fs
 // missing parents made for the user; the answer is the destination's
 // entry.
 func (s *filesystemService) Move(ctx context.Context, req *connect.Request[fspb.MoveRequest]) (*connect.Response[fspb.MoveResponse], error) {
-	r, err := s.resolver(ctx, req.Header())
+	r, src, err := s.target(ctx, req.Header(), req.Msg.GetSource())
 	if err != nil {
 		return nil, err
-	}
-	src, err := r.abs(ctx, req.Msg.GetSource())
-	if err != nil {
-		return nil, connectError(err)
 	}
 	dst, err := r.abs(ctx, req.Msg.GetDestination())
 	if err != nil {
@@ -155,13 +153,9 @@ func (s *filesystemService) Move(ctx context.Context, req *connect.Request[fspb.
 // Remove implements filesystem.Filesystem as envd's os.RemoveAll: a
 // directory with its contents, and a missing path is no error.
 func (s *filesystemService) Remove(ctx context.Context, req *connect.Request[fspb.RemoveRequest]) (*connect.Response[fspb.RemoveResponse], error) {
-	r, err := s.resolver(ctx, req.Header())
+	r, p, err := s.target(ctx, req.Header(), req.Msg.GetPath())
 	if err != nil {
 		return nil, err
-	}
-	p, err := r.abs(ctx, req.Msg.GetPath())
-	if err != nil {
-		return nil, connectError(err)
 	}
 	if err := s.c.RemoveFile(ctx, r.sb, p, true); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
 		return nil, connectError(err)
@@ -177,13 +171,9 @@ func (s *filesystemService) Remove(ctx context.Context, req *connect.Request[fsp
 // inotify watcher reports it. The stream ends with the watched
 // directory's own removal, the client, or its deadline.
 func (s *filesystemService) WatchDir(ctx context.Context, req *connect.Request[fspb.WatchDirRequest], stream *connect.ServerStream[fspb.WatchDirResponse]) error {
-	r, err := s.resolver(ctx, req.Header())
+	r, dir, err := s.target(ctx, req.Header(), req.Msg.GetPath())
 	if err != nil {
 		return err
-	}
-	dir, err := r.abs(ctx, req.Msg.GetPath())
-	if err != nil {
-		return connectError(err)
 	}
 	fi, err := s.c.Stat(ctx, r.sb, dir)
 	if err != nil {

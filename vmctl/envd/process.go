@@ -135,11 +135,7 @@ func (s *processService) Start(ctx context.Context, req *connect.Request[process
 // Connect implements process.Process/Connect: the stream of a running
 // process (or the end of an ended one) from now on.
 func (s *processService) Connect(ctx context.Context, req *connect.Request[process.ConnectRequest], stream *connect.ServerStream[process.ConnectResponse]) error {
-	sb, err := sandboxOf(ctx)
-	if err != nil {
-		return err
-	}
-	p, err := s.find(ctx, sb, req.Msg.GetProcess(), false)
+	sb, p, err := s.lookup(ctx, req.Msg.GetProcess(), false)
 	if err != nil {
 		return err
 	}
@@ -184,11 +180,7 @@ func (s *processService) List(ctx context.Context, req *connect.Request[process.
 // SendInput implements process.Process/SendInput: bytes to the process's
 // stdin (started with stdin) or its terminal.
 func (s *processService) SendInput(ctx context.Context, req *connect.Request[process.SendInputRequest]) (*connect.Response[process.SendInputResponse], error) {
-	sb, err := sandboxOf(ctx)
-	if err != nil {
-		return nil, err
-	}
-	p, err := s.find(ctx, sb, req.Msg.GetProcess(), true)
+	sb, p, err := s.lookup(ctx, req.Msg.GetProcess(), true)
 	if err != nil {
 		return nil, err
 	}
@@ -238,11 +230,7 @@ func (s *processService) SendSignal(ctx context.Context, req *connect.Request[pr
 
 // CloseStdin implements process.Process/CloseStdin.
 func (s *processService) CloseStdin(ctx context.Context, req *connect.Request[process.CloseStdinRequest]) (*connect.Response[process.CloseStdinResponse], error) {
-	sb, err := sandboxOf(ctx)
-	if err != nil {
-		return nil, err
-	}
-	p, err := s.find(ctx, sb, req.Msg.GetProcess(), true)
+	sb, p, err := s.lookup(ctx, req.Msg.GetProcess(), true)
 	if err != nil {
 		return nil, err
 	}
@@ -255,11 +243,7 @@ func (s *processService) CloseStdin(ctx context.Context, req *connect.Request[pr
 // Update implements process.Process/Update: the size of the process's
 // terminal.
 func (s *processService) Update(ctx context.Context, req *connect.Request[process.UpdateRequest]) (*connect.Response[process.UpdateResponse], error) {
-	sb, err := sandboxOf(ctx)
-	if err != nil {
-		return nil, err
-	}
-	p, err := s.find(ctx, sb, req.Msg.GetProcess(), true)
+	sb, p, err := s.lookup(ctx, req.Msg.GetProcess(), true)
 	if err != nil {
 		return nil, err
 	}
@@ -270,6 +254,17 @@ func (s *processService) Update(ctx context.Context, req *connect.Request[proces
 		}
 	}
 	return connect.NewResponse(&process.UpdateResponse{}), nil
+}
+
+// lookup returns the sandbox of the request (sandboxOf) and the process
+// sel names in it (find).
+func (s *processService) lookup(ctx context.Context, sel *process.ProcessSelector, running bool) (string, api.Process, error) {
+	sb, err := sandboxOf(ctx)
+	if err != nil {
+		return "", api.Process{}, err
+	}
+	p, err := s.find(ctx, sb, sel, running)
+	return sb, p, err
 }
 
 // find returns the process sel names in sandbox sb: by pid the running

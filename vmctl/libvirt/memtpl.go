@@ -72,13 +72,11 @@ func (d *Driver) Emulator(ctx context.Context, domainType, machine string) (sand
 // the host's temporary directory: QEMU must reach it (it runs on this
 // host, as a user that can).
 func (d *Driver) SaveDeviceState(ctx context.Context, name, file string) (err error) {
-	unlock, err := d.snapLocks.lock(ctx, name)
+	m, release, err := d.lockedMonitor(ctx, name)
 	if err != nil {
 		return err
 	}
-	defer unlock()
-	m := d.monitor(name)
-	defer m.Disconnect()
+	defer release()
 	f, err := os.OpenFile(file, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return fmt.Errorf("device state file: %w", err)
@@ -148,13 +146,11 @@ func (d *Driver) SaveDeviceState(ctx context.Context, name, file string) (err er
 // it; then it turns the capability off again. QEMU exits when the load
 // fails: the error then wraps sandbox.ErrNotRunning.
 func (d *Driver) LoadDeviceState(ctx context.Context, name, file string) error {
-	unlock, err := d.snapLocks.lock(ctx, name)
+	m, release, err := d.lockedMonitor(ctx, name)
 	if err != nil {
 		return err
 	}
-	defer unlock()
-	m := d.monitor(name)
-	defer m.Disconnect()
+	defer release()
 	f, err := os.Open(file)
 	if err != nil {
 		return fmt.Errorf("device state file: %w", err)

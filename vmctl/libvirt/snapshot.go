@@ -110,13 +110,11 @@ func (d *Driver) SaveSnapshot(ctx context.Context, name, tag string) error {
 	if err := checkTag(tag); err != nil {
 		return err
 	}
-	unlock, err := d.snapLocks.lock(ctx, name)
+	m, release, err := d.lockedMonitor(ctx, name)
 	if err != nil {
 		return err
 	}
-	defer unlock()
-	m := d.monitor(name)
-	defer m.Disconnect()
+	defer release()
 
 	st, err := m.QueryStatus(ctx)
 	if err != nil {
@@ -224,13 +222,11 @@ func (d *Driver) LoadSnapshot(ctx context.Context, name, tag string) error {
 	if err := checkTag(tag); err != nil {
 		return err
 	}
-	unlock, err := d.snapLocks.lock(ctx, name)
+	m, release, err := d.lockedMonitor(ctx, name)
 	if err != nil {
 		return err
 	}
-	defer unlock()
-	m := d.monitor(name)
-	defer m.Disconnect()
+	defer release()
 
 	nodes, err := snapshotNodes(ctx, m)
 	if err != nil {
@@ -276,13 +272,11 @@ func (d *Driver) DeleteSnapshot(ctx context.Context, name, tag string) error {
 	if err := checkTag(tag); err != nil {
 		return err
 	}
-	unlock, err := d.snapLocks.lock(ctx, name)
+	m, release, err := d.lockedMonitor(ctx, name)
 	if err != nil {
 		return err
 	}
-	defer unlock()
-	m := d.monitor(name)
-	defer m.Disconnect()
+	defer release()
 
 	nodes, err := snapshotNodes(ctx, m)
 	if err != nil {
@@ -307,6 +301,22 @@ func (d *Driver) monitor(name string) *qmp.Monitor {
 	return qmp.New(d.conn, name, qmp.Options{Logger: d.conn.log, Gone: func(err error) bool {
 		return errors.Is(err, ErrDomainNotFound) || errors.Is(err, ErrNotRunning)
 	}})
+}
+
+// lockedMonitor takes name's snapshot lock (waiting at most until ctx
+// ends) and opens a QMP monitor on the domain; release disconnects the
+// monitor, then unlocks. Operations that change the domain's memory or
+// disk state through QMP run between the two.
+func (d *Driver) lockedMonitor(ctx context.Context, name string) (m *qmp.Monitor, release func(), err error) {
+	unlock, err := d.snapLocks.lock(ctx, name)
+	if err != nil {
+		return nil, nil, err
+	}
+	m = d.monitor(name)
+	return m, func() {
+		m.Disconnect()
+		unlock()
+	}, nil
 }
 
 // snapshotNodes returns the domain's writable qcow2 format nodes (the
