@@ -21,7 +21,20 @@ func queued(t *testing.T, n *Node, class string) uint64 {
 	if err != nil {
 		return 0
 	}
-	info, err := h.strs[class].Info(context.Background())
+	// Info caches what it reads in the stream handle, which the node's
+	// puller reads at the same time (GetMsg): ask through a handle of the
+	// test's own (a jetstream.Stream is not safe for concurrent use).
+	var name string
+	for _, c := range classes {
+		if c.name == class {
+			name = c.stream
+		}
+	}
+	s, err := h.js.Stream(context.Background(), name)
+	if err != nil {
+		return 0
+	}
+	info, err := s.Info(context.Background())
 	if err != nil {
 		return 0
 	}
