@@ -17,7 +17,7 @@ packages=(
   tmux
   nix-bin
   nftables iptables iproute2
-  protobuf-compiler
+  protobuf-compiler libprotobuf-dev
   python3-pytest python3-yaml
 )
 missing=()

@@ -5,7 +5,10 @@
 #   gen.sh          regenerate vmctl/envd/gen
 #   gen.sh --check  generate into a temporary directory and compare
 #
-# protoc is Debian's protobuf-compiler (tests/host-setup.sh installs it);
+# protoc is Debian's protobuf-compiler, the well-known types it imports
+# (google/protobuf/timestamp.proto) are libprotobuf-dev's, a Recommends
+# that --no-install-recommends leaves out (tests/host-setup.sh installs
+# both);
 # the plugins protoc-gen-go and protoc-gen-connect-go are `tool` lines in
 # go.mod, so their versions are pinned with the module's other
 # dependencies and `go tool` builds them.
@@ -15,6 +18,13 @@ repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)
 cd "$repo"
 command -v protoc >/dev/null || {
 	echo "proto: protoc not found: run tests/host-setup.sh (installs protobuf-compiler)" >&2
+	exit 1
+}
+# protoc finds the well-known types next to itself (…/include); say what
+# to install rather than protoc's "File not found".
+wkt=$(dirname "$(dirname "$(command -v protoc)")")/include/google/protobuf/timestamp.proto
+[ -f "$wkt" ] || [ -f /usr/include/google/protobuf/timestamp.proto ] || {
+	echo "proto: google/protobuf/timestamp.proto not found: install libprotobuf-dev (tests/host-setup.sh does)" >&2
 	exit 1
 }
 
