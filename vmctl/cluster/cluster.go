@@ -155,6 +155,8 @@ type Node struct {
 	names jetstream.KeyValue            // agentbox_names
 	cons  map[string]jetstream.Consumer // by class name
 	strs  map[string]jetstream.Stream   // by class name
+	// setupErr is the last failed setup while js is nil (nil: none yet).
+	setupErr error
 
 	draining atomic.Bool
 	brk      *breaker
@@ -273,6 +275,9 @@ func (n *Node) run() {
 		if n.ctx.Err() != nil {
 			return
 		}
+		n.mu.Lock()
+		n.setupErr = err
+		n.mu.Unlock()
 		n.log.Debug("cluster setup: retrying", "err", err)
 		select {
 		case <-n.ctx.Done():
@@ -361,12 +366,15 @@ func (n *Node) setup(ctx context.Context) error {
 	}
 	n.mu.Lock()
 	n.js, n.nodes, n.sbs, n.names, n.strs, n.cons = js, nodes, sbs, names, strs, cons
+	n.setupErr = nil
 	n.mu.Unlock()
 	return nil
 }
 
 // handles are the JetStream handles once setup succeeded and NATS is
-// connected; else ErrUnavailable.
+// connected; else ErrUnavailable: NATS unreachable, or (connected, not
+// set up yet) the node still joining, with the last setup error, e.g. a
+// nats-server started without JetStream (-js).
 type handles struct {
 	js                jetstream.JetStream
 	nodes, sbs, names jetstream.KeyValue
@@ -377,9 +385,15 @@ type handles struct {
 func (n *Node) handles() (handles, error) {
 	n.mu.Lock()
 	h := handles{n.js, n.nodes, n.sbs, n.names, n.strs, n.cons}
+	setupErr := n.setupErr
 	n.mu.Unlock()
-	if h.js == nil || !n.nc.IsConnected() {
+	switch {
+	case !n.nc.IsConnected():
 		return handles{}, ErrUnavailable
+	case h.js == nil && setupErr != nil:
+		return handles{}, ErrUnavailable.WithMessage(fmt.Sprintf("this node has not joined the cluster yet: NATS answers but setting up its JetStream buckets and streams failed (%v): check that every nats-server runs with JetStream (-js); the node keeps retrying", setupErr))
+	case h.js == nil:
+		return handles{}, ErrUnavailable.WithMessage("this node is joining the cluster (setting up its JetStream buckets and streams): retry in a moment")
 	}
 	return h, nil
 }

@@ -3,8 +3,11 @@ package cluster
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/agentbox/agentbox/vmctl/api"
 )
@@ -91,5 +94,45 @@ func TestNATSDownAndBack(t *testing.T) {
 	})
 	if _, err := a.Lookup(ctx, "two"); !isNotFound(err) {
 		t.Fatalf("the refused create left a name claim: %v", err)
+	}
+}
+
+// A nats-server without JetStream: the node connects but cannot set up
+// its buckets and streams; cluster calls say so and name -js, rather
+// than "NATS is unreachable".
+func TestNATSWithoutJetStream(t *testing.T) {
+	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.Start()
+	t.Cleanup(s.Shutdown)
+	if !s.ReadyForConnections(20 * time.Second) {
+		t.Fatal("NATS did not come up")
+	}
+	n, err := Join(context.Background(), Config{Servers: []string{s.ClientURL()}, Node: "a",
+		Advertise: "http://a.test:7070", Version: "test", Local: newFakeLocal(1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		n.Close(ctx)
+	})
+	want := "this node has not joined the cluster yet: NATS answers but setting up its JetStream buckets and streams failed ("
+	var last error
+	waitFor(t, 30*time.Second, "the setup error in the answer", func() bool {
+		_, last = n.ListNodes(context.Background())
+		return last != nil && strings.HasPrefix(api.ErrorFrom(last).Message, want)
+	})
+	ae := api.ErrorFrom(last)
+	if ae.Status != 503 || ae.Code != api.CodeClusterUnavailable || !errors.Is(last, ErrUnavailable) ||
+		!strings.Contains(ae.Message, "check that every nats-server runs with JetStream (-js)") {
+		t.Fatalf("ListNodes on a NATS without JetStream: %d %s %q", ae.Status, ae.Code, ae.Message)
+	}
+	_, err = n.Place(context.Background(), apiReq("one", 1))
+	if ae := api.ErrorFrom(err); ae.Status != 503 || !strings.HasPrefix(ae.Message, want) {
+		t.Fatalf("create on a NATS without JetStream: %v", err)
 	}
 }
