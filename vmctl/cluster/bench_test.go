@@ -34,11 +34,9 @@ func startNATSProcs(b *testing.B) *natsProcs {
 		}
 	}
 	p := &natsProcs{}
-	var routes []int
-	for range 3 {
-		p.ports = append(p.ports, freePort(b))
-		routes = append(routes, freePort(b))
-	}
+	ports := freePorts(b, 6)
+	routes := ports[3:]
+	p.ports = ports[:3]
 	dir := b.TempDir()
 	for i := range 3 {
 		var others []string

@@ -32,23 +32,28 @@ type natsCluster struct {
 	servers []*server.Server
 }
 
-func freePort(t testing.TB) int {
+// freePorts returns n distinct free loopback ports: all n listeners are
+// held until the last is chosen, as the kernel may hand out a port just
+// closed again (two servers on one port: one never comes up).
+func freePorts(t testing.TB, n int) []int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	ports := make([]int, 0, n)
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return ports
 }
 
 func startNATS(t testing.TB, size int) *natsCluster {
 	t.Helper()
 	c := &natsCluster{t: t, dir: t.TempDir(), servers: make([]*server.Server, size)}
-	for range size {
-		c.ports = append(c.ports, freePort(t))
-		c.routes = append(c.routes, freePort(t))
-	}
+	ports := freePorts(t, 2*size)
+	c.ports, c.routes = ports[:size], ports[size:]
 	for i := range size {
 		c.start(i)
 	}
