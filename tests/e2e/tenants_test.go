@@ -133,6 +133,12 @@ func TestTenants(t *testing.T) {
 	if st != 429 || !strings.Contains(body, `"message":"tenant b: 1 of 4 vCPUs in use, the sandbox asks 4; remove sandboxes, ask for less, or raise max_vcpus"`) {
 		t.Fatalf("b over its vCPUs: %d %s", st, body)
 	}
+	// Names are one namespace for both tenants: a's name is taken for b,
+	// without a's sandbox id in the answer.
+	st, body = api("b", "POST", "/v1/sandboxes", fmt.Sprintf(`{"image":%q,"accel":"tcg","name":"box-a"}`, image))
+	if st != 409 || !strings.Contains(body, `"code":"name_taken"`) || !strings.Contains(body, `the name \"box-a\" is taken: choose another name`) || strings.Contains(body, idA) {
+		t.Fatalf("b's create with a's name: %d %s", st, body)
+	}
 
 	// b gets 404 for a's sandbox, by ID and by name, exactly as for a missing one.
 	for _, ref := range []string{idA, "box-a"} {

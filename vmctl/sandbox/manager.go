@@ -346,6 +346,11 @@ func (m *Manager) register(sb *Sandbox, admit func(Resources) error) error {
 	defer m.mu.Unlock()
 	if sb.Name != "" {
 		if other, ok := m.names[sb.Name]; ok {
+			// Names are one namespace for all tenants; another tenant's
+			// sandbox is not named (its id would leak past the 404s).
+			if o := m.byID[other]; o != nil && o.Tenant() != sb.Tenant() {
+				return fmt.Errorf("%w: the name %q is taken: choose another name", ErrNameTaken, sb.Name)
+			}
 			return fmt.Errorf("%w: sandbox %s already has the name %q: choose another name or remove it", ErrNameTaken, other, sb.Name)
 		}
 	}

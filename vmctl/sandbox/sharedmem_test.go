@@ -135,3 +135,30 @@ func TestSharedMemoryOf(t *testing.T) {
 		t.Errorf("missing file: %v", err)
 	}
 }
+
+// Names are one namespace for every tenant of a host: a name another
+// tenant's sandbox holds is refused without naming that sandbox (its id
+// would leak past the 404s a tenant gets for others' sandboxes); a name
+// the same tenant holds names its sandbox.
+func TestNameTakenAcrossTenants(t *testing.T) {
+	m := &Manager{byID: map[string]*Sandbox{}, names: map[string]string{}}
+	named := func(id, name, tenant string) *Sandbox {
+		sb := sharedSandbox(id, 512, "", 0)
+		sb.Name, sb.rec.Name, sb.rec.Tenant = name, name, tenant
+		return sb
+	}
+	if err := m.register(named("aaaa11112222", "web", "a"), nil); err != nil {
+		t.Fatal(err)
+	}
+	err := m.register(named("bbbb11112222", "web", "b"), nil)
+	if !errors.Is(err, ErrNameTaken) || err.Error() != `sandbox name taken: the name "web" is taken: choose another name` {
+		t.Fatalf("other tenant: %v", err)
+	}
+	err = m.register(named("cccc11112222", "web", "a"), nil)
+	if !errors.Is(err, ErrNameTaken) || err.Error() != `sandbox name taken: sandbox aaaa11112222 already has the name "web": choose another name or remove it` {
+		t.Fatalf("same tenant: %v", err)
+	}
+	if len(m.byID) != 1 {
+		t.Fatalf("a refused register left %d sandboxes", len(m.byID))
+	}
+}
