@@ -177,9 +177,13 @@ func TestPolicyPlugin(t *testing.T) {
 		t.Errorf("CLI exec: exit %d, stderr %q; want 125 and the reason", c.code, c.stderr)
 	}
 	d.expectExec(sb.ID, `{"cmd":["sh","-c","echo ${AWS_KEY:-none} $POLICY $KEEP"],"env":["AWS_KEY=secret","KEEP=kept"]}`, 0, "none on kept\n", "")
-	r = d.mustExec(sb.ID, `{"cmd":["sleep","30"]}`)
-	if r.exit == nil || !r.exit.TimedOut || r.exit.DurationMs > 20000 {
-		t.Errorf("sleep 30 under max_timeout_ms 1500: %+v, want timed out", r.exit)
+	r = d.mustExec(sb.ID, `{"cmd":["sleep","30"],"timeout_ms":10000}`)
+	if r.exit == nil || !r.exit.TimedOut || r.exit.TimeoutMs != 1500 || r.exit.DurationMs > 9000 {
+		t.Errorf("sleep 30 asking 10 s under max_timeout_ms 1500: %+v, want timed out after the policy's 1500 ms", r.exit)
+	}
+	c = d.cli(nil, "exec", "--timeout", "10s", "pol1", "--", "sleep", "30")
+	if c.code != 124 || !strings.Contains(string(c.stderr), "command timed out after 1.5s and was killed") {
+		t.Errorf("CLI exec under the policy's timeout: exit %d, stderr %q; want 124 naming 1.5s", c.code, c.stderr)
 	}
 
 	// files: a write to /etc and a read of a secret denied (also through
@@ -270,6 +274,21 @@ func TestPolicyPluginMissing(t *testing.T) {
 	if code := cmd.ProcessState.ExitCode(); code != 125 || !strings.Contains(string(out),
 		"agentbox: --policy: policy plugin /nonexistent/agentbox-policy: start: fork/exec /nonexistent/agentbox-policy: no such file or directory\n") {
 		t.Fatalf("serve with a missing plugin: exit %d (%v), output %q; want 125 and why", code, err, out)
+	}
+	if _, err := os.Stat(sock); !os.IsNotExist(err) {
+		t.Errorf("the socket is left behind: %v", err)
+	}
+
+	// A plugin that exits before its handshake (a rule file with a deny
+	// without a reason): serve says what the plugin said.
+	policy := buildPolicyPlugin(t, "[[deny]]\nargv = [\"rm\"]\n")
+	cmd = exec.Command(agentboxBin, "--uri", testenv.URI(), "--state-dir", t.TempDir(), "--runtime-dir", testenv.ShortTempDir(t),
+		"--socket", sock, "serve", "--policy", policy)
+	cmd.Env = append(os.Environ(), "AGENTBOX_CONFIG=")
+	out, err = cmd.CombinedOutput()
+	if code := cmd.ProcessState.ExitCode(); code != 125 || !strings.Contains(string(out), "start: the plugin exited before its handshake, saying \"agentbox-policy: ") ||
+		!strings.Contains(string(out), "deny[1]: a deny rule needs a reason (the caller sees it)") {
+		t.Fatalf("serve with a bad rule file: exit %d (%v), output %q; want 125 and the plugin's reason", code, err, out)
 	}
 	if _, err := os.Stat(sock); !os.IsNotExist(err) {
 		t.Errorf("the socket is left behind: %v", err)

@@ -192,6 +192,7 @@ func (c *Client) connect() (*conn, error) {
 // start starts the plugin process and dispenses its policy.
 func (c *Client) start() (*conn, error) {
 	cmd := exec.Command(c.argv[0], c.argv[1:]...)
+	stderr := &tail{max: 2048}
 	pc := plugin.NewClient(&plugin.ClientConfig{
 		HandshakeConfig:  Handshake,
 		Plugins:          plugin.PluginSet{pluginName: &rpcPlugin{}},
@@ -199,10 +200,19 @@ func (c *Client) start() (*conn, error) {
 		AllowedProtocols: []plugin.Protocol{plugin.ProtocolNetRPC},
 		StartTimeout:     c.opts.StartTimeout,
 		Logger:           c.hclog(),
+		Stderr:           stderr,
 	})
 	rc, err := pc.Client()
 	if err != nil {
-		pc.Kill()
+		pc.Kill() // waits until the plugin's stderr is read
+		// A plugin that exits before its handshake (a bad rule file)
+		// says why on stderr; go-plugin's own text (an unrecognised
+		// message, a guess at a wrong architecture) would hide it.
+		msg := err.Error()
+		exited := strings.HasPrefix(msg, "Unrecognized remote plugin message") || strings.HasPrefix(msg, "plugin exited before we could connect")
+		if said := stderr.String(); exited && said != "" {
+			return nil, fmt.Errorf("start: the plugin exited before its handshake, saying %q", said)
+		}
 		return nil, fmt.Errorf("start: %w", err)
 	}
 	raw, err := rc.Dispense(pluginName)
@@ -376,4 +386,28 @@ func ParseCommand(s string) ([]string, error) {
 		return nil, errors.New("empty command")
 	}
 	return words, nil
+}
+
+// tail keeps the last max bytes written to it (a plugin's stderr),
+// trimmed of surrounding space when read. Safe for concurrent use.
+type tail struct {
+	mu  sync.Mutex
+	max int
+	b   []byte
+}
+
+func (t *tail) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.b = append(t.b, p...)
+	if over := len(t.b) - t.max; over > 0 {
+		t.b = append(t.b[:0], t.b[over:]...)
+	}
+	return len(p), nil
+}
+
+func (t *tail) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return strings.TrimSpace(string(t.b))
 }

@@ -3,6 +3,7 @@ package policy
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -48,6 +49,9 @@ func TestMain(m *testing.M) {
 	switch os.Getenv(pluginEnv) {
 	case "":
 		os.Exit(m.Run())
+	case "badrules": // as agentbox-policy with a bad rule file
+		fmt.Fprintln(os.Stderr, "agentbox-policy: rules.toml: deny[1]: a deny rule needs a reason")
+		os.Exit(1)
 	case "v99":
 		hs := Handshake
 		hs.ProtocolVersion = 99
@@ -157,6 +161,17 @@ func TestClientWrongVersion(t *testing.T) {
 	wantUnavailable(t, err, "restarting after 2 failures")
 	if time.Since(start) > 50*time.Millisecond {
 		t.Errorf("a call during the backoff took %s", time.Since(start))
+	}
+}
+
+// A plugin that exits before its handshake: Start says what it wrote to
+// stderr, not go-plugin's guess at a wrong architecture.
+func TestClientPluginExitsAtStart(t *testing.T) {
+	c := testClient(t, "badrules", 5*time.Second)
+	err := c.Start()
+	wantUnavailable(t, err, `start: the plugin exited before its handshake, saying "agentbox-policy: rules.toml: deny[1]: a deny rule needs a reason"`)
+	if strings.Contains(err.Error(), "architecture") {
+		t.Errorf("go-plugin's diagnosis left in: %v", err)
 	}
 }
 

@@ -155,21 +155,22 @@ func Load(name string) (*Engine, error) {
 
 // Parse decodes and checks a rule file: unknown keys, unknown tools or
 // modes, bad globs, a deny without a reason and a change rule that
-// changes nothing are errors.
+// changes nothing are errors, all of them joined in one (a TOML syntax
+// error alone stops the check).
 func Parse(text string) (*Engine, error) {
 	var f File
 	md, err := toml.Decode(text, &f)
 	if err != nil {
 		return nil, err
 	}
+	var errs []error // all of them, so that --check reports every mistake at once
 	if un := md.Undecoded(); len(un) > 0 {
 		keys := make([]string, len(un))
 		for i, k := range un {
 			keys[i] = k.String()
 		}
-		return nil, fmt.Errorf("unknown keys %s (see docs/policy.md for the rule file)", strings.Join(keys, ", "))
+		errs = append(errs, fmt.Errorf("unknown keys %s (see docs/policy.md for the rule file)", strings.Join(keys, ", ")))
 	}
-	var errs []error
 	switch f.Default {
 	case "", "allow", "deny":
 	default:

@@ -227,4 +227,10 @@ mode = "wide"`: `mode "wide"`,
 			t.Errorf("Parse(%q) = %v, want an error with %q", text, err, want)
 		}
 	}
+	// Every mistake at once: an unknown table and a deny without a reason.
+	_, err := rules.Parse("[[bogus]]\nx = 1\n[[deny]]\nargv = [\"rm\"]\n")
+	want := "unknown keys bogus, bogus.x (see docs/policy.md for the rule file)\ndeny[1]: a deny rule needs a reason (the caller sees it)"
+	if err == nil || err.Error() != want {
+		t.Errorf("Parse with two mistakes = %v, want %q", err, want)
+	}
 }
