@@ -108,6 +108,9 @@ func TestGuestStatus(t *testing.T) {
 		{api.ExitStatus{ExitCode: 143, Signal: 15}, 0, 143, ""},
 		{api.ExitStatus{ExitCode: 124, Signal: 9, TimedOut: true}, 5 * time.Second, 124, "command timed out after 5s and was killed"},
 		{api.ExitStatus{ExitCode: 124, TimedOut: true}, 0, 124, "command timed out after the sandbox's command timeout and was killed"},
+		// The daemon's word wins: a policy capped the 10s asked for to 3s.
+		{api.ExitStatus{ExitCode: 124, TimedOut: true, TimeoutMs: 3000}, 10 * time.Second, 124, "command timed out after 3s and was killed"},
+		{api.ExitStatus{ExitCode: 124, TimedOut: true, TimeoutMs: 1500}, 0, 124, "command timed out after 1.5s and was killed"},
 		{api.ExitStatus{ExitCode: 127, Error: "x: command not found"}, 0, 127, "x: command not found"},
 		{api.ExitStatus{ExitCode: 126, Error: "/x: permission denied"}, 0, 126, "/x: permission denied"},
 		{api.ExitStatus{ExitCode: 125, Error: "fork failed"}, 0, 125, "fork failed"},

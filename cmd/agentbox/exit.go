@@ -88,12 +88,17 @@ func statusCode(st agentproto.ExitStatus, timeout time.Duration) (int, string) {
 // command simply exited): 124 after a timeout, the shell's 126/127 for a
 // command that could not start (125 if no code came with it), 128+N after
 // signal N, else the command's own code. timeout is the --timeout given
-// (0 when the sandbox's default command timeout applied).
+// (0 when the sandbox's default command timeout applied); the timeout
+// the daemon says applied (st.TimeoutMs: a policy may have capped it)
+// wins.
 func guestStatus(st api.ExitStatus, timeout time.Duration) (int, string) {
 	switch {
 	case st.TimedOut:
 		after := "the sandbox's command timeout"
-		if timeout > 0 {
+		switch {
+		case st.TimeoutMs > 0:
+			after = (time.Duration(st.TimeoutMs) * time.Millisecond).String()
+		case timeout > 0:
 			after = timeout.String()
 		}
 		return ExitTimeout, fmt.Sprintf("command timed out after %s and was killed", after)

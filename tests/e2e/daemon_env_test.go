@@ -67,6 +67,7 @@ type (
 		ExitCode   int    `json:"exit_code"`
 		Signal     int    `json:"signal"`
 		TimedOut   bool   `json:"timed_out"`
+		TimeoutMs  int64  `json:"timeout_ms"`
 		Error      string `json:"error"`
 		DurationMs int64  `json:"duration_ms"`
 	}

@@ -295,6 +295,11 @@ type ExitStatus struct {
 	Signal int `json:"signal,omitempty"`
 	// TimedOut is set when the timeout killed it.
 	TimedOut bool `json:"timed_out,omitempty"`
+	// TimeoutMs is, when TimedOut, the timeout that killed it in
+	// milliseconds: the request's, else the sandbox's exec_timeout_ms,
+	// as a policy plugin may have capped either (docs/policy.md). 0 when
+	// not known (a detached process's status).
+	TimeoutMs int64 `json:"timeout_ms,omitempty"`
 	// Error says why the command could not start, e.g.
 	// "python4: command not found".
 	Error string `json:"error,omitempty"`

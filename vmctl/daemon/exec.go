@@ -227,6 +227,9 @@ func (d *Daemon) execAttached(ctx context.Context, ref string, req api.ExecReque
 		err = pausedErr(b.sb, b.sb.Explain(err)) // procs.go: cut by a pause to disk
 	}
 	status := apiStatus(st, dur)
+	if status.TimedOut {
+		status.TimeoutMs = areq.TimeoutMs // after defaults and the policy's cap
+	}
 
 	e := audit.Entry{
 		Time: start.UTC(), Sandbox: b.sb.ID, Caller: api.CallerFrom(ctx).ID, Action: audit.ActionExec,

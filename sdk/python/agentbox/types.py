@@ -301,6 +301,9 @@ class ExitStatus:
     timed_out: bool = False
     error: str = ""
     duration_ms: int = 0
+    #: when ``timed_out``, the timeout that killed it in ms (the request's
+    #: or the sandbox's, as a policy may have capped it); 0 if not known
+    timeout_ms: int = 0
 
     @classmethod
     def from_json(cls, d: Dict[str, Any]) -> "ExitStatus":
@@ -308,6 +311,7 @@ class ExitStatus:
             exit_code=d.get("exit_code", 0),
             signal=d.get("signal", 0),
             timed_out=d.get("timed_out", False),
+            timeout_ms=d.get("timeout_ms", 0),
             error=d.get("error", ""),
             duration_ms=d.get("duration_ms", 0),
         )
