@@ -146,8 +146,11 @@ func TestPolicyPlugin(t *testing.T) {
 	// create: denied by label (no guest boots), open network denied,
 	// then a create modified: TTL capped, a label set, its allowlist
 	// turned into no network at all.
-	d.apiError("POST", "/v1/sandboxes", "application/json", []byte(createBody(t, `"labels":{"tier":"blocked"}`)), 403, "policy_denied")
-	e := d.apiError("POST", "/v1/sandboxes", "application/json", []byte(createBody(t, `"network":{"mode":"open"}`)), 403, "policy_denied")
+	e := d.apiError("POST", "/v1/sandboxes", "application/json", []byte(createBody(t, `"labels":{"tier":"blocked"}`)), 403, "policy_denied")
+	if e.Message != "denied by policy: this tier may not create sandboxes" {
+		t.Errorf("blocked tier: message %q", e.Message)
+	}
+	e = d.apiError("POST", "/v1/sandboxes", "application/json", []byte(createBody(t, `"network":{"mode":"open"}`)), 403, "policy_denied")
 	if e.Message != "denied by policy: no open network" {
 		t.Errorf("open network: message %q", e.Message)
 	}
@@ -164,6 +167,11 @@ func TestPolicyPlugin(t *testing.T) {
 	if net.Network.Mode != "none" {
 		t.Errorf("network mode %q, want none (the policy's change)", net.Network.Mode)
 	}
+	if n := len(d.list("")); n != 1 {
+		t.Errorf("%d sandboxes after two denied creates and one allowed, want 1", n)
+	}
+	// No network is no NIC in the guest, not an allowlist NIC.
+	d.expectExec(sb.ID, `{"cmd":["ls","/sys/class/net"]}`, 0, "lo\n", "")
 
 	// exec: denied through the API (attached and detached) and the CLI,
 	// modified: env stripped and set, the timeout forced.
@@ -193,6 +201,8 @@ func TestPolicyPlugin(t *testing.T) {
 	d.apiError("POST", "/v1/sandboxes/"+sb.ID+"/files/mkdir", "application/json", []byte(`{"path":"/etc/d"}`), 403, "policy_denied")
 	d.apiError("POST", "/v1/sandboxes/"+sb.ID+"/files/move", "application/json", []byte(`{"source":"/tmp/a","destination":"/etc/a"}`), 403, "policy_denied")
 	d.apiError("DELETE", "/v1/sandboxes/"+sb.ID+"/files?path=/etc/hostname", "", nil, 403, "policy_denied")
+	// A denied call did nothing in the guest.
+	d.expectExec(sb.ID, `{"cmd":["sh","-c","test ! -e /etc/evil && test ! -e /etc/d && test ! -e /etc/a && test -f /etc/hostname && echo ok"]}`, 0, "ok\n", "")
 	d.call("PUT", "/v1/sandboxes/"+sb.ID+"/files?path=/root/secret.txt", octets("s3cret"), http.StatusCreated)
 	d.apiError("GET", "/v1/sandboxes/"+sb.ID+"/files?path=/root/secret.txt", "", nil, 403, "policy_denied")
 	c = d.cli(nil, "cp", "pol1:/root/secret.txt", filepath.Join(t.TempDir(), "x"))

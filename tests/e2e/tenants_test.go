@@ -125,7 +125,7 @@ func TestTenants(t *testing.T) {
 		t.Fatalf("a's second create: %d %s", st, body)
 	}
 	r := tenantCLI(t, addr, files["a"], "create", "--image", image, "--accel", "tcg")
-	if r.code == 0 || !strings.Contains(string(r.stderr), "tenant a: 1 of 1 sandboxes in use; remove one or raise max_sandboxes") {
+	if r.code != 125 || !strings.Contains(string(r.stderr), "tenant a: 1 of 1 sandboxes in use; remove one or raise max_sandboxes") {
 		t.Fatalf("a's second create by the CLI: exit %d: %s", r.code, r.stderr)
 	}
 	// b's quota is its own: 1 of 4 vCPUs in use; asking 4 more is refused.
@@ -156,7 +156,7 @@ func TestTenants(t *testing.T) {
 		}
 	}
 	r = tenantCLI(t, addr, files["b"], "exec", "box-a", "--", "echo", "hi")
-	if r.code == 0 || !strings.Contains(string(r.stderr), `no sandbox "box-a"`) {
+	if r.code != 125 || !strings.Contains(string(r.stderr), `no sandbox "box-a"`) {
 		t.Fatalf("b: exec box-a: exit %d %s", r.code, r.stderr)
 	}
 	// a's own works.
@@ -207,6 +207,33 @@ func TestTenants(t *testing.T) {
 		if got := e2bList(key); !slices.Equal(got, want) {
 			t.Errorf("E2B list: %v, want %v", got, want)
 		}
+	}
+	// Through the E2B front b's key reaches none of a's sandbox: each call
+	// is the 404 of an unknown sandbox, and a's sandbox goes on.
+	for _, rt := range [][3]string{
+		{"GET", "/sandboxes/" + idA, ""},
+		{"POST", "/v2/sandboxes/" + idA + "/connect", `{"timeout":60}`},
+		{"POST", "/sandboxes/" + idA + "/timeout", `{"timeout":60}`},
+		{"POST", "/sandboxes/" + idA + "/pause", ""},
+		{"DELETE", "/sandboxes/" + idA, ""},
+	} {
+		req, _ := http.NewRequest(rt[0], "http://"+e2bAddr+rt[1], strings.NewReader(rt[2]))
+		req.Header.Set("X-API-KEY", tokens["b"])
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		want := `{"code":404,"error_code":"not_found","message":"sandbox not found: no sandbox \"` + idA + `\": ` + "`agentbox ls`" + ` lists them"}`
+		if resp.StatusCode != 404 || strings.TrimSpace(string(body)) != want {
+			t.Errorf("E2B as b: %s %s: %d %s, want 404 not_found", rt[0], rt[1], resp.StatusCode, body)
+		}
+	}
+	r = tenantCLI(t, addr, files["a"], "exec", "box-a", "--", "echo", "still")
+	if r.code != 0 || string(r.stdout) != "still\n" {
+		t.Fatalf("a: exec box-a after b's E2B calls: exit %d %q %s", r.code, r.stdout, r.stderr)
 	}
 
 	// The audit records the tenant and the caller.
