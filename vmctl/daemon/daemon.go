@@ -369,7 +369,8 @@ func (d *Daemon) onChange(r sandbox.Record, removed bool) {
 	now := time.Now().UTC()
 	d.tenants.seen(r)
 	if removed {
-		d.tenants.removed(r.ID) // its quota back
+		d.tenants.removed(r.ID)    // its quota back
+		d.secretViews.Delete(r.ID) // secrets.go: the cache holds live sandboxes only
 	}
 	d.mu.Lock()
 	last, known := d.seen[r.ID]
