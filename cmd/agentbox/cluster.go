@@ -15,7 +15,6 @@ import (
 	"github.com/agentbox/agentbox/vmctl/cluster"
 	"github.com/agentbox/agentbox/vmctl/clusterproxy"
 	"github.com/agentbox/agentbox/vmctl/daemon"
-	"github.com/agentbox/agentbox/vmctl/errdefs"
 	"github.com/agentbox/agentbox/vmctl/tenant"
 )
 
@@ -90,25 +89,13 @@ func serveCluster(ctx context.Context, c *cli.Context, cfg *cluster.Config, d *d
 	}
 	cfg.Local, cfg.Logger = d, logger
 	cfg.Priority = func(_ context.Context, req api.CreateSandboxRequest) string { return req.Priority }
-	var withTenant func(context.Context, string) (context.Context, error)
-	if tenants != nil {
-		withTenant = func(ctx context.Context, name string) (context.Context, error) {
-			t, ok := tenants.Get(name)
-			if !ok {
-				return nil, errdefs.ErrPermissionDenied.WithMessage(fmt.Sprintf("tenant %q is not in this node's --tenants file: give every node of the cluster the same file", name))
-			}
-			return tenant.With(ctx, t), nil
-		}
-		cfg.Tenant, cfg.WithTenant = tenant.Name, withTenant
-	}
+	tenantOf, withTenant := clusterTenantHooks(tenants) // tenants.go
+	cfg.Tenant, cfg.WithTenant = tenantOf, withTenant
 	n, err := cluster.Join(ctx, *cfg)
 	if err != nil {
 		return nil, nil, err
 	}
-	pcfg := clusterproxy.Config{WithTenant: withTenant}
-	if tenants != nil {
-		pcfg.TenantOf = tenant.Name
-	}
+	pcfg := clusterproxy.Config{TenantOf: tenantOf, WithTenant: withTenant}
 	p, err := clusterRouter(c, n, n, pcfg, logger) // clusterproxy.go
 	if err != nil {
 		n.Close(ctx)

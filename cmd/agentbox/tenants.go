@@ -11,6 +11,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/agentbox/agentbox/vmctl/apiserver"
+	"github.com/agentbox/agentbox/vmctl/errdefs"
 	"github.com/agentbox/agentbox/vmctl/tenant"
 )
 
@@ -90,10 +91,11 @@ func readToken(r io.Reader) (string, error) {
 	return tok, nil
 }
 
-// clusterTenantHooks are clusterproxy.Config's TenantOf and WithTenant
-// for the tenants of reg (both nil without --tenants): a forwarded
-// request acts for the tenant the forwarding node names, if this node's
-// tenants file has it.
+// clusterTenantHooks are the TenantOf and WithTenant hooks of
+// clusterproxy.Config and cluster.Config for the tenants of reg (both nil
+// without --tenants): a forwarded or queued request acts for the tenant
+// the other node names, if this node's tenants file has it (else
+// ErrPermissionDenied, 403).
 func clusterTenantHooks(reg *tenant.Registry) (tenantOf func(context.Context) string, withTenant func(context.Context, string) (context.Context, error)) {
 	if reg == nil {
 		return nil, nil
@@ -101,7 +103,7 @@ func clusterTenantHooks(reg *tenant.Registry) (tenantOf func(context.Context) st
 	return tenant.Name, func(ctx context.Context, name string) (context.Context, error) {
 		t, ok := reg.Get(name)
 		if !ok {
-			return nil, fmt.Errorf("tenant %q is not in this node's tenants file: give every node the same --tenants file", name)
+			return nil, errdefs.ErrPermissionDenied.WithMessage(fmt.Sprintf("tenant %q is not in this node's --tenants file: give every node of the cluster the same file", name))
 		}
 		return tenant.With(ctx, t), nil
 	}

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentbox/agentbox/vmctl/api"
 	"github.com/agentbox/agentbox/vmctl/tenant"
 )
 
@@ -22,7 +23,7 @@ func TestClusterTenantHooks(t *testing.T) {
 	if err != nil || of(ctx) != "a" {
 		t.Fatalf("WithTenant(a): %v, TenantOf %q", err, of(ctx))
 	}
-	if _, err := with(context.Background(), "b"); err == nil || !strings.Contains(err.Error(), `tenant "b" is not in this node's tenants file`) {
+	if _, err := with(context.Background(), "b"); api.ErrorFrom(err).Status != 403 || !strings.Contains(err.Error(), `tenant "b" is not in this node's --tenants file: give every node of the cluster the same file`) {
 		t.Fatalf("WithTenant(b): %v", err)
 	}
 	if of(context.Background()) != "" {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -233,7 +234,7 @@ func Join(ctx context.Context, cfg Config) (*Node, error) {
 	if cfg.Token != "" {
 		opts = append(opts, nats.Token(cfg.Token))
 	}
-	nc, err := nats.Connect(joinURLs(cfg.Servers), opts...)
+	nc, err := nats.Connect(strings.Join(cfg.Servers, ","), opts...)
 	if err != nil {
 		n.cancel()
 		return nil, errdefs.ErrInvalidArgument.WithMessage(fmt.Sprintf("cluster: %v", err))
@@ -242,17 +243,6 @@ func Join(ctx context.Context, cfg Config) (*Node, error) {
 	n.wg.Add(1)
 	go n.run()
 	return n, nil
-}
-
-func joinURLs(urls []string) string {
-	s := ""
-	for i, u := range urls {
-		if i > 0 {
-			s += ","
-		}
-		s += u
-	}
-	return s
 }
 
 // signal wakes whoever waits on ch without blocking.
