@@ -95,7 +95,7 @@ func serveCluster(ctx context.Context, c *cli.Context, cfg *cluster.Config, d *d
 	if err != nil {
 		return nil, nil, err
 	}
-	pcfg := clusterproxy.Config{TenantOf: tenantOf, WithTenant: withTenant}
+	pcfg := clusterproxy.Config{Local: d.HasSandbox, TenantOf: tenantOf, WithTenant: withTenant}
 	p, err := clusterRouter(c, n, n, pcfg, logger) // clusterproxy.go
 	if err != nil {
 		n.Close(ctx)

@@ -34,6 +34,22 @@ type fakeCluster struct {
 	nodes   map[string]cluster.NodeInfo
 	// dirErr, if set, fails every directory call (NATS down).
 	dirErr error
+	// lookups counts Lookup calls.
+	lookups int
+}
+
+// local is node's Config.Local: the entries placed on it.
+func (f *fakeCluster) local(node string) func(string) bool {
+	return func(ref string) bool {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		for _, e := range f.entries {
+			if e.Node == node && (e.ID == ref || (e.Name != "" && e.Name == ref)) {
+				return true
+			}
+		}
+		return false
+	}
 }
 
 func newFakeCluster() *fakeCluster { return &fakeCluster{nodes: map[string]cluster.NodeInfo{}} }
@@ -53,6 +69,7 @@ func (f *fakeCluster) setNode(info cluster.NodeInfo) {
 func (f *fakeCluster) Lookup(_ context.Context, ref string) (cluster.Entry, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.lookups++
 	if f.dirErr != nil {
 		return cluster.Entry{}, f.dirErr
 	}
@@ -119,6 +136,7 @@ func startNode(t testing.TB, f *fakeCluster, name, clientTenant string) *node {
 	p, err := clusterproxy.New(clusterproxy.Config{
 		Directory: f,
 		Nodes:     nodesOf{f, name},
+		Local:     f.local(name),
 		Token:     clusterToken + "\n",
 		Logger:    slog.New(slog.NewTextHandler(os.Stderr, nil)),
 		TenantOf: func(ctx context.Context) string {

@@ -73,6 +73,11 @@ type Config struct {
 	// (e.g. RootCAs with the cluster's CA, a client certificate); nil:
 	// the system's roots.
 	TLS *tls.Config
+	// Local reports whether this node's own daemon has the sandbox ref
+	// (an ID or a name): such a request is served here without a
+	// directory lookup, a NATS round trip on every exec, stdin write or
+	// file call otherwise. nil: always ask the directory.
+	Local func(ref string) bool
 	// TenantOf returns the name of the tenant of ctx's request (what
 	// tenant.From finds), or "" when the caller may see every sandbox (no
 	// tenants configured). nil: always "". A sandbox of another tenant is
@@ -102,6 +107,7 @@ type Proxy struct {
 	nodes      cluster.Nodes
 	token      string
 	tokenSum   [32]byte
+	local      func(string) bool
 	tenantOf   func(context.Context) string
 	withTenant func(context.Context, string) (context.Context, error)
 	log        *slog.Logger
@@ -130,6 +136,7 @@ func New(cfg Config) (*Proxy, error) {
 		nodes:      cfg.Nodes,
 		token:      token,
 		tokenSum:   sha256.Sum256([]byte(token)),
+		local:      cfg.Local,
 		tenantOf:   cfg.TenantOf,
 		withTenant: cfg.WithTenant,
 		log:        cfg.Logger,
@@ -232,8 +239,8 @@ func (p *Proxy) isPeer(r *http.Request) bool {
 // Route implements apiserver.Router.
 func (p *Proxy) Route(w http.ResponseWriter, r *http.Request, ref string) (bool, error) {
 	ctx := r.Context()
-	if forwarded(ctx) {
-		return false, nil
+	if forwarded(ctx) || (p.local != nil && p.local(ref)) {
+		return false, nil // ids and names are cluster-unique: here is the owner
 	}
 	e, err := p.dir.Lookup(ctx, ref)
 	if errors.Is(err, errdefs.ErrNotFound) {

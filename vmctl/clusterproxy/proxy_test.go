@@ -280,6 +280,40 @@ func TestUnknownToTheDirectoryIsLocal(t *testing.T) {
 	}
 }
 
+// TestLocalSkipsTheDirectory: a request for a sandbox of this node (by ID
+// or name) is served here without a directory lookup; one for another
+// node's asks the directory once and is forwarded.
+func TestLocalSkipsTheDirectory(t *testing.T) {
+	f, a, b := twoNodes(t)
+	c := a.client(t)
+	for _, ref := range []string{idA, "ona"} {
+		if _, err := c.GetSandbox(context.Background(), ref); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.mu.Lock()
+	n := f.lookups
+	f.mu.Unlock()
+	if n != 0 {
+		t.Errorf("%d directory lookups for a's own sandbox, want 0", n)
+	}
+	if _, err := c.GetSandbox(context.Background(), "onb"); err != nil {
+		t.Fatal(err)
+	}
+	f.mu.Lock()
+	n = f.lookups
+	f.mu.Unlock()
+	if n != 1 {
+		t.Errorf("%d directory lookups for b's sandbox, want 1", n)
+	}
+	if got := a.backend.Calls(); !slices.Equal(got, []string{"GetSandbox " + idA, "GetSandbox ona"}) {
+		t.Errorf("a's calls = %v", got)
+	}
+	if got := b.backend.Calls(); !slices.Equal(got, []string{"GetSandbox onb"}) {
+		t.Errorf("b's calls = %v", got)
+	}
+}
+
 // TestUnreachableOwner: a sandbox whose node stopped heartbeating, left
 // the membership, or refuses connections is answered 503
 // node_unreachable, naming the node, at once.

@@ -207,6 +207,14 @@ func (d *Daemon) GetSandbox(ctx context.Context, ref string) (api.Sandbox, error
 	return v, nil
 }
 
+// HasSandbox reports whether this daemon has the sandbox ref (an ID or a
+// name), whatever its tenant or state: a cluster serves such a request
+// here without asking the directory (clusterproxy.Config.Local).
+func (d *Daemon) HasSandbox(ref string) bool {
+	_, err := d.mgr.Get(ref)
+	return err == nil
+}
+
 // StopSandbox implements apiserver.Backend.
 func (d *Daemon) StopSandbox(ctx context.Context, ref string) (api.Sandbox, error) {
 	start := time.Now()
