@@ -197,8 +197,8 @@ func TestQEMUUser(t *testing.T) {
 	if r := d.cli(nil, "start", "qb"); r.code != 0 {
 		t.Fatalf("start: exit %d, %s", r.code, r.stderr)
 	}
-	if q := d.confined("start after stop", b.ID, false); q.UID != qb.UID {
-		t.Errorf("after stop and start: uid %d, before %d", q.UID, qb.UID)
+	if q := d.confined("start after stop", b.ID, false); q.UID != qb.UID || q.PID == qb.PID {
+		t.Errorf("after stop and start: uid %d pid %d, before uid %d pid %d (want the same uid, a new process)", q.UID, q.PID, qb.UID, qb.PID)
 	}
 
 	// rm: nothing runs as, or is owned by, a uid of the range (the

@@ -171,6 +171,7 @@ type Daemon struct {
 	ports portTable // port forwards (ports.go)
 
 	secretViews sync.Map    // sandbox ID → []api.SecretInfo (secrets.go)
+	qemuPIDs    sync.Map    // sandbox ID → its QEMU's pid, until its record changes (qemuuser.go)
 	tenants     *tenancy    // owners and quota holds (tenants.go)
 	cl          clusterSeam // the cluster this daemon is a node of (cluster.go)
 }
@@ -368,6 +369,7 @@ func (d *Daemon) allBoxes() []*box {
 func (d *Daemon) onChange(r sandbox.Record, removed bool) {
 	now := time.Now().UTC()
 	d.tenants.seen(r)
+	d.qemuPIDs.Delete(r.ID) // a start, stop or pause may have changed the process
 	if removed {
 		d.tenants.removed(r.ID)    // its quota back
 		d.secretViews.Delete(r.ID) // secrets.go: the cache holds live sandboxes only

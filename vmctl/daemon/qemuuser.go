@@ -10,25 +10,41 @@ import (
 
 // qemuView reads the confinement of sb's QEMU process (uid, gid, groups,
 // seccomp mode from /proc/PID/status) for GET /v1/sandboxes/{id}; nil
-// when no QEMU runs or the driver cannot name its process.
+// when no QEMU runs or the driver cannot name its process. The pid is
+// asked of libvirt once and kept until the sandbox's record changes
+// (onChange), so that a GET, which every E2B data-plane request makes,
+// stays an in-memory lookup and a file read.
 func (d *Daemon) qemuView(ctx context.Context, sb *sandbox.Sandbox) *api.QEMUProcess {
 	ud, ok := d.cfg.Driver.(sandbox.UsageDriver)
-	if !ok || sb.State().Final() || sb.Record().PausedToDisk() {
+	if !ok {
 		return nil
 	}
-	pid, err := ud.DomainPID(ctx, sb.Domain)
-	if err != nil {
+	r := sb.Record()
+	if r.State.Final() || r.PausedToDisk() {
+		return nil
+	}
+	pid, cached := 0, false
+	if v, ok := d.qemuPIDs.Load(sb.ID); ok {
+		pid, cached = v.(int), true
+	} else if p, err := ud.DomainPID(ctx, sb.Domain); err == nil {
+		pid = p
+		d.qemuPIDs.Store(sb.ID, pid)
+	} else {
 		return nil
 	}
 	st, err := sandbox.ReadProcStatus(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
+		d.qemuPIDs.Delete(sb.ID)
+		if cached { // a process gone without a record change: ask again
+			return d.qemuView(ctx, sb)
+		}
 		return nil
 	}
 	v := &api.QEMUProcess{PID: pid, UID: st.UID, GID: st.GID, Groups: st.Groups, Seccomp: st.Seccomp}
 	if v.Groups == nil {
 		v.Groups = []uint32{}
 	}
-	if u := sb.Record().QEMUUser; u != nil {
+	if u := r.QEMUUser; u != nil {
 		v.ConfiguredUID = u.UID
 	}
 	return v
