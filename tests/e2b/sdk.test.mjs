@@ -257,9 +257,18 @@ test('envdVersion: the gates it passes work, those it does not are refused by th
   await a.files.remove('/tmp/e2b/rw')
 
   // 0.1.5 and 0.2.4: metrics, with the disk's.
-  const m = await a.getMetrics()
-  assert.ok(Array.isArray(m), JSON.stringify(m))
-  for (const s of m) assert.ok(s.cpuCount >= 1 && s.memTotal > 0 && s.diskTotal > 0, JSON.stringify(s))
+  // One sample once the daemon has sampled the running sandbox (every
+  // few seconds); its CPU count and memory are the sandbox's.
+  const info = await a.getInfo()
+  const m = await until('a metrics sample', async () => {
+    const got = await a.getMetrics()
+    return got.length > 0 && got
+  })
+  assert.equal(m.length, 1, JSON.stringify(m))
+  assert.ok(info.cpuCount >= 1 && info.memoryMB >= 128, JSON.stringify(info))
+  assert.equal(m[0].cpuCount, info.cpuCount, JSON.stringify(m[0]))
+  assert.equal(m[0].memTotal, info.memoryMB * 2 ** 20, JSON.stringify(m[0]))
+  assert.ok(m[0].memUsed > 0 && m[0].diskTotal > 0, JSON.stringify(m[0]))
 
   // Not advertised: file metadata (0.6.2) and entries in watch events
   // (0.6.3): the SDK refuses them before sending anything.
