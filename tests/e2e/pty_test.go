@@ -159,6 +159,12 @@ exec sleep 3600
 	tm.waitLast("[ptytest]")
 	tm.typeLine("sleep 100")
 	tm.waitLast("[ptytest]sleep 100")
+	// The echoed line is not yet a running sleep: a Ctrl-C that reaches
+	// bash between reading the line and starting the command aborts it
+	// without the terminal's "^C" echo (seen in CI). Wait for the process.
+	waitFor(t, time.Minute, "sleep 100 to run in the guest", func() bool {
+		return d.cli(nil, "exec", "tty1", "--", "sh", "-c", "grep -qx sleep /proc/[0-9]*/comm").code == 0
+	})
 	start := time.Now()
 	tm.keys("C-c")
 	tm.waitScreen(`(?m)^\^C\s*\n\[ptytest\]\s*$`)
