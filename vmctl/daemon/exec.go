@@ -328,8 +328,25 @@ func (d *Daemon) StartProcess(ctx context.Context, ref string, req api.ExecReque
 }
 
 // processExited is the process table's OnExit: audit, history, metrics.
+// The audit entry is written before the history entry is ended: a daemon
+// killed between the two finds the entry at its next start (adopted) and
+// only ends the history, so the end is audited exactly once.
 func (d *Daemon) processExited(b *box, info process.Info) {
 	d.endExec(b, false)
+	e, h, result := d.processEnd(b, info)
+	d.appendAudit(e)
+	if err := d.store.PutExec(h); err != nil && !errors.Is(err, store.ErrNotFound) {
+		d.log.Warn("store exec history", "sandbox", b.sb.ID, "exec", h.ID, "err", err)
+	}
+	d.metrics.execs.WithLabelValues("detached", result).Inc()
+	d.metrics.bytes.WithLabelValues("out", "stdio").Add(float64(info.OutputBytes))
+}
+
+// processEnd returns what the end of b's detached process info records:
+// its process.exit audit entry, its history entry ended (the one
+// StartProcess wrote, else a new one) and its metrics result ("ok",
+// "exit", "error").
+func (d *Daemon) processEnd(b *box, info process.Info) (audit.Entry, store.Exec, string) {
 	e := audit.Entry{Time: info.EndedAt.UTC(), Sandbox: b.sb.ID, Caller: "daemon", Action: audit.ActionProcessExit, ExecID: info.ID,
 		Args: map[string]any{"cmd": info.Argv}, DurationMs: ms(info.EndedAt.Sub(info.StartedAt)), BytesOut: info.OutputBytes}
 	// The entry StartProcess wrote has the caller and cwd; end it.
@@ -348,12 +365,7 @@ func (d *Daemon) processExited(b *box, info process.Info) {
 	} else {
 		e.Error, e.ErrorMessage, h.Error, result = "lost", info.Error, info.Error, "error"
 	}
-	d.appendAudit(e)
-	if err := d.store.PutExec(h); err != nil && !errors.Is(err, store.ErrNotFound) {
-		d.log.Warn("store exec history", "sandbox", b.sb.ID, "exec", h.ID, "err", err)
-	}
-	d.metrics.execs.WithLabelValues("detached", result).Inc()
-	d.metrics.bytes.WithLabelValues("out", "stdio").Add(float64(info.OutputBytes))
+	return e, h, result
 }
 
 // apiProcess converts a process table snapshot.

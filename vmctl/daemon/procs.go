@@ -46,12 +46,25 @@ func (d *Daemon) adoptProcesses(ctx context.Context) {
 // adopted is the process table's adopt callback for b: running processes
 // are watched again (and keep their sandbox busy, as when they were
 // started), ended ones get their audit entry and history end unless a
-// previous daemon recorded them (the exec history says so). It counts
-// the processes taken over in n.
+// previous daemon recorded them (the exec history says so). A previous
+// daemon killed between processExited's audit entry and its history
+// write left the entry: the history is ended here, with no second entry.
+// It counts the processes taken over in n.
 func (d *Daemon) adopted(b *box, n *int) func(process.Info) bool {
+	var audited map[string]bool // exec IDs with a process.exit entry, read once when needed
 	return func(info process.Info) bool {
 		if info.State != process.StateRunning {
 			if h, err := d.store.Exec(b.sb.ID, info.ID); err == nil && !h.EndedAt.IsZero() {
+				return true
+			}
+			if audited == nil {
+				audited = d.auditedExits(b.sb.ID)
+			}
+			if audited[info.ID] {
+				_, h, _ := d.processEnd(b, info)
+				if err := d.store.PutExec(h); err != nil && !errors.Is(err, store.ErrNotFound) {
+					d.log.Warn("store exec history", "sandbox", b.sb.ID, "exec", h.ID, "err", err)
+				}
 				return true
 			}
 		}
@@ -59,6 +72,21 @@ func (d *Daemon) adopted(b *box, n *int) func(process.Info) bool {
 		b.sb.Busy() // ended by processExited's endExec
 		return false
 	}
+}
+
+// auditedExits returns the exec IDs of sandbox id's process.exit audit
+// entries. A log that cannot be read gives none (the end may then be
+// audited twice, never lost).
+func (d *Daemon) auditedExits(id string) map[string]bool {
+	ids := map[string]bool{}
+	err := d.audit.Read(audit.Filter{Sandbox: id, Actions: []string{audit.ActionProcessExit}}, func(e audit.Entry) error {
+		ids[e.ExecID] = true
+		return nil
+	})
+	if err != nil {
+		d.log.Warn("read the audit log for ended processes", "sandbox", id, "err", err)
+	}
+	return ids
 }
 
 // suspendProcesses stops following b's detached processes before its
