@@ -522,6 +522,19 @@ func (d *daemon) assertGone(id string) {
 	}
 }
 
+// auditEndsWith waits until the last audit entry of ref has action (the
+// daemon writes an entry once what it records is done, so shortly after
+// the API shows it) and returns all entries.
+func (d *daemon) auditEndsWith(ref, action string) []wireAudit {
+	d.t.Helper()
+	var es []wireAudit
+	waitFor(d.t, time.Minute, "the audit of "+ref+" to end with "+action, func() bool {
+		es = d.audit(ref)
+		return len(es) > 0 && es[len(es)-1].Action == action
+	})
+	return es
+}
+
 // waitFor polls cond every 100 ms until it holds, failing the test after
 // limit (a bound against hangs, not a timing assertion).
 func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) {

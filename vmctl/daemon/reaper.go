@@ -47,8 +47,10 @@ func (d *Daemon) reap(b *box, why string) {
 		d.log.Warn("reap sandbox", "sandbox", b.sb.ID, "reason", why, "err", err)
 	} else {
 		d.log.Info("sandbox reaped", "sandbox", b.sb.ID, "reason", why)
+	}
+	d.appendAudit(e) // before the exec records' fsync: the sandbox is gone from the API already
+	if err == nil {
 		d.store.DeleteExecs(b.sb.ID)
 	}
-	d.appendAudit(e)
 	d.metrics.reaped.WithLabelValues(why).Inc()
 }
