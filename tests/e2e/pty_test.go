@@ -87,6 +87,26 @@ func (tm *tmux) waitScreen(re string) {
 	}
 }
 
+// typeUntil types line until the pane's text matches re: for a line
+// whose answer depends on an event racing with the typing (a resize the
+// client sends beside the typed bytes).
+func (tm *tmux) typeUntil(line, re string) {
+	tm.t.Helper()
+	rx := regexp.MustCompile(re)
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		tm.typeLine(line)
+		for wait := time.Now().Add(5 * time.Second); time.Now().Before(wait); time.Sleep(100 * time.Millisecond) {
+			if rx.MatchString(tm.screen()) {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			tm.t.Fatalf("the pane never matched %q; it shows:\n%s", re, tm.screen())
+		}
+	}
+}
+
 // waitLast waits until the pane's last non-empty line is want (trailing
 // spaces aside: capture-pane drops them).
 func (tm *tmux) waitLast(want string) {
@@ -142,8 +162,7 @@ exec sleep 3600
 	// A resize of the pane reaches the guest's terminal.
 	tm.run("resize-window", "-t", "e2e", "-x", "120", "-y", "40")
 	waitFor(t, time.Minute, "the pane to resize", func() bool { return tm.size() == "40 120" })
-	tm.typeLine("clear; stty size")
-	tm.waitScreen(`(?m)^40 120$`)
+	tm.typeUntil("clear; stty size", `(?m)^40 120$`)
 
 	// A REPL with its own line editing.
 	tm.typeLine("clear; python3")

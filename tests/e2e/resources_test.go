@@ -330,17 +330,22 @@ func TestResourcesGuest(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			d.mustExec(sb.ID, sh("timeout 16 sh -c 'while :; do :; done'; true", 60000))
+			d.mustExec(sb.ID, sh("timeout 20 sh -c 'touch /tmp/busy; while :; do :; done'; true", 60000))
 		}()
-		time.Sleep(3 * time.Second) // the loop is running
+		waitFor(t, time.Minute, "the guest's busy loop to start", func() bool {
+			r, err := d.exec(sb.ID, sh("test -e /tmp/busy", 30000))
+			return err == nil && r.exit != nil && r.exit.ExitCode == 0
+		})
 		t0, c0 := time.Now(), cpuTicks(t, pid)
 		time.Sleep(10 * time.Second)
 		t1, c1 := time.Now(), cpuTicks(t, pid)
 		wg.Wait()
 		share := float64(c1-c0) / 100 / t1.Sub(t0).Seconds()
 		t.Logf("QEMU CPU under a 50%% quota with a guest busy loop: %.1f%% of one host CPU", share*100)
-		if share < 0.35 || share > 0.65 {
-			t.Errorf("QEMU used %.1f%% of one host CPU over %.1f s, want 50%% ± 15%%", share*100, t1.Sub(t0).Seconds())
+		// The cap is the upper bound; the lower one only shows the loop
+		// ran (other guests on a loaded host can leave QEMU below 50%).
+		if share < 0.2 || share > 0.65 {
+			t.Errorf("QEMU used %.1f%% of one host CPU over %.1f s, want at most 50%% + 15%% (and 20%% at least: the loop ran)", share*100, t1.Sub(t0).Seconds())
 		}
 	})
 
@@ -466,17 +471,19 @@ func TestResourcesGuest(t *testing.T) {
 		if u == nil || u.DomainState != "paused" {
 			t.Fatalf("usage of a suspended domain: %+v", u)
 		}
-		body, _ := d.call("GET", "/v1/sandboxes/"+sb.ID+"/audit", nil, http.StatusOK)
-		if !strings.Contains(string(body), `"the domain is paused (user)"`) {
-			t.Errorf("no audit entry for the pause:\n%s", body)
-		}
+		// The sample that shows the pause is published before the check
+		// under the sandbox's lock that writes the entry.
+		waitFor(t, 30*time.Second, "an audit entry for the pause", func() bool {
+			body, _ := d.call("GET", "/v1/sandboxes/"+sb.ID+"/audit", nil, http.StatusOK)
+			return strings.Contains(string(body), `"the domain is paused (user)"`)
+		})
 		virsh("resume")
 		// A pause agentbox makes is no warning, however many samples
 		// (one a second) it lasts.
 		d.call("POST", "/v1/sandboxes/"+sb.ID+"/pause", []byte(`{}`), http.StatusOK)
 		time.Sleep(3 * time.Second)
 		d.call("POST", "/v1/sandboxes/"+sb.ID+"/resume", nil, http.StatusOK)
-		body, _ = d.call("GET", "/v1/sandboxes/"+sb.ID+"/audit", nil, http.StatusOK)
+		body, _ := d.call("GET", "/v1/sandboxes/"+sb.ID+"/audit", nil, http.StatusOK)
 		if n := strings.Count(string(body), `"the domain is paused (user)"`); n != 1 {
 			t.Errorf("%d audit entries for a paused domain, want 1 (the suspend behind agentbox's back):\n%s", n, body)
 		}

@@ -74,7 +74,11 @@ func TestKeepaliveStops(t *testing.T) {
 		calls++
 		return context.Canceled
 	})
-	time.Sleep(20 * time.Millisecond)
+	count := func() int { mu.Lock(); defer mu.Unlock(); return calls }
+	for deadline := time.Now().Add(10 * time.Second); count() == 0 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(20 * time.Millisecond) // 20 more intervals: none may send
 	stop()
 	if calls != 1 {
 		t.Errorf("%d sends after a failed one, want 1", calls)

@@ -121,8 +121,9 @@ func TestWarmMemoryTemplate(t *testing.T) {
 	type ident struct{ host, mid, uuid string }
 	var ids []ident
 	for _, sb := range []*sandbox.Sandbox{a, b} {
+		before := time.Now()
 		out, _, st := sh(t, sb, "hostname; cat /etc/machine-id; cat /proc/sys/kernel/random/uuid; date +%s.%N", 30*time.Second)
-		host := time.Now()
+		after := time.Now()
 		l := strings.Fields(out)
 		if st.Code != 0 || len(l) != 4 {
 			t.Fatalf("exec in clone %s: %q %+v", sb.ID, out, st)
@@ -130,9 +131,11 @@ func TestWarmMemoryTemplate(t *testing.T) {
 		if l[0] != sb.Domain {
 			t.Errorf("clone %s: hostname %q, want %q", sb.ID, l[0], sb.Domain)
 		}
+		// The guest read its clock between before and after (however
+		// slow the exec): off by more than 2 s outside that is skew.
 		secs, _ := strconv.ParseFloat(l[3], 64)
-		if off := host.Sub(time.Unix(0, int64(secs*1e9))); off < -2*time.Second || off > 2*time.Second {
-			t.Errorf("clone %s: guest clock off the host's by %s", sb.ID, off)
+		if guest := time.Unix(0, int64(secs*1e9)); guest.Before(before.Add(-2*time.Second)) || guest.After(after.Add(2*time.Second)) {
+			t.Errorf("clone %s: guest clock %s, outside the exec's %s..%s by more than 2 s", sb.ID, guest.Format(time.RFC3339Nano), before.Format(time.RFC3339Nano), after.Format(time.RFC3339Nano))
 		}
 		ids = append(ids, ident{l[0], l[1], l[2]})
 		if r := sb.Record(); r.Spec == nil || r.Spec.MemoryBackend == nil || r.Spec.MemoryBackend.File != ram || r.Spec.MemoryBackend.Shared {

@@ -45,7 +45,7 @@ def test_timeout_and_signals_and_start_failures(sb: agentbox.Sandbox) -> None:
 def test_stream_keeps_the_order_of_stdout_and_stderr(sb: agentbox.Sandbox) -> None:
     """Chunks come in the order the command wrote them across both streams,
     with offsets counting both together."""
-    script = "for i in 1 2 3 4 5; do echo out$i; sleep 0.2; echo err$i >&2; sleep 0.2; done; exit 5"
+    script = "for i in 1 2 3 4 5; do echo out$i; sleep 0.5; echo err$i >&2; sleep 0.5; done; exit 5"
     with sb.exec_stream(["sh", "-c", script]) as s:
         assert s.exec_id and s.pid > 0
         chunks = list(s)
