@@ -51,7 +51,7 @@ func (d *Daemon) adoptProcesses(ctx context.Context) {
 // write left the entry: the history is ended here, with no second entry.
 // It counts the processes taken over in n.
 func (d *Daemon) adopted(b *box, n *int) func(process.Info) bool {
-	var audited map[string]bool // exec IDs with a process.exit entry, read once when needed
+	var audited map[string]time.Time // exec ID → its latest process.exit entry, read once when needed
 	return func(info process.Info) bool {
 		if info.State != process.StateRunning {
 			if h, err := d.store.Exec(b.sb.ID, info.ID); err == nil && !h.EndedAt.IsZero() {
@@ -60,7 +60,10 @@ func (d *Daemon) adopted(b *box, n *int) func(process.Info) bool {
 			if audited == nil {
 				audited = d.auditedExits(b.sb.ID)
 			}
-			if audited[info.ID] {
+			// An entry from before the process started would be another
+			// command's under a reused ID (its clock may be the guest's:
+			// a minute's leeway).
+			if at, ok := audited[info.ID]; ok && !at.Before(info.StartedAt.Add(-time.Minute)) {
 				_, h, _ := d.processEnd(b, info)
 				if err := d.store.PutExec(h); err != nil && !errors.Is(err, store.ErrNotFound) {
 					d.log.Warn("store exec history", "sandbox", b.sb.ID, "exec", h.ID, "err", err)
@@ -74,13 +77,15 @@ func (d *Daemon) adopted(b *box, n *int) func(process.Info) bool {
 	}
 }
 
-// auditedExits returns the exec IDs of sandbox id's process.exit audit
-// entries. A log that cannot be read gives none (the end may then be
-// audited twice, never lost).
-func (d *Daemon) auditedExits(id string) map[string]bool {
-	ids := map[string]bool{}
+// auditedExits returns the time of the latest process.exit audit entry of
+// each exec ID of sandbox id. A log that cannot be read gives none (an end
+// may then be audited twice, never lost).
+func (d *Daemon) auditedExits(id string) map[string]time.Time {
+	ids := map[string]time.Time{}
 	err := d.audit.Read(audit.Filter{Sandbox: id, Actions: []string{audit.ActionProcessExit}}, func(e audit.Entry) error {
-		ids[e.ExecID] = true
+		if e.Time.After(ids[e.ExecID]) {
+			ids[e.ExecID] = e.Time
+		}
 		return nil
 	})
 	if err != nil {
