@@ -4,8 +4,13 @@
 GO       ?= go
 VERSION  ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS  := -X main.version=$(VERSION)
-# Fuzz time per target in `make test`; `make fuzz FUZZTIME=5m` for longer runs.
-FUZZTIME ?= 10s
+# Fuzz budget per target in `make test`: a count of inputs (-fuzztime Nx),
+# about 10 s each on a 2-core host. A count, not a duration: Go 1.26's
+# fuzzing coordinator can fail a timed run that found nothing with a bare
+# "context deadline exceeded" (a race at the deadline, golang/go#75804;
+# seen in CI). `make fuzz FUZZTIME=5m` for longer runs (one budget for all).
+FUZZTIME ?=
+fuzzbudget = $(or $(FUZZTIME),$(1))
 
 .PHONY: all build deps host-setup test-image demo test unit fuzz bench clean nix-check proto proto-check
 
@@ -77,13 +82,13 @@ unit:
 	$(GO) test -race ./vmctl/agentproto/... ./vmctl/agent/... ./vmctl/guestagent/... ./vmctl/domain/... ./vmctl/image/... ./vmctl/accel/...
 
 fuzz:
-	$(GO) test -run '^$$' -fuzz '^FuzzReadFrame$$' -fuzztime $(FUZZTIME) ./vmctl/agentproto
-	$(GO) test -run '^$$' -fuzz '^FuzzReadHello$$' -fuzztime $(FUZZTIME) ./vmctl/agentproto
-	$(GO) test -run '^$$' -fuzz '^FuzzParseNetworkConfig$$' -fuzztime $(FUZZTIME) ./vmctl/agentproto
-	$(GO) test -run '^$$' -fuzz '^FuzzParseManifest$$' -fuzztime $(FUZZTIME) ./vmctl/image
-	$(GO) test -run '^$$' -fuzz '^FuzzCreateRequest$$' -fuzztime $(FUZZTIME) ./vmctl/apiserver
-	$(GO) test -run '^$$' -fuzz '^FuzzRoutes$$' -fuzztime $(FUZZTIME) ./vmctl/apiserver
-	$(GO) test -run '^$$' -fuzz '^FuzzControlPlane$$' -fuzztime $(FUZZTIME) ./vmctl/e2b
+	$(GO) test -run '^$$' -fuzz '^FuzzReadFrame$$' -fuzztime $(call fuzzbudget,250000x) ./vmctl/agentproto
+	$(GO) test -run '^$$' -fuzz '^FuzzReadHello$$' -fuzztime $(call fuzzbudget,250000x) ./vmctl/agentproto
+	$(GO) test -run '^$$' -fuzz '^FuzzParseNetworkConfig$$' -fuzztime $(call fuzzbudget,200000x) ./vmctl/agentproto
+	$(GO) test -run '^$$' -fuzz '^FuzzParseManifest$$' -fuzztime $(call fuzzbudget,40000x) ./vmctl/image
+	$(GO) test -run '^$$' -fuzz '^FuzzCreateRequest$$' -fuzztime $(call fuzzbudget,12000x) ./vmctl/apiserver
+	$(GO) test -run '^$$' -fuzz '^FuzzRoutes$$' -fuzztime $(call fuzzbudget,20000x) ./vmctl/apiserver
+	$(GO) test -run '^$$' -fuzz '^FuzzControlPlane$$' -fuzztime $(call fuzzbudget,30000x) ./vmctl/e2b
 
 # Benchmarks against raw QEMU and qemu-ga (tests/bench); figures on stdout.
 bench: host-setup build
