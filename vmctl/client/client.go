@@ -28,12 +28,44 @@ var ErrUnreachable = errors.New("agentbox daemon not reachable")
 
 // Client talks to one agentbox daemon. It is safe for concurrent use; its
 // connections are kept alive between requests.
+//
+// Its calls are declared by resource on the unexported types it embeds
+// (sandboxes, processes, files, snapshots, templates, ports, daemon),
+// which all share its one transport; they are called on the Client.
 type Client struct {
+	*transport
+	sandboxes
+	processes
+	files
+	snapshots
+	templates
+	ports
+	daemon
+}
+
+// transport is what every call of a Client goes through: where the
+// daemon is, the connections, the credentials and headers of a request,
+// and the one turning of error answers into errors (decodeError).
+type transport struct {
 	hc    *http.Client
 	base  url.URL
 	token string
 	// resume asks routes that can resume a paused sandbox to (Resuming).
 	resume bool
+}
+
+// newClient returns the Client whose calls all go through t.
+func newClient(t *transport) *Client {
+	return &Client{
+		transport: t,
+		sandboxes: sandboxes{t},
+		processes: processes{t},
+		files:     files{t},
+		snapshots: snapshots{t},
+		templates: templates{t},
+		ports:     ports{t},
+		daemon:    daemon{t},
+	}
 }
 
 // Option configures a Client.
@@ -79,7 +111,7 @@ func New(socketPath string, opts ...Option) *Client {
 		}
 		hc = &http.Client{Transport: tr}
 	}
-	return &Client{hc: hc, base: url.URL{Scheme: "http", Host: "agentbox"}, token: o.token}
+	return newClient(&transport{hc: hc, base: url.URL{Scheme: "http", Host: "agentbox"}, token: o.token})
 }
 
 // NewTCP returns a client of the daemon at baseURL, "http://host:port" or
@@ -114,7 +146,7 @@ func NewTCP(baseURL string, opts ...Option) (*Client, error) {
 		}
 		hc = &http.Client{Transport: tr}
 	}
-	return &Client{hc: hc, base: url.URL{Scheme: u.Scheme, Host: u.Host}, token: o.token}, nil
+	return newClient(&transport{hc: hc, base: url.URL{Scheme: u.Scheme, Host: u.Host}, token: o.token}), nil
 }
 
 func applyOptions(opts []Option) options {
@@ -141,7 +173,7 @@ func (c *Client) Close() error {
 }
 
 // endpoint returns the URL of the path segments (each escaped) and query.
-func (c *Client) endpoint(q url.Values, segs ...string) *url.URL {
+func (c *transport) endpoint(q url.Values, segs ...string) *url.URL {
 	u := c.base
 	var p, raw strings.Builder
 	for _, s := range segs {
@@ -155,19 +187,26 @@ func (c *Client) endpoint(q url.Values, segs ...string) *url.URL {
 	return &u
 }
 
+// header returns the headers every request carries: the User-Agent and,
+// with a token, its Authorization.
+func (c *transport) header() http.Header {
+	h := http.Header{"User-Agent": {"agentbox-client"}}
+	if c.token != "" {
+		h.Set("Authorization", "Bearer "+c.token)
+	}
+	return h
+}
+
 // do sends a request and returns the response of a 2xx answer; any other
 // answer becomes its *api.Error. contentType may be "" (no body).
-func (c *Client) do(ctx context.Context, method string, u *url.URL, contentType string, body io.Reader) (*http.Response, error) {
+func (c *transport) do(ctx context.Context, method string, u *url.URL, contentType string, body io.Reader) (*http.Response, error) {
 	req, err := http.NewRequestWithContext(ctx, method, u.String(), body)
 	if err != nil {
 		return nil, err
 	}
+	req.Header = c.header()
 	if contentType != "" {
 		req.Header.Set("Content-Type", contentType)
-	}
-	req.Header.Set("User-Agent", "agentbox-client")
-	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
 	resp, err := c.hc.Do(req)
 	if err != nil {
@@ -217,7 +256,7 @@ func streamError(e *api.Error, what string) error {
 
 // call sends in (if not nil) as JSON and decodes the answer into out (if
 // not nil).
-func (c *Client) call(ctx context.Context, method string, u *url.URL, in, out any) error {
+func (c *transport) call(ctx context.Context, method string, u *url.URL, in, out any) error {
 	var body io.Reader
 	ct := ""
 	if in != nil {
