@@ -2,7 +2,6 @@ package client
 
 import (
 	"context"
-	"errors"
 	"io"
 	"net/http"
 	"net/url"
@@ -11,10 +10,11 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/agentbox/agentbox/vmctl/api"
+	"github.com/agentbox/agentbox/vmctl/errdefs"
 )
 
 // ErrDetached is what Wait returns after Detach: the process runs on.
-var ErrDetached = errors.New("detached from the process; it runs on")
+var ErrDetached = errdefs.New(errdefs.ErrCanceled, "", "detached from the process; it runs on")
 
 // ResizeProcess sets the terminal size of detached process pid (started
 // with ExecRequest.Tty) and returns the process with its new size.

@@ -24,6 +24,12 @@ import (
 // listens: the socket file is missing (ENOENT) or nobody accepts on it or
 // on the TCP port (ECONNREFUSED). Other dial failures (EACCES on the
 // socket, DNS, TLS) are not ErrUnreachable: a daemon may be there.
+//
+// It is the one sentinel of vmctl/ without an errdefs category, on
+// purpose: a front that answers a client error (MCP's tools through
+// api.ErrorFrom) answers today the missing socket 404 not_found (its
+// fs.ErrNotExist) and the refused connection 500 internal; any category
+// would answer both the same.
 var ErrUnreachable = errors.New("agentbox daemon not reachable")
 
 // Client talks to one agentbox daemon. It is safe for concurrent use; its
