@@ -10,13 +10,16 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/agentbox/agentbox/vmctl/errdefs"
 )
 
 // ErrGatewayUnpinned is wrapped by ConfigureNetwork's error when
 // everything was configured but the gateway's MAC address could not be
 // learnt and pinned (pinGateway): the guest then resolves its gateway
-// with ordinary ARP, as before pinning existed. Callers log it and go on.
-var ErrGatewayUnpinned = errors.New("gateway neighbour entry not pinned")
+// with ordinary ARP, as before pinning existed. Callers log it and go on
+// (it never reaches a front; its category is ErrUnavailable).
+var ErrGatewayUnpinned = errdefs.New(errdefs.ErrUnavailable, "", "gateway neighbour entry not pinned")
 
 // gatewayWait bounds pinGateway's ARP exchange; arpRetry is the interval
 // between its requests.
