@@ -20,7 +20,7 @@ import (
 // below it reaches the front (401 without an API key).
 func TestE2BMaxHeaderBytes(t *testing.T) {
 	const token = "0123456789abcdef0123456789abcdef"
-	srv, err := apiserver.NewServer(apiserver.Config{Backend: newFakeBackend(), Token: token})
+	srv, err := apiserver.NewServer(apiserver.Config{Backend: cliBackend(), Token: token})
 	if err != nil {
 		t.Fatal(err)
 	}

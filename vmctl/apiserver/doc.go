@@ -1,8 +1,8 @@
 // Package apiserver is the HTTP server of `agentbox serve`'s REST API: its
 // routes and handlers (built by the typed helpers of route.go), request
 // decoding, authentication, listeners (unix sockets, TCP, systemd socket
-// activation), streaming and metrics, over the Backend the daemon
-// implements (backend.go). The wire types, codes, validation and the error
+// activation), streaming and metrics, over the backend.Backend the daemon
+// implements (vmctl/backend). The wire types, codes, validation and the error
 // table it answers with are vmctl/api's; vmctl/client is the Go client.
 //
 // # Routes

@@ -16,13 +16,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/agentbox/agentbox/vmctl/api"
+	"github.com/agentbox/agentbox/vmctl/backend"
 	"github.com/agentbox/agentbox/vmctl/tenant"
 )
 
 // Config configures a Server.
 type Config struct {
 	// Backend does the work (the daemon). Required.
-	Backend Backend
+	Backend backend.Backend
 	// Logger receives request and error logs; nil discards them.
 	Logger *slog.Logger
 	// Metrics serves GET /metrics (the daemon's Prometheus handler); nil
@@ -81,7 +82,7 @@ func CheckTCP(cfg Config, addr string) error {
 // Server serves the REST API (see the package documentation) on any
 // number of listeners. It is safe for concurrent use.
 type Server struct {
-	backend Backend
+	backend backend.Backend
 	log     *slog.Logger
 	metrics http.Handler
 	m       *serverMetrics

@@ -32,7 +32,7 @@ import (
 
 	"github.com/agentbox/agentbox/vmctl/api"
 	"github.com/agentbox/agentbox/vmctl/apiserver"
-	"github.com/agentbox/agentbox/vmctl/apiserver/apitest"
+	"github.com/agentbox/agentbox/vmctl/backend/backendtest"
 )
 
 // guard is how long a test waits for something that must happen before it
@@ -104,7 +104,7 @@ func decodeError(t *testing.T, resp *http.Response) api.Error {
 }
 
 func TestUnknownRouteAndMethod(t *testing.T) {
-	b := &apitest.Backend{}
+	b := &backendtest.Fake{}
 	h := newServer(t, apiserver.Config{Backend: b}).Handler()
 	for _, c := range []struct {
 		method, target string
@@ -156,7 +156,7 @@ func readEvents(t *testing.T, r io.Reader) []api.ExecEvent {
 }
 
 func TestExecErrorAfterStartIsAnErrorEvent(t *testing.T) {
-	b := &apitest.Backend{ExecFn: func(ctx context.Context, ref string, req api.ExecRequest, started func(string, int), stdout, stderr io.Writer) (api.ExitStatus, error) {
+	b := &backendtest.Fake{ExecFn: func(ctx context.Context, ref string, req api.ExecRequest, started func(string, int), stdout, stderr io.Writer) (api.ExitStatus, error) {
 		started("e9", 3)
 		stdout.Write([]byte("partial"))
 		return api.ExitStatus{}, api.Errorf(503, api.CodeGuestDied, "the guest died: restart the sandbox")
@@ -177,7 +177,7 @@ func TestExecErrorAfterStartIsAnErrorEvent(t *testing.T) {
 func TestExecSplitsBigWritesWithOffsets(t *testing.T) {
 	data := make([]byte, 200<<10)
 	rand.Read(data)
-	b := &apitest.Backend{ExecFn: func(ctx context.Context, ref string, req api.ExecRequest, started func(string, int), stdout, stderr io.Writer) (api.ExitStatus, error) {
+	b := &backendtest.Fake{ExecFn: func(ctx context.Context, ref string, req api.ExecRequest, started func(string, int), stdout, stderr io.Writer) (api.ExitStatus, error) {
 		started("e1", 1)
 		if n, err := stdout.Write(data); n != len(data) || err != nil {
 			t.Errorf("stdout.Write = %d, %v", n, err)
@@ -234,7 +234,7 @@ func (l *logBuffer) String() string {
 func TestExecStreamsAndDisconnectCancels(t *testing.T) {
 	release := make(chan struct{})
 	cancelled := make(chan error, 1)
-	b := &apitest.Backend{ExecFn: func(ctx context.Context, ref string, req api.ExecRequest, started func(string, int), stdout, stderr io.Writer) (api.ExitStatus, error) {
+	b := &backendtest.Fake{ExecFn: func(ctx context.Context, ref string, req api.ExecRequest, started func(string, int), stdout, stderr io.Writer) (api.ExitStatus, error) {
 		started("e1", 1)
 		stdout.Write([]byte("first"))
 		<-release
@@ -280,9 +280,9 @@ func TestExecStreamsAndDisconnectCancels(t *testing.T) {
 // backend fails after the answer began ends with a broken body, not a
 // clean end.
 func TestStreamFailureCutsTheConnection(t *testing.T) {
-	b := &apitest.Backend{
+	b := &backendtest.Fake{
 		DownloadFn: func(ctx context.Context, ref, path string, open func(api.FileInfo) io.Writer) error {
-			w := open(apitest.File(path, 1<<20))
+			w := open(backendtest.File(path, 1<<20))
 			w.Write(make([]byte, 100<<10)) // more than net/http buffers: the 200 goes out
 			return errors.New("agent connection lost")
 		},
@@ -314,8 +314,8 @@ func TestStreamFailureCutsTheConnection(t *testing.T) {
 // but fails before writing is an ordinary error answer, without the
 // file's headers.
 func TestDownloadErrorBeforeTheFirstByte(t *testing.T) {
-	b := &apitest.Backend{DownloadFn: func(ctx context.Context, ref, path string, open func(api.FileInfo) io.Writer) error {
-		open(apitest.File(path, 100))
+	b := &backendtest.Fake{DownloadFn: func(ctx context.Context, ref, path string, open func(api.FileInfo) io.Writer) error {
+		open(backendtest.File(path, 100))
 		return api.Errorf(503, api.CodeGuestDied, "guest died")
 	}}
 	rec := httptest.NewRecorder()
@@ -325,7 +325,7 @@ func TestDownloadErrorBeforeTheFirstByte(t *testing.T) {
 	}
 	// An empty file is an empty 200 with its headers.
 	b.DownloadFn = func(ctx context.Context, ref, path string, open func(api.FileInfo) io.Writer) error {
-		open(apitest.File(path, 0))
+		open(backendtest.File(path, 0))
 		return nil
 	}
 	rec = httptest.NewRecorder()
@@ -358,7 +358,7 @@ func counterValue(t *testing.T, reg *prometheus.Registry, name, label, value str
 
 func TestMetrics(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	b := &apitest.Backend{}
+	b := &backendtest.Fake{}
 	h := newServer(t, apiserver.Config{Backend: b, Registerer: reg}).Handler()
 	for _, target := range []string{"/v1/info", "/v1/sandboxes/..", "/v1/sandboxes/a%2Fb", "/v1/nope"} {
 		h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", target, nil))
@@ -399,7 +399,7 @@ func TestMetrics(t *testing.T) {
 }
 
 func TestNewServerChecks(t *testing.T) {
-	b := &apitest.Backend{}
+	b := &backendtest.Fake{}
 	for _, c := range []struct {
 		cfg  apiserver.Config
 		want string
@@ -419,7 +419,7 @@ func TestNewServerChecks(t *testing.T) {
 }
 
 func TestTCPRefusedWithoutTokenOrTLS(t *testing.T) {
-	cfg := apiserver.Config{Backend: &apitest.Backend{}}
+	cfg := apiserver.Config{Backend: &backendtest.Fake{}}
 	want := "refusing to listen on TCP 127.0.0.1:"
 	if err := apiserver.CheckTCP(cfg, "127.0.0.1:7070"); err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "--token-file") {
 		t.Errorf("CheckTCP = %v", err)
@@ -443,7 +443,7 @@ func TestTCPRefusedWithoutTokenOrTLS(t *testing.T) {
 func TestTCPToken(t *testing.T) {
 	const token = "0123456789abcdef0123456789abcdef"
 	callers := make(chan string, 1)
-	b := &apitest.Backend{InfoFn: func(ctx context.Context) (api.Info, error) {
+	b := &backendtest.Fake{InfoFn: func(ctx context.Context) (api.Info, error) {
 		callers <- api.CallerFrom(ctx).ID
 		return api.Info{Version: "t", API: "v1", Sandboxes: map[string]int{}}, nil
 	}}
@@ -535,7 +535,7 @@ func certs(t *testing.T) (pool *x509.CertPool, server, client tls.Certificate) {
 func TestTLSClientCertificateNamesTheCaller(t *testing.T) {
 	pool, serverCert, clientCert := certs(t)
 	callers := make(chan string, 1)
-	b := &apitest.Backend{InfoFn: func(ctx context.Context) (api.Info, error) {
+	b := &backendtest.Fake{InfoFn: func(ctx context.Context) (api.Info, error) {
 		callers <- api.CallerFrom(ctx).ID
 		return api.Info{Version: "t", API: "v1", Sandboxes: map[string]int{}}, nil
 	}}
@@ -594,7 +594,7 @@ func TestListenUnix(t *testing.T) {
 
 	// A second daemon on the same socket is refused while the first answers.
 	callers := make(chan string, 1)
-	b := &apitest.Backend{InfoFn: func(ctx context.Context) (api.Info, error) {
+	b := &backendtest.Fake{InfoFn: func(ctx context.Context) (api.Info, error) {
 		callers <- api.CallerFrom(ctx).ID
 		return api.Info{Version: "t", API: "v1", Sandboxes: map[string]int{}}, nil
 	}}
@@ -646,7 +646,7 @@ func TestListenUnix(t *testing.T) {
 // and a TCP port with it.
 func TestOneServerUnixAndTCP(t *testing.T) {
 	const token = "0123456789abcdef0123456789abcdef"
-	srv := newServer(t, apiserver.Config{Backend: &apitest.Backend{}, Token: token})
+	srv := newServer(t, apiserver.Config{Backend: &backendtest.Fake{}, Token: token})
 	sock := filepath.Join(shortTempDir(t), "a.sock")
 	ul, err := apiserver.ListenUnix(sock, 0, -1)
 	if err != nil {
@@ -681,7 +681,7 @@ func TestOneServerUnixAndTCP(t *testing.T) {
 func TestShutdown(t *testing.T) {
 	execRunning := make(chan struct{})
 	finishExec := make(chan struct{})
-	b := &apitest.Backend{ExecFn: func(ctx context.Context, ref string, req api.ExecRequest, started func(string, int), stdout, stderr io.Writer) (api.ExitStatus, error) {
+	b := &backendtest.Fake{ExecFn: func(ctx context.Context, ref string, req api.ExecRequest, started func(string, int), stdout, stderr io.Writer) (api.ExitStatus, error) {
 		started("e1", 1)
 		close(execRunning)
 		<-finishExec
@@ -761,7 +761,7 @@ func TestShutdown(t *testing.T) {
 // connections (the backend's context ends) and returns ctx's error.
 func TestShutdownDeadline(t *testing.T) {
 	execRunning := make(chan struct{})
-	b := &apitest.Backend{ExecFn: func(ctx context.Context, ref string, req api.ExecRequest, started func(string, int), stdout, stderr io.Writer) (api.ExitStatus, error) {
+	b := &backendtest.Fake{ExecFn: func(ctx context.Context, ref string, req api.ExecRequest, started func(string, int), stdout, stderr io.Writer) (api.ExitStatus, error) {
 		started("e1", 1)
 		close(execRunning)
 		<-ctx.Done()
@@ -798,7 +798,7 @@ func TestShutdownDeadline(t *testing.T) {
 // Content-Length reaches the backend as a 400 read error.
 func TestCutUploadIsAnError(t *testing.T) {
 	got := make(chan error, 1)
-	b := &apitest.Backend{UploadFn: func(ctx context.Context, ref string, req api.UploadRequest, r io.Reader) (api.FileInfo, error) {
+	b := &backendtest.Fake{UploadFn: func(ctx context.Context, ref string, req api.UploadRequest, r io.Reader) (api.FileInfo, error) {
 		_, err := io.Copy(io.Discard, r)
 		got <- err
 		return api.FileInfo{}, err

@@ -10,20 +10,20 @@ import (
 
 	"github.com/agentbox/agentbox/vmctl/agentproto"
 	"github.com/agentbox/agentbox/vmctl/api"
-	"github.com/agentbox/agentbox/vmctl/apiserver"
 	"github.com/agentbox/agentbox/vmctl/audit"
+	"github.com/agentbox/agentbox/vmctl/backend"
 	"github.com/agentbox/agentbox/vmctl/errdefs"
 	"github.com/agentbox/agentbox/vmctl/process"
 	"github.com/agentbox/agentbox/vmctl/sandbox"
 )
 
-var _ apiserver.ProcessTerminalBackend = (*Daemon)(nil)
+var _ backend.ProcessTerminalBackend = (*Daemon)(nil)
 
 // attachStdinChunk is the most stdin bytes one write to an attached
 // process carries (one proc-stdin request to the guest).
 const attachStdinChunk = 32 << 10
 
-// ResizeProcess implements apiserver.ProcessTerminalBackend.
+// ResizeProcess implements backend.ProcessTerminalBackend.
 func (d *Daemon) ResizeProcess(ctx context.Context, ref, pid string, size api.TtySize) (api.Process, error) {
 	if err := size.Validate(); err != nil {
 		return api.Process{}, err
@@ -39,14 +39,14 @@ func (d *Daemon) ResizeProcess(ctx context.Context, ref, pid string, size api.Tt
 	return apiProcess(info), nil
 }
 
-// AttachProcess implements apiserver.ProcessTerminalBackend on the process
+// AttachProcess implements backend.ProcessTerminalBackend on the process
 // table: output through Output from the offset on (a dropped range is
 // reported and skipped), stdin through WriteStdin piece by piece (so that
 // other writers and attached clients interleave, and a detach leaves
 // nothing pending), resize and signal through procControl. The session
 // is one audit entry (process.attach) with its stdin digest and, on a
 // terminal, the recorded session for `audit --replay`.
-func (d *Daemon) AttachProcess(ctx context.Context, ref, pid string, at apiserver.ProcessAttachment) (api.ExitStatus, error) {
+func (d *Daemon) AttachProcess(ctx context.Context, ref, pid string, at backend.ProcessAttachment) (api.ExitStatus, error) {
 	b, err := d.procs(ctx, ref)
 	if err != nil {
 		return api.ExitStatus{}, err
@@ -181,7 +181,7 @@ func (d *Daemon) forwardStdin(ctx context.Context, b *box, pid string, r io.Read
 	}
 }
 
-// procControl is apiserver.ExecControl on an attached detached process.
+// procControl is backend.ExecControl on an attached detached process.
 type procControl struct {
 	d   *Daemon
 	b   *box
@@ -190,12 +190,12 @@ type procControl struct {
 	rec *audit.TtyRecorder // nil without a terminal
 }
 
-var _ apiserver.ExecControl = (*procControl)(nil)
+var _ backend.ExecControl = (*procControl)(nil)
 
 func (c *procControl) ExecID() string { return c.id }
 func (c *procControl) Pid() int       { return c.pid }
 
-// Resize implements apiserver.ExecControl as ResizeProcess; the new size
+// Resize implements backend.ExecControl as ResizeProcess; the new size
 // is recorded in the session's audit.
 func (c *procControl) Resize(size api.TtySize) error {
 	if err := size.Validate(); err != nil {
@@ -216,7 +216,7 @@ func (c *procControl) Resize(size api.TtySize) error {
 	return nil
 }
 
-// Signal implements apiserver.ExecControl as KillProcess (audited).
+// Signal implements backend.ExecControl as KillProcess (audited).
 func (c *procControl) Signal(ctx context.Context, signal string) error {
 	if signal == "" {
 		return errdefs.ErrInvalidArgument.WithMessage("signal is empty: give a name like INT or TERM, or a number 1-64")

@@ -46,7 +46,7 @@ func (d *Daemon) auditReconcile() {
 	}
 }
 
-// Audit implements apiserver.Backend: the entries of one sandbox (by ID or
+// Audit implements backend.Backend: the entries of one sandbox (by ID or
 // name; by ID also after it was removed) or of all.
 func (d *Daemon) Audit(ctx context.Context, ref string, emit func(audit.Entry) error) error {
 	f := audit.Filter{}

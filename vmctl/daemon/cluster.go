@@ -97,7 +97,7 @@ func (d *Daemon) Room(ctx context.Context, req api.CreateSandboxRequest) error {
 	return d.adm.check(r)
 }
 
-// ListNodes implements apiserver.NodeBackend: the cluster's nodes.
+// ListNodes implements backend.NodeBackend: the cluster's nodes.
 // Errors: 501 not_implemented outside a cluster.
 func (d *Daemon) ListNodes(ctx context.Context) ([]api.Node, error) {
 	c := d.cluster()
@@ -107,7 +107,7 @@ func (d *Daemon) ListNodes(ctx context.Context) ([]api.Node, error) {
 	return c.ListNodes(ctx)
 }
 
-// DrainNode implements apiserver.NodeBackend. Errors: 501 outside a
+// DrainNode implements backend.NodeBackend. Errors: 501 outside a
 // cluster, 404 for an unknown node.
 func (d *Daemon) DrainNode(ctx context.Context, name string, drain bool) (api.Node, error) {
 	c := d.cluster()

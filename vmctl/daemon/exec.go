@@ -151,7 +151,7 @@ type attachment struct {
 	started        func(execID string, p *agent.Process, rec *audit.TtyRecorder)
 }
 
-// Exec implements apiserver.Backend: an attached command whose output streams
+// Exec implements backend.Backend: an attached command whose output streams
 // to stdout and stderr. The audit entry and the exec history are written
 // when it ends.
 func (d *Daemon) Exec(ctx context.Context, ref string, req api.ExecRequest, started func(execID string, pid int), stdout, stderr io.Writer) (api.ExitStatus, error) {
@@ -289,7 +289,7 @@ func (d *Daemon) finishExec(b *box, h store.Exec) {
 	}()
 }
 
-// StartProcess implements apiserver.Backend: a detached command the guest
+// StartProcess implements backend.Backend: a detached command the guest
 // agent keeps (not bound to the request, the agent connection or this
 // daemon; see vmctl/process).
 func (d *Daemon) StartProcess(ctx context.Context, ref string, req api.ExecRequest) (api.Process, error) {
@@ -403,7 +403,7 @@ func (d *Daemon) procs(ctx context.Context, ref string) (*box, error) {
 	return b, nil
 }
 
-// ListProcesses implements apiserver.Backend.
+// ListProcesses implements backend.Backend.
 func (d *Daemon) ListProcesses(ctx context.Context, ref string) ([]api.Process, error) {
 	b, err := d.procs(ctx, ref)
 	if err != nil {
@@ -416,7 +416,7 @@ func (d *Daemon) ListProcesses(ctx context.Context, ref string) ([]api.Process, 
 	return out, nil
 }
 
-// GetProcess implements apiserver.Backend.
+// GetProcess implements backend.Backend.
 func (d *Daemon) GetProcess(ctx context.Context, ref, pid string) (api.Process, error) {
 	b, err := d.procs(ctx, ref)
 	if err != nil {
@@ -429,7 +429,7 @@ func (d *Daemon) GetProcess(ctx context.Context, ref, pid string) (api.Process, 
 	return apiProcess(info), nil
 }
 
-// ProcessOutput implements apiserver.Backend. A follow rides across a
+// ProcessOutput implements backend.Backend. A follow rides across a
 // pause of the sandbox (procs.go, followPaused): it waits while the
 // sandbox is paused and goes on from the offset reached once it runs.
 func (d *Daemon) ProcessOutput(ctx context.Context, ref, pid string, offset int64, follow bool, emit func(api.ExecEvent) error) error {
@@ -474,7 +474,7 @@ func (d *Daemon) ProcessOutput(ctx context.Context, ref, pid string, offset int6
 	return nil
 }
 
-// WriteStdin implements apiserver.Backend.
+// WriteStdin implements backend.Backend.
 func (d *Daemon) WriteStdin(ctx context.Context, ref, pid string, r io.Reader, closeAfter bool) (int64, error) {
 	b, err := d.procs(ctx, ref)
 	if err != nil {
@@ -496,7 +496,7 @@ func (d *Daemon) WriteStdin(ctx context.Context, ref, pid string, r io.Reader, c
 	return n, nil
 }
 
-// KillProcess implements apiserver.Backend.
+// KillProcess implements backend.Backend.
 func (d *Daemon) KillProcess(ctx context.Context, ref, pid, signal string) error {
 	b, err := d.procs(ctx, ref)
 	if err != nil {
@@ -536,7 +536,7 @@ func parseSignal(s string) (syscall.Signal, error) {
 	return 0, errdefs.ErrInvalidArgument.WithMessage(fmt.Sprintf("signal %q: use a name like TERM or KILL, or a number 1-64", s))
 }
 
-// ExecHistory implements apiserver.Backend: the sandbox's exec history from the
+// ExecHistory implements backend.Backend: the sandbox's exec history from the
 // store (attached and detached commands, newest limit when limit > 0).
 func (d *Daemon) ExecHistory(ctx context.Context, ref string, limit int) ([]api.ExecRecord, error) {
 	sb, err := d.get(ctx, ref)

@@ -70,7 +70,7 @@ func (c *countWriter) Write(p []byte) (int, error) {
 	return n, err
 }
 
-// Upload implements apiserver.Backend: the guest agent writes the file
+// Upload implements backend.Backend: the guest agent writes the file
 // atomically (temporary file, fsync, rename).
 func (d *Daemon) Upload(ctx context.Context, ref string, req api.UploadRequest, r io.Reader) (api.FileInfo, error) {
 	ctx, err := d.policyFile(ctx, ref, audit.ActionUpload, req.Path, "", &req.Owner) // policy.go
@@ -101,7 +101,7 @@ func (d *Daemon) Upload(ctx context.Context, ref string, req api.UploadRequest, 
 	return info, err
 }
 
-// Download implements apiserver.Backend.
+// Download implements backend.Backend.
 func (d *Daemon) Download(ctx context.Context, ref, p string, open func(api.FileInfo) io.Writer) error {
 	ctx, err := d.policyFile(ctx, ref, audit.ActionDownload, p, "", nil) // policy.go
 	if err != nil {
@@ -121,7 +121,7 @@ func (d *Daemon) Download(ctx context.Context, ref, p string, open func(api.File
 	})
 }
 
-// Stat implements apiserver.Backend.
+// Stat implements backend.Backend.
 func (d *Daemon) Stat(ctx context.Context, ref, p string) (api.FileInfo, error) {
 	ctx, err := d.policyFile(ctx, ref, audit.ActionStat, p, "", nil) // policy.go
 	if err != nil {
@@ -136,7 +136,7 @@ func (d *Daemon) Stat(ctx context.Context, ref, p string) (api.FileInfo, error) 
 	return info, err
 }
 
-// List implements apiserver.Backend: one agent listing per directory,
+// List implements backend.Backend: one agent listing per directory,
 // depth first, so a directory's entries follow it.
 func (d *Daemon) List(ctx context.Context, ref, p string, depth int) ([]api.FileInfo, error) {
 	ctx, err := d.policyFile(ctx, ref, audit.ActionList, p, "", nil) // policy.go
@@ -181,7 +181,7 @@ func (d *Daemon) List(ctx context.Context, ref, p string, depth int) ([]api.File
 	return out, err
 }
 
-// Move implements apiserver.Backend.
+// Move implements backend.Backend.
 func (d *Daemon) Move(ctx context.Context, ref string, req api.MoveRequest) (api.FileInfo, error) {
 	ctx, err := d.policyFile(ctx, ref, audit.ActionMove, req.Source, req.Destination, &req.Owner) // policy.go
 	if err != nil {
@@ -200,7 +200,7 @@ func (d *Daemon) Move(ctx context.Context, ref string, req api.MoveRequest) (api
 	return info, err
 }
 
-// Mkdir implements apiserver.Backend.
+// Mkdir implements backend.Backend.
 func (d *Daemon) Mkdir(ctx context.Context, ref string, req api.MkdirRequest) error {
 	ctx, err := d.policyFile(ctx, ref, audit.ActionMkdir, req.Path, "", &req.Owner) // policy.go
 	if err != nil {
@@ -223,7 +223,7 @@ func (d *Daemon) Mkdir(ctx context.Context, ref string, req api.MkdirRequest) er
 	})
 }
 
-// RemoveFile implements apiserver.Backend.
+// RemoveFile implements backend.Backend.
 func (d *Daemon) RemoveFile(ctx context.Context, ref, p string, recursive bool) error {
 	if p == "/" {
 		return errdefs.ErrInvalidArgument.WithMessage("refusing to remove / : remove the sandbox instead")
@@ -253,7 +253,7 @@ func fileInfo(p string, fi agentproto.FileInfo) api.FileInfo {
 		Owner: fi.Owner, Group: fi.Group, LinkTarget: fi.LinkTarget}
 }
 
-// Console implements apiserver.Backend: the serial console log, also of
+// Console implements backend.Backend: the serial console log, also of
 // stopped and failed sandboxes.
 func (d *Daemon) Console(ctx context.Context, ref string, tail int64, w io.Writer) error {
 	sb, err := d.get(ctx, ref)

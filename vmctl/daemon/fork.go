@@ -8,18 +8,18 @@ import (
 	"time"
 
 	"github.com/agentbox/agentbox/vmctl/api"
-	"github.com/agentbox/agentbox/vmctl/apiserver"
 	"github.com/agentbox/agentbox/vmctl/audit"
+	"github.com/agentbox/agentbox/vmctl/backend"
 	"github.com/agentbox/agentbox/vmctl/errdefs"
 	"github.com/agentbox/agentbox/vmctl/sandbox"
 )
 
 var (
-	_ apiserver.TimeoutBackend = (*Daemon)(nil)
-	_ apiserver.ForkBackend    = (*Daemon)(nil)
+	_ backend.TimeoutBackend = (*Daemon)(nil)
+	_ backend.ForkBackend    = (*Daemon)(nil)
 )
 
-// SetTimeout implements apiserver.TimeoutBackend: the sandbox expires
+// SetTimeout implements backend.TimeoutBackend: the sandbox expires
 // req.TimeoutSeconds from now (sandbox.SetTimeout); the reaper removes it
 // then, as for any TTL.
 func (d *Daemon) SetTimeout(ctx context.Context, ref string, req api.TimeoutRequest) (api.Sandbox, error) {
@@ -40,7 +40,7 @@ func (d *Daemon) SetTimeout(ctx context.Context, ref string, req api.TimeoutRequ
 	return d.view(sb), nil
 }
 
-// RestoreSnapshots implements apiserver.ForkBackend: req.Count restores
+// RestoreSnapshots implements backend.ForkBackend: req.Count restores
 // of one snapshot, started concurrently, named NAME-1 … NAME-N. They are
 // admitted together first (429 with the numbers for all of them, before
 // anything is made); then each is an ordinary restore (its own audit

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/agentbox/agentbox/vmctl/api"
-	"github.com/agentbox/agentbox/vmctl/apiserver"
 	"github.com/agentbox/agentbox/vmctl/audit"
+	"github.com/agentbox/agentbox/vmctl/backend"
 	"github.com/agentbox/agentbox/vmctl/image"
 	"github.com/agentbox/agentbox/vmctl/sandbox"
 )
@@ -18,9 +18,9 @@ import (
 // resume and start, the resume an exec, file or process call asks for
 // with ?resume=true, and the idle timeout's actions other than remove.
 
-var _ apiserver.LifecycleBackend = (*Daemon)(nil)
+var _ backend.LifecycleBackend = (*Daemon)(nil)
 
-// PauseSandbox implements apiserver.LifecycleBackend: it pauses a running
+// PauseSandbox implements backend.LifecycleBackend: it pauses a running
 // sandbox in memory or, with req.ToDisk, to disk. Errors: 409 conflict
 // when it is not running (the message says what to do).
 func (d *Daemon) PauseSandbox(ctx context.Context, ref string, req api.PauseRequest) (api.Sandbox, error) {
@@ -82,7 +82,7 @@ func (d *Daemon) followAgain(ctx context.Context, sb *sandbox.Sandbox, b *box) {
 	}
 }
 
-// ResumeSandbox implements apiserver.LifecycleBackend: a paused sandbox
+// ResumeSandbox implements backend.LifecycleBackend: a paused sandbox
 // runs again in place. With ifPaused a sandbox that is not paused is left
 // as it is and no error (the ?resume=true of an exec, file or process
 // call), also when a concurrent call resumed it first. Errors: 409
@@ -130,7 +130,7 @@ func (d *Daemon) ResumeSandbox(ctx context.Context, ref string, ifPaused bool) (
 	return d.view(sb), nil
 }
 
-// StartSandbox implements apiserver.LifecycleBackend: a stopped (or
+// StartSandbox implements backend.LifecycleBackend: a stopped (or
 // failed) sandbox boots again on its kept overlay. Errors: 409 conflict
 // when it is running or paused; 422 invalid_image when its image cannot
 // be loaded, 422 invalid_argument when its disk is gone or its image

@@ -10,14 +10,14 @@ import (
 
 	"github.com/agentbox/agentbox/vmctl/agentproto"
 	"github.com/agentbox/agentbox/vmctl/api"
-	"github.com/agentbox/agentbox/vmctl/apiserver"
 	"github.com/agentbox/agentbox/vmctl/audit"
+	"github.com/agentbox/agentbox/vmctl/backend"
 	"github.com/agentbox/agentbox/vmctl/errdefs"
 	"github.com/agentbox/agentbox/vmctl/portfwd"
 	"github.com/agentbox/agentbox/vmctl/sandbox"
 )
 
-var _ apiserver.PortBackend = (*Daemon)(nil)
+var _ backend.PortBackend = (*Daemon)(nil)
 
 // portTable is the daemon's port forwards: by sandbox ID, then guest port
 // (one forward per guest port). Each sandbox's record keeps its forwards
@@ -51,7 +51,7 @@ func (t *portTable) recordsLocked(id string) []sandbox.PortForward {
 	return out
 }
 
-// ForwardPort implements apiserver.PortBackend: it opens a host listener
+// ForwardPort implements backend.PortBackend: it opens a host listener
 // whose connections go to the running sandbox's guest port through the
 // guest agent, keeps it in the sandbox's record and audits it.
 func (d *Daemon) ForwardPort(ctx context.Context, ref string, req api.PortForwardRequest) (api.PortForward, error) {
@@ -154,7 +154,7 @@ func (d *Daemon) addPortLocked(id string, e *portEntry) {
 	}
 }
 
-// ListPorts implements apiserver.PortBackend.
+// ListPorts implements backend.PortBackend.
 func (d *Daemon) ListPorts(ctx context.Context, ref string) ([]api.PortForward, error) {
 	sb, err := d.get(ctx, ref)
 	if err != nil {
@@ -190,7 +190,7 @@ func portView(e *portEntry) api.PortForward {
 	return v
 }
 
-// RemovePort implements apiserver.PortBackend: it closes the forward of
+// RemovePort implements backend.PortBackend: it closes the forward of
 // guestPort (resetting its connections) and audits it with its counts.
 func (d *Daemon) RemovePort(ctx context.Context, ref string, guestPort int) error {
 	start := time.Now()

@@ -10,8 +10,8 @@ import (
 
 	"github.com/agentbox/agentbox/vmctl/accel"
 	"github.com/agentbox/agentbox/vmctl/api"
-	"github.com/agentbox/agentbox/vmctl/apiserver"
 	"github.com/agentbox/agentbox/vmctl/audit"
+	"github.com/agentbox/agentbox/vmctl/backend"
 	"github.com/agentbox/agentbox/vmctl/errdefs"
 	"github.com/agentbox/agentbox/vmctl/image"
 	"github.com/agentbox/agentbox/vmctl/sandbox"
@@ -19,9 +19,9 @@ import (
 	"github.com/agentbox/agentbox/vmctl/tenant"
 )
 
-var _ apiserver.Backend = (*Daemon)(nil)
+var _ backend.Backend = (*Daemon)(nil)
 
-// Info implements apiserver.Backend.
+// Info implements backend.Backend.
 func (d *Daemon) Info(ctx context.Context) (api.Info, error) {
 	used := d.mgr.Resources()
 	counts := map[string]int{}
@@ -42,7 +42,7 @@ func (d *Daemon) Info(ctx context.Context) (api.Info, error) {
 	}, nil
 }
 
-// CreateSandbox implements apiserver.Backend: it loads and checks the image,
+// CreateSandbox implements backend.Backend: it loads and checks the image,
 // chooses the accelerator, admits the resources against the capacity
 // and boots the sandbox. In a cluster (SetCluster) the cluster places it
 // instead, and the node that takes it calls CreateLocal.
@@ -172,7 +172,7 @@ func (d *Daemon) create(ctx context.Context, req api.CreateSandboxRequest) (_ *s
 	return sb, nil
 }
 
-// ListSandboxes implements apiserver.Backend.
+// ListSandboxes implements backend.Backend.
 func (d *Daemon) ListSandboxes(ctx context.Context, labels map[string]string, state string) ([]api.Sandbox, error) {
 	out := []api.Sandbox{}
 	for _, sb := range d.mgr.List() {
@@ -196,7 +196,7 @@ func (d *Daemon) ListSandboxes(ctx context.Context, labels map[string]string, st
 	return out, nil
 }
 
-// GetSandbox implements apiserver.Backend.
+// GetSandbox implements backend.Backend.
 func (d *Daemon) GetSandbox(ctx context.Context, ref string) (api.Sandbox, error) {
 	sb, err := d.get(ctx, ref)
 	if err != nil {
@@ -215,7 +215,7 @@ func (d *Daemon) HasSandbox(ref string) bool {
 	return err == nil
 }
 
-// StopSandbox implements apiserver.Backend.
+// StopSandbox implements backend.Backend.
 func (d *Daemon) StopSandbox(ctx context.Context, ref string) (api.Sandbox, error) {
 	start := time.Now()
 	sb, err := d.get(ctx, ref)
@@ -231,7 +231,7 @@ func (d *Daemon) StopSandbox(ctx context.Context, ref string) (api.Sandbox, erro
 	return d.view(sb), nil
 }
 
-// DeleteSandbox implements apiserver.Backend.
+// DeleteSandbox implements backend.Backend.
 func (d *Daemon) DeleteSandbox(ctx context.Context, ref string, force bool) error {
 	start := time.Now()
 	sb, err := d.get(ctx, ref)

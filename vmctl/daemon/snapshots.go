@@ -8,15 +8,15 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/agentbox/agentbox/vmctl/api"
-	"github.com/agentbox/agentbox/vmctl/apiserver"
 	"github.com/agentbox/agentbox/vmctl/audit"
+	"github.com/agentbox/agentbox/vmctl/backend"
 	"github.com/agentbox/agentbox/vmctl/image"
 	"github.com/agentbox/agentbox/vmctl/sandbox"
 	"github.com/agentbox/agentbox/vmctl/sandbox/snapshot"
 	"github.com/agentbox/agentbox/vmctl/tenant"
 )
 
-var _ apiserver.SnapshotBackend = (*Daemon)(nil)
+var _ backend.SnapshotBackend = (*Daemon)(nil)
 
 // snapshotMetrics are the histograms of snapshot saves and restores
 // (registered on first use, so the daemon's metrics.go stays as it is).
@@ -61,7 +61,7 @@ func (d *Daemon) startSandbox(ctx context.Context, warm bool, opts sandbox.Optio
 	return sb, err
 }
 
-// SaveSnapshot implements apiserver.SnapshotBackend.
+// SaveSnapshot implements backend.SnapshotBackend.
 func (d *Daemon) SaveSnapshot(ctx context.Context, ref string, req api.SaveSnapshotRequest) (api.Snapshot, error) {
 	start := time.Now()
 	if err := d.adm.admitting(); err != nil {
@@ -89,7 +89,7 @@ func (d *Daemon) SaveSnapshot(ctx context.Context, ref string, req api.SaveSnaps
 	return d.snapshotView(rec), nil
 }
 
-// ListSnapshots implements apiserver.SnapshotBackend.
+// ListSnapshots implements backend.SnapshotBackend.
 func (d *Daemon) ListSnapshots(ctx context.Context, ref string) ([]api.Snapshot, error) {
 	id := ""
 	if ref != "" {
@@ -115,7 +115,7 @@ func (d *Daemon) ListSnapshots(ctx context.Context, ref string) ([]api.Snapshot,
 	return out, nil
 }
 
-// GetSnapshot implements apiserver.SnapshotBackend.
+// GetSnapshot implements backend.SnapshotBackend.
 func (d *Daemon) GetSnapshot(ctx context.Context, name string) (api.Snapshot, error) {
 	rec, err := d.snapshot(ctx, name)
 	if err != nil {
@@ -124,7 +124,7 @@ func (d *Daemon) GetSnapshot(ctx context.Context, name string) (api.Snapshot, er
 	return d.snapshotView(rec), nil
 }
 
-// DeleteSnapshot implements apiserver.SnapshotBackend.
+// DeleteSnapshot implements backend.SnapshotBackend.
 func (d *Daemon) DeleteSnapshot(ctx context.Context, name string) error {
 	start := time.Now()
 	rec, err := d.snapshot(ctx, name)
@@ -140,7 +140,7 @@ func (d *Daemon) DeleteSnapshot(ctx context.Context, name string) error {
 	return nil
 }
 
-// RestoreSnapshot implements apiserver.SnapshotBackend: it loads the
+// RestoreSnapshot implements backend.SnapshotBackend: it loads the
 // snapshot's image (refused when its digest changed), admits the
 // resources like a create, and starts the new sandbox with the snapshot's
 // lifetime limits overridden by the request's (its resources and network
@@ -240,9 +240,9 @@ func snapshotView(r sandbox.SnapshotRecord, sourceRemoved bool) api.Snapshot {
 	return v
 }
 
-var _ apiserver.WarmBackend = (*Daemon)(nil)
+var _ backend.WarmBackend = (*Daemon)(nil)
 
-// ListWarm implements apiserver.WarmBackend.
+// ListWarm implements backend.WarmBackend.
 func (d *Daemon) ListWarm(ctx context.Context) ([]api.WarmTemplate, error) {
 	ts := d.warm.Templates()
 	out := make([]api.WarmTemplate, 0, len(ts))
@@ -256,7 +256,7 @@ func (d *Daemon) ListWarm(ctx context.Context) ([]api.WarmTemplate, error) {
 	return out, nil
 }
 
-// DeleteWarm implements apiserver.WarmBackend.
+// DeleteWarm implements backend.WarmBackend.
 func (d *Daemon) DeleteWarm(ctx context.Context, key string) error {
 	if err := adminOnly(ctx, "removing a warm template"); err != nil { // tenants.go
 		return err

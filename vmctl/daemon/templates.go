@@ -85,7 +85,7 @@ func (d *Daemon) knownTemplates() string {
 	return "this daemon serves " + strings.Join(names, ", ") + " (`agentbox templates` lists them)"
 }
 
-// ListTemplates implements apiserver.TemplateBackend: the daemon's
+// ListTemplates implements backend.TemplateBackend: the daemon's
 // templates by name, each with its image as it loads now (a template
 // whose image no longer loads has Error set).
 func (d *Daemon) ListTemplates(ctx context.Context) ([]api.Template, error) {

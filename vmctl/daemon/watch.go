@@ -9,15 +9,15 @@ import (
 
 	"github.com/agentbox/agentbox/vmctl/agentproto"
 	"github.com/agentbox/agentbox/vmctl/api"
-	"github.com/agentbox/agentbox/vmctl/apiserver"
 	"github.com/agentbox/agentbox/vmctl/audit"
+	"github.com/agentbox/agentbox/vmctl/backend"
 	"github.com/agentbox/agentbox/vmctl/errdefs"
 	"github.com/agentbox/agentbox/vmctl/sandbox"
 )
 
-var _ apiserver.WatchBackend = (*Daemon)(nil)
+var _ backend.WatchBackend = (*Daemon)(nil)
 
-// Watch implements apiserver.WatchBackend. A watch is a file operation
+// Watch implements backend.WatchBackend. A watch is a file operation
 // that lasts: the sandbox is busy (never idle) while it runs and active
 // when it ends, like an attached exec; it ends with the sandbox's life
 // (stop, removal: ErrNotRunning, not the guest's death) and is audited when it ends (file.watch,

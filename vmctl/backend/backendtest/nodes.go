@@ -1,11 +1,11 @@
-package apitest
+package backendtest
 
 import (
 	"context"
 	"time"
 
 	"github.com/agentbox/agentbox/vmctl/api"
-	"github.com/agentbox/agentbox/vmctl/apiserver"
+	"github.com/agentbox/agentbox/vmctl/backend"
 )
 
 // Node returns a valid cluster node fixture called name.
@@ -18,16 +18,16 @@ func Node(name string) api.Node {
 }
 
 // NodeFns are the functions of the fake's cluster node methods (see
-// Backend.Nodes); nil ones answer fixtures.
+// Fake.Nodes); nil ones answer fixtures.
 type NodeFns struct {
 	ListFn  func(ctx context.Context) ([]api.Node, error)
 	DrainFn func(ctx context.Context, name string, drain bool) (api.Node, error)
 }
 
-var _ apiserver.NodeBackend = (*Backend)(nil)
+var _ backend.NodeBackend = (*Fake)(nil)
 
-// ListNodes implements apiserver.NodeBackend.
-func (b *Backend) ListNodes(ctx context.Context) ([]api.Node, error) {
+// ListNodes implements backend.NodeBackend.
+func (b *Fake) ListNodes(ctx context.Context) ([]api.Node, error) {
 	b.record("ListNodes", "")
 	if b.Nodes.ListFn != nil {
 		return b.Nodes.ListFn(ctx)
@@ -35,8 +35,8 @@ func (b *Backend) ListNodes(ctx context.Context) ([]api.Node, error) {
 	return []api.Node{Node("h1"), Node("h2")}, nil
 }
 
-// DrainNode implements apiserver.NodeBackend.
-func (b *Backend) DrainNode(ctx context.Context, name string, drain bool) (api.Node, error) {
+// DrainNode implements backend.NodeBackend.
+func (b *Fake) DrainNode(ctx context.Context, name string, drain bool) (api.Node, error) {
 	b.record("DrainNode", name)
 	if b.Nodes.DrainFn != nil {
 		return b.Nodes.DrainFn(ctx, name, drain)

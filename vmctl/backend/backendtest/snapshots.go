@@ -1,11 +1,11 @@
-package apitest
+package backendtest
 
 import (
 	"context"
 	"fmt"
 
 	"github.com/agentbox/agentbox/vmctl/api"
-	"github.com/agentbox/agentbox/vmctl/apiserver"
+	"github.com/agentbox/agentbox/vmctl/backend"
 )
 
 // SnapshotID is the ID of the fixture snapshot.
@@ -22,7 +22,7 @@ func Snapshot(name string) api.Snapshot {
 }
 
 // SnapshotFns are the functions of the fake's snapshot methods (see
-// Backend.Snapshot); nil ones answer fixtures.
+// Fake.Snapshot); nil ones answer fixtures.
 type SnapshotFns struct {
 	SaveFn    func(ctx context.Context, ref string, req api.SaveSnapshotRequest) (api.Snapshot, error)
 	ListFn    func(ctx context.Context, sandbox string) ([]api.Snapshot, error)
@@ -31,10 +31,10 @@ type SnapshotFns struct {
 	RestoreFn func(ctx context.Context, name string, req api.RestoreRequest) (api.Sandbox, error)
 }
 
-var _ apiserver.SnapshotBackend = (*Backend)(nil)
+var _ backend.SnapshotBackend = (*Fake)(nil)
 
-// SaveSnapshot implements apiserver.SnapshotBackend.
-func (b *Backend) SaveSnapshot(ctx context.Context, ref string, req api.SaveSnapshotRequest) (api.Snapshot, error) {
+// SaveSnapshot implements backend.SnapshotBackend.
+func (b *Fake) SaveSnapshot(ctx context.Context, ref string, req api.SaveSnapshotRequest) (api.Snapshot, error) {
 	b.record("SaveSnapshot", ref)
 	if b.Snapshot.SaveFn != nil {
 		return b.Snapshot.SaveFn(ctx, ref, req)
@@ -42,8 +42,8 @@ func (b *Backend) SaveSnapshot(ctx context.Context, ref string, req api.SaveSnap
 	return Snapshot(req.Name), nil
 }
 
-// ListSnapshots implements apiserver.SnapshotBackend.
-func (b *Backend) ListSnapshots(ctx context.Context, sandbox string) ([]api.Snapshot, error) {
+// ListSnapshots implements backend.SnapshotBackend.
+func (b *Fake) ListSnapshots(ctx context.Context, sandbox string) ([]api.Snapshot, error) {
 	b.record("ListSnapshots", sandbox)
 	if b.Snapshot.ListFn != nil {
 		return b.Snapshot.ListFn(ctx, sandbox)
@@ -51,8 +51,8 @@ func (b *Backend) ListSnapshots(ctx context.Context, sandbox string) ([]api.Snap
 	return []api.Snapshot{Snapshot("before")}, nil
 }
 
-// GetSnapshot implements apiserver.SnapshotBackend.
-func (b *Backend) GetSnapshot(ctx context.Context, name string) (api.Snapshot, error) {
+// GetSnapshot implements backend.SnapshotBackend.
+func (b *Fake) GetSnapshot(ctx context.Context, name string) (api.Snapshot, error) {
 	b.record("GetSnapshot", name)
 	if b.Snapshot.GetFn != nil {
 		return b.Snapshot.GetFn(ctx, name)
@@ -60,8 +60,8 @@ func (b *Backend) GetSnapshot(ctx context.Context, name string) (api.Snapshot, e
 	return Snapshot(name), nil
 }
 
-// DeleteSnapshot implements apiserver.SnapshotBackend.
-func (b *Backend) DeleteSnapshot(ctx context.Context, name string) error {
+// DeleteSnapshot implements backend.SnapshotBackend.
+func (b *Fake) DeleteSnapshot(ctx context.Context, name string) error {
 	b.record("DeleteSnapshot", name)
 	if b.Snapshot.DeleteFn != nil {
 		return b.Snapshot.DeleteFn(ctx, name)
@@ -69,8 +69,8 @@ func (b *Backend) DeleteSnapshot(ctx context.Context, name string) error {
 	return nil
 }
 
-// RestoreSnapshot implements apiserver.SnapshotBackend.
-func (b *Backend) RestoreSnapshot(ctx context.Context, name string, req api.RestoreRequest) (api.Sandbox, error) {
+// RestoreSnapshot implements backend.SnapshotBackend.
+func (b *Fake) RestoreSnapshot(ctx context.Context, name string, req api.RestoreRequest) (api.Sandbox, error) {
 	b.record("RestoreSnapshot", name)
 	if b.Snapshot.RestoreFn != nil {
 		return b.Snapshot.RestoreFn(ctx, name, req)

@@ -1,10 +1,10 @@
-package apitest
+package backendtest
 
 import (
 	"context"
 
 	"github.com/agentbox/agentbox/vmctl/api"
-	"github.com/agentbox/agentbox/vmctl/apiserver"
+	"github.com/agentbox/agentbox/vmctl/backend"
 )
 
 // PortForward returns a valid port forward fixture for guestPort.
@@ -17,17 +17,17 @@ func PortForward(guestPort int) api.PortForward {
 }
 
 // PortFns are the functions of the fake's port methods (see
-// Backend.Ports); nil ones answer fixtures.
+// Fake.Ports); nil ones answer fixtures.
 type PortFns struct {
 	ForwardFn func(ctx context.Context, ref string, req api.PortForwardRequest) (api.PortForward, error)
 	ListFn    func(ctx context.Context, ref string) ([]api.PortForward, error)
 	RemoveFn  func(ctx context.Context, ref string, guestPort int) error
 }
 
-var _ apiserver.PortBackend = (*Backend)(nil)
+var _ backend.PortBackend = (*Fake)(nil)
 
-// ForwardPort implements apiserver.PortBackend.
-func (b *Backend) ForwardPort(ctx context.Context, ref string, req api.PortForwardRequest) (api.PortForward, error) {
+// ForwardPort implements backend.PortBackend.
+func (b *Fake) ForwardPort(ctx context.Context, ref string, req api.PortForwardRequest) (api.PortForward, error) {
 	b.record("ForwardPort", ref)
 	if b.Ports.ForwardFn != nil {
 		return b.Ports.ForwardFn(ctx, ref, req)
@@ -35,8 +35,8 @@ func (b *Backend) ForwardPort(ctx context.Context, ref string, req api.PortForwa
 	return PortForward(req.GuestPort), nil
 }
 
-// ListPorts implements apiserver.PortBackend.
-func (b *Backend) ListPorts(ctx context.Context, ref string) ([]api.PortForward, error) {
+// ListPorts implements backend.PortBackend.
+func (b *Fake) ListPorts(ctx context.Context, ref string) ([]api.PortForward, error) {
 	b.record("ListPorts", ref)
 	if b.Ports.ListFn != nil {
 		return b.Ports.ListFn(ctx, ref)
@@ -44,8 +44,8 @@ func (b *Backend) ListPorts(ctx context.Context, ref string) ([]api.PortForward,
 	return []api.PortForward{PortForward(8000)}, nil
 }
 
-// RemovePort implements apiserver.PortBackend.
-func (b *Backend) RemovePort(ctx context.Context, ref string, guestPort int) error {
+// RemovePort implements backend.PortBackend.
+func (b *Fake) RemovePort(ctx context.Context, ref string, guestPort int) error {
 	b.record("RemovePort", ref)
 	if b.Ports.RemoveFn != nil {
 		return b.Ports.RemoveFn(ctx, ref, guestPort)

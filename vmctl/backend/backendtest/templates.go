@@ -1,10 +1,10 @@
-package apitest
+package backendtest
 
 import (
 	"context"
 
 	"github.com/agentbox/agentbox/vmctl/api"
-	"github.com/agentbox/agentbox/vmctl/apiserver"
+	"github.com/agentbox/agentbox/vmctl/backend"
 )
 
 // Template returns a valid named template fixture called name.
@@ -13,16 +13,22 @@ func Template(name string) api.Template {
 }
 
 // TemplateFns are the functions of the fake's template methods (see
-// Backend.Templates); nil ones answer fixtures.
+// Fake.Templates); nil ones answer fixtures.
 type TemplateFns struct {
 	ListFn func(ctx context.Context) ([]api.Template, error)
 }
 
-var _ apiserver.TemplateBackend = (*Backend)(nil)
+var _ backend.TemplateBackend = (*Fake)(nil)
 
-// ListTemplates implements apiserver.TemplateBackend.
-func (b *Backend) ListTemplates(ctx context.Context) ([]api.Template, error) {
+// ListTemplates implements backend.TemplateBackend.
+func (b *Fake) ListTemplates(ctx context.Context) ([]api.Template, error) {
 	b.record("ListTemplates", "")
+	return b.templateList(ctx)
+}
+
+// templateList is ListTemplates without the record: Templates.ListFn's
+// answer, else the templates base and python (profile python).
+func (b *Fake) templateList(ctx context.Context) ([]api.Template, error) {
 	if b.Templates.ListFn != nil {
 		return b.Templates.ListFn(ctx)
 	}

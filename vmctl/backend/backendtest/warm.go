@@ -1,10 +1,10 @@
-package apitest
+package backendtest
 
 import (
 	"context"
 
 	"github.com/agentbox/agentbox/vmctl/api"
-	"github.com/agentbox/agentbox/vmctl/apiserver"
+	"github.com/agentbox/agentbox/vmctl/backend"
 )
 
 // WarmKey is the key of the fixture warm template.
@@ -19,16 +19,16 @@ func WarmTemplate() api.WarmTemplate {
 }
 
 // WarmFns are the functions of the fake's warm methods (see
-// Backend.Warm); nil ones answer fixtures.
+// Fake.Warm); nil ones answer fixtures.
 type WarmFns struct {
 	ListFn   func(ctx context.Context) ([]api.WarmTemplate, error)
 	DeleteFn func(ctx context.Context, key string) error
 }
 
-var _ apiserver.WarmBackend = (*Backend)(nil)
+var _ backend.WarmBackend = (*Fake)(nil)
 
-// ListWarm implements apiserver.WarmBackend.
-func (b *Backend) ListWarm(ctx context.Context) ([]api.WarmTemplate, error) {
+// ListWarm implements backend.WarmBackend.
+func (b *Fake) ListWarm(ctx context.Context) ([]api.WarmTemplate, error) {
 	b.record("ListWarm", "")
 	if b.Warm.ListFn != nil {
 		return b.Warm.ListFn(ctx)
@@ -36,8 +36,8 @@ func (b *Backend) ListWarm(ctx context.Context) ([]api.WarmTemplate, error) {
 	return []api.WarmTemplate{WarmTemplate()}, nil
 }
 
-// DeleteWarm implements apiserver.WarmBackend.
-func (b *Backend) DeleteWarm(ctx context.Context, key string) error {
+// DeleteWarm implements backend.WarmBackend.
+func (b *Fake) DeleteWarm(ctx context.Context, key string) error {
 	b.record("DeleteWarm", key)
 	if b.Warm.DeleteFn != nil {
 		return b.Warm.DeleteFn(ctx, key)
