@@ -33,6 +33,7 @@ import (
 	"github.com/agentbox/agentbox/vmctl/api"
 	"github.com/agentbox/agentbox/vmctl/apiserver"
 	"github.com/agentbox/agentbox/vmctl/apiserver/apitest"
+	"github.com/agentbox/agentbox/vmctl/auth"
 )
 
 // guard is how long a test waits for something that must happen before it
@@ -408,6 +409,9 @@ func TestNewServerChecks(t *testing.T) {
 		{apiserver.Config{Backend: b, Token: "short"}, "at least 16"},
 		{apiserver.Config{Backend: b, Token: "0123456789abcdef 0123"}, "white space"},
 		{apiserver.Config{Backend: b, TLS: &tls.Config{}}, "no certificate"},
+		{apiserver.Config{Backend: b, Token: "0123456789abcdef", Keyring: auth.New(auth.Config{Admin: "fedcba9876543210"})}, "does not hold Config.Token"},
+		{apiserver.Config{Backend: b, Keyring: auth.New(auth.Config{Admin: "0123456789abcdef"})}, "does not hold Config.Token"},
+		{apiserver.Config{Backend: b, Keyring: auth.New(auth.Config{Peer: "0123456789abcdef"})}, "needs the cluster peers' token"},
 	} {
 		if _, err := apiserver.NewServer(c.cfg); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("NewServer(%+v) = %v, want an error containing %q", c.cfg, err, c.want)
@@ -415,6 +419,9 @@ func TestNewServerChecks(t *testing.T) {
 	}
 	if _, err := apiserver.NewServer(apiserver.Config{Backend: b, Token: " 0123456789abcdef\n"}); err != nil {
 		t.Errorf("a token with a newline: %v", err)
+	}
+	if _, err := apiserver.NewServer(apiserver.Config{Backend: b, Token: "0123456789abcdef", Keyring: auth.New(auth.Config{Admin: "0123456789abcdef\n"})}); err != nil {
+		t.Errorf("a keyring of the token: %v", err)
 	}
 }
 
@@ -455,10 +462,10 @@ func TestTCPToken(t *testing.T) {
 	serve(t, srv, l)
 	url := "http://" + l.Addr().String()
 	for _, c := range []struct{ auth, code string }{
-		{"", "missing bearer token"},
-		{"Bearer wrong", "wrong bearer token"},
-		{"Bearer " + token + "x", "wrong bearer token"},
-		{"Basic " + token, "missing bearer token"},
+		{"", `missing token: send the token of the agentbox daemon's --token-file as "Authorization: Bearer TOKEN"`},
+		{"Bearer wrong", "wrong token: "},
+		{"Bearer " + token + "x", "wrong token: "},
+		{"Basic " + token, "missing token: "},
 	} {
 		for _, target := range []string{"/v1/info", "/metrics", "/v1/openapi.yaml", "/v1/nope"} {
 			req, _ := http.NewRequest("GET", url+target, nil)
