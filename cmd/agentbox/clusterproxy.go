@@ -28,33 +28,34 @@ func serveClusterProxyFlags() []cli.Flag {
 // --cluster-token-file and --cluster-ca: dir and nodes are the cluster's
 // (vmctl/cluster); tenantOf and withTenant the tenant hooks
 // (clusterproxy.Config; nil without --tenants). With --tls-client-ca,
-// the node presents its own --tls-cert to the others. The caller closes
-// the Proxy.
-func clusterRouter(c *cli.Context, dir cluster.Directory, nodes cluster.Nodes, cfg clusterproxy.Config, logger *slog.Logger) (*clusterproxy.Proxy, error) {
+// the node presents its own --tls-cert to the others. It returns the
+// Proxy, which the caller closes, and the cluster token, which the
+// daemon's keyring takes as the peers' (auth.Config.Peer).
+func clusterRouter(c *cli.Context, dir cluster.Directory, nodes cluster.Nodes, cfg clusterproxy.Config, logger *slog.Logger) (*clusterproxy.Proxy, string, error) {
 	f := c.String("cluster-token-file")
 	if f == "" {
-		return nil, errors.New("--cluster needs --cluster-token-file: the nodes forward requests to each other with its token (give every node the same file, e.g. made with `openssl rand -hex 32`)")
+		return nil, "", errors.New("--cluster needs --cluster-token-file: the nodes forward requests to each other with its token (give every node the same file, e.g. made with `openssl rand -hex 32`)")
 	}
 	tok, err := os.ReadFile(f)
 	if err != nil {
-		return nil, fmt.Errorf("--cluster-token-file: %w", err)
+		return nil, "", fmt.Errorf("--cluster-token-file: %w", err)
 	}
 	cfg.Directory, cfg.Nodes, cfg.Token, cfg.Logger = dir, nodes, string(tok), logger
 	if ca := c.String("cluster-ca"); ca != "" {
 		pem, err := os.ReadFile(ca)
 		if err != nil {
-			return nil, fmt.Errorf("--cluster-ca: %w", err)
+			return nil, "", fmt.Errorf("--cluster-ca: %w", err)
 		}
 		pool := x509.NewCertPool()
 		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("--cluster-ca %s: no PEM certificate in it", ca)
+			return nil, "", fmt.Errorf("--cluster-ca %s: no PEM certificate in it", ca)
 		}
 		cfg.TLS = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
 	}
 	if c.String("tls-client-ca") != "" && c.String("tls-cert") != "" {
 		cert, err := tls.LoadX509KeyPair(c.String("tls-cert"), c.String("tls-key"))
 		if err != nil {
-			return nil, fmt.Errorf("TLS key pair: %w", err)
+			return nil, "", fmt.Errorf("TLS key pair: %w", err)
 		}
 		if cfg.TLS == nil {
 			cfg.TLS = &tls.Config{MinVersion: tls.VersionTLS12}
@@ -63,7 +64,7 @@ func clusterRouter(c *cli.Context, dir cluster.Directory, nodes cluster.Nodes, c
 	}
 	p, err := clusterproxy.New(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("--cluster-token-file %s: %w", f, err)
+		return nil, "", fmt.Errorf("--cluster-token-file %s: %w", f, err)
 	}
-	return p, nil
+	return p, cfg.Token, nil
 }

@@ -53,7 +53,7 @@ func TestClusterRouterFlags(t *testing.T) {
 		if err := fs.Parse(tc.args); err != nil {
 			t.Fatal(err)
 		}
-		p, err := clusterRouter(cli.NewContext(cli.NewApp(), fs, nil), noCluster{}, noCluster{}, clusterproxy.Config{}, nil)
+		p, _, err := clusterRouter(cli.NewContext(cli.NewApp(), fs, nil), noCluster{}, noCluster{}, clusterproxy.Config{}, nil)
 		switch {
 		case tc.want == "" && err != nil:
 			t.Errorf("%v: %v", tc.args, err)

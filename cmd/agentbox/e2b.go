@@ -8,18 +8,17 @@ import (
 	"net"
 	"net/http"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/agentbox/agentbox/vmctl/api"
 	"github.com/agentbox/agentbox/vmctl/apiserver"
+	"github.com/agentbox/agentbox/vmctl/auth"
 	"github.com/agentbox/agentbox/vmctl/client"
 	"github.com/agentbox/agentbox/vmctl/daemon"
 	"github.com/agentbox/agentbox/vmctl/e2b"
 	"github.com/agentbox/agentbox/vmctl/envd"
-	"github.com/agentbox/agentbox/vmctl/tenant"
 )
 
 // serveE2BFlags are `serve`'s E2B flags.
@@ -41,16 +40,16 @@ type e2bFront struct {
 // not yet serving; nil without --e2b-listen. E2B's templateIDs are the
 // daemon's templates (serve --template); without one named base (the
 // SDK's default) a note on stderr says so. The envd access key lives in
-// stateDir. With tenants, a tenant's token is an API key too, acting for
-// its tenant. Errors: no token nor tenants (the API key is the daemon's token), the key
-// or the listener.
-func serveE2B(c *cli.Context, srv *apiserver.Server, templates []daemon.Template, stateDir, token string, tenants *tenant.Registry, logger *slog.Logger) (*e2bFront, error) {
+// stateDir. The API keys are those of the daemon's keyring (keys): its
+// admin token and, with tenants, a tenant's token, acting for its tenant.
+// Errors: no token nor tenants (the API key is the daemon's token), the
+// key or the listener.
+func serveE2B(c *cli.Context, srv *apiserver.Server, templates []daemon.Template, stateDir string, keys *auth.Keyring, logger *slog.Logger) (*e2bFront, error) {
 	addr := c.String("e2b-listen")
 	if addr == "" {
 		return nil, nil
 	}
-	token = strings.TrimSpace(token) // as the API server reads it
-	if token == "" && tenants == nil {
+	if !keys.RequiresSecret() {
 		return nil, errors.New("--e2b-listen needs --token-file (or --tenants): its token is the API key E2B clients send (E2B_API_KEY)")
 	}
 	if !slices.ContainsFunc(templates, func(t daemon.Template) bool { return t.Name == api.DefaultTemplate }) {
@@ -64,8 +63,7 @@ func serveE2B(c *cli.Context, srv *apiserver.Server, templates []daemon.Template
 	front, err := e2b.New(e2b.Config{
 		Client:    cl,
 		Data:      envd.NewHandler(cl, envd.Options{}),
-		APIKey:    token,
-		Tenants:   tenants, // a tenant's token is its API key
+		Keyring:   keys, // a tenant's token is its API key
 		AccessKey: key,
 		Warm:      c.Bool("e2b-warm"),
 		Logger:    logger,

@@ -12,6 +12,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/agentbox/agentbox/vmctl/apiserver"
+	"github.com/agentbox/agentbox/vmctl/auth"
 )
 
 // TestE2BMaxHeaderBytes: the E2B listener (serve --e2b-listen) limits a
@@ -33,7 +34,7 @@ func TestE2BMaxHeaderBytes(t *testing.T) {
 	}
 	app := cli.NewApp()
 	app.ErrWriter = io.Discard // the note about no "base" template
-	front, err := serveE2B(cli.NewContext(app, fs, nil), srv, nil, t.TempDir(), token, nil, slog.New(slog.DiscardHandler))
+	front, err := serveE2B(cli.NewContext(app, fs, nil), srv, nil, t.TempDir(), auth.New(auth.Config{Admin: token}), slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,6 +22,7 @@ import (
 
 	"github.com/agentbox/agentbox/vmctl/api"
 	"github.com/agentbox/agentbox/vmctl/apiserver"
+	"github.com/agentbox/agentbox/vmctl/auth"
 	"github.com/agentbox/agentbox/vmctl/daemon"
 	"github.com/agentbox/agentbox/vmctl/inprocess"
 	"github.com/agentbox/agentbox/vmctl/libvirt"
@@ -209,13 +210,14 @@ func serveAction(c *cli.Context) error {
 		return err
 	}
 	egressAud.set(d.AuditEgress)
-	router, leaveCluster, err := serveCluster(ctx, c, clusterCfg, d, apiCfg.Tenants, logger) // cluster.go
+	// The one keyring of every front (vmctl/auth): admin, tenants, peers.
+	router, keys, leaveCluster, err := serveCluster(ctx, c, clusterCfg, d, auth.Config{Admin: apiCfg.Token, Tenants: apiCfg.Tenants}, logger) // cluster.go
 	if err != nil {
 		closeAll()
 		d.Shutdown(context.Background())
 		return err
 	}
-	apiCfg.Backend, apiCfg.Router = d, router
+	apiCfg.Backend, apiCfg.Router, apiCfg.Keyring = d, router, keys
 	apiCfg.Registerer = reg
 	apiCfg.Metrics = promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})
 	srv, err := apiserver.NewServer(apiCfg)
@@ -232,7 +234,7 @@ func serveAction(c *cli.Context) error {
 		d.Shutdown(context.Background())
 		return err
 	}
-	front, err := serveE2B(c, srv, templates, stateDir, apiCfg.Token, apiCfg.Tenants, logger) // e2b.go
+	front, err := serveE2B(c, srv, templates, stateDir, keys, logger) // e2b.go
 	if err != nil {
 		closeAll()
 		closeMCP()

@@ -32,6 +32,7 @@ import (
 
 	"github.com/agentbox/agentbox/vmctl/api"
 	"github.com/agentbox/agentbox/vmctl/apiserver"
+	"github.com/agentbox/agentbox/vmctl/auth"
 	"github.com/agentbox/agentbox/vmctl/backend/backendtest"
 )
 
@@ -408,6 +409,9 @@ func TestNewServerChecks(t *testing.T) {
 		{apiserver.Config{Backend: b, Token: "short"}, "at least 16"},
 		{apiserver.Config{Backend: b, Token: "0123456789abcdef 0123"}, "white space"},
 		{apiserver.Config{Backend: b, TLS: &tls.Config{}}, "no certificate"},
+		{apiserver.Config{Backend: b, Token: "0123456789abcdef", Keyring: auth.New(auth.Config{Admin: "fedcba9876543210"})}, "does not hold Config.Token"},
+		{apiserver.Config{Backend: b, Keyring: auth.New(auth.Config{Admin: "0123456789abcdef"})}, "does not hold Config.Token"},
+		{apiserver.Config{Backend: b, Keyring: auth.New(auth.Config{Peer: "0123456789abcdef"})}, "needs the cluster peers' token"},
 	} {
 		if _, err := apiserver.NewServer(c.cfg); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("NewServer(%+v) = %v, want an error containing %q", c.cfg, err, c.want)
@@ -416,6 +420,26 @@ func TestNewServerChecks(t *testing.T) {
 	if _, err := apiserver.NewServer(apiserver.Config{Backend: b, Token: " 0123456789abcdef\n"}); err != nil {
 		t.Errorf("a token with a newline: %v", err)
 	}
+	if _, err := apiserver.NewServer(apiserver.Config{Backend: b, Token: "0123456789abcdef", Keyring: auth.New(auth.Config{Admin: "0123456789abcdef\n"})}); err != nil {
+		t.Errorf("a keyring of the token: %v", err)
+	}
+	// A Router needs the peers' token in the keyring, and has it there.
+	if _, err := apiserver.NewServer(apiserver.Config{Backend: b, Router: noRouter{}}); err == nil || !strings.Contains(err.Error(), "needs the cluster peers' token") {
+		t.Errorf("a Router without the peers' token: %v", err)
+	}
+	if _, err := apiserver.NewServer(apiserver.Config{Backend: b, Router: noRouter{}, Keyring: auth.New(auth.Config{Peer: "0123456789abcdef"})}); err != nil {
+		t.Errorf("a Router with the peers' token: %v", err)
+	}
+}
+
+// noRouter is an apiserver.Router that routes nothing, for NewServer's
+// checks.
+type noRouter struct{}
+
+func (noRouter) Peer(*http.Request, bool) (context.Context, error)              { return nil, nil }
+func (noRouter) Route(http.ResponseWriter, *http.Request, string) (bool, error) { return false, nil }
+func (noRouter) List(_ *http.Request, local []api.Sandbox) ([]api.Sandbox, error) {
+	return local, nil
 }
 
 func TestTCPRefusedWithoutTokenOrTLS(t *testing.T) {
@@ -455,10 +479,10 @@ func TestTCPToken(t *testing.T) {
 	serve(t, srv, l)
 	url := "http://" + l.Addr().String()
 	for _, c := range []struct{ auth, code string }{
-		{"", "missing bearer token"},
-		{"Bearer wrong", "wrong bearer token"},
-		{"Bearer " + token + "x", "wrong bearer token"},
-		{"Basic " + token, "missing bearer token"},
+		{"", `missing token: send the token of the agentbox daemon's --token-file as "Authorization: Bearer TOKEN"`},
+		{"Bearer wrong", "wrong token: "},
+		{"Bearer " + token + "x", "wrong token: "},
+		{"Basic " + token, "missing token: "},
 	} {
 		for _, target := range []string{"/v1/info", "/metrics", "/v1/openapi.yaml", "/v1/nope"} {
 			req, _ := http.NewRequest("GET", url+target, nil)
@@ -558,6 +582,21 @@ func TestTLSClientCertificateNamesTheCaller(t *testing.T) {
 	}
 	if got := <-callers; got != "tls:agent7" {
 		t.Errorf("caller %q, want tls:agent7", got)
+	}
+	// Without a token or tenants a bearer token is not checked at all
+	// (an empty keyring requires none): the certificate still names the
+	// caller.
+	req, _ := http.NewRequest("GET", "https://"+l.Addr().String()+"/v1/info", nil)
+	req.Header.Set("Authorization", "Bearer not-a-token-of-this-daemon")
+	if resp, err = hc.Do(req); err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("with a stray bearer token: status %d, want 200", resp.StatusCode)
+	}
+	if got := <-callers; got != "tls:agent7" {
+		t.Errorf("with a stray bearer token: caller %q, want tls:agent7", got)
 	}
 	// Without a client certificate the handshake fails.
 	hc = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/agentbox/agentbox/vmctl/api"
 	"github.com/agentbox/agentbox/vmctl/apiserver"
+	"github.com/agentbox/agentbox/vmctl/auth"
 	"github.com/agentbox/agentbox/vmctl/backend/backendtest"
 	"github.com/agentbox/agentbox/vmctl/client"
 	"github.com/agentbox/agentbox/vmctl/cluster"
@@ -155,7 +156,8 @@ func startNode(t testing.TB, f *fakeCluster, name, clientTenant string) *node {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := apiserver.NewServer(apiserver.Config{Backend: b, Token: clientToken, Router: p})
+	keys := auth.New(auth.Config{Admin: clientToken, Peer: clusterToken + "\n"})
+	srv, err := apiserver.NewServer(apiserver.Config{Backend: b, Token: clientToken, Keyring: keys, Router: p})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -238,11 +238,11 @@ func TestAuth(t *testing.T) {
 	srv, key := front(t, st.backend(), nil)
 	st.add("00000000000a", api.StateRunning, nil, backendtest.Epoch)
 	status, _, body := call(t, srv.URL, "GET", "/sandboxes/00000000000a", "", "")
-	wantErr(t, "no key", status, body, 401, "missing X-API-KEY: set E2B_API_KEY to the token of the agentbox daemon's --token-file")
+	wantErr(t, "no key", status, body, 401, "missing token: send the token of the agentbox daemon's --token-file as E2B_API_KEY (the X-API-KEY header)")
 	status, _, body = call(t, srv.URL, "GET", "/v2/sandboxes", "wrong", "")
-	wantErr(t, "wrong key", status, body, 401, "wrong X-API-KEY")
+	wantErr(t, "wrong key", status, body, 401, "wrong token: ")
 	status, _, body = call(t, srv.URL, "POST", "/sandboxes/00000000000a/fork", "", "")
-	wantErr(t, "no key, unsupported route", status, body, 401, "missing X-API-KEY")
+	wantErr(t, "no key, unsupported route", status, body, 401, "missing token: ")
 	if len(st.callers) != 0 {
 		t.Fatalf("unauthenticated requests reached the service: %v", st.callers)
 	}

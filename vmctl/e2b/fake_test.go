@@ -13,6 +13,7 @@ import (
 
 	"github.com/agentbox/agentbox/vmctl/api"
 	"github.com/agentbox/agentbox/vmctl/apiserver"
+	"github.com/agentbox/agentbox/vmctl/auth"
 	"github.com/agentbox/agentbox/vmctl/backend/backendtest"
 	"github.com/agentbox/agentbox/vmctl/client"
 	"github.com/agentbox/agentbox/vmctl/e2b"
@@ -190,7 +191,7 @@ func frontWith(t *testing.T, b *backendtest.Fake, data http.Handler, cfg e2b.Con
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.Client, cfg.Data, cfg.APIKey, cfg.AccessKey = client.NewHandler(as.Handler()), data, testKey, key
+	cfg.Client, cfg.Data, cfg.Keyring, cfg.AccessKey = client.NewHandler(as.Handler()), data, auth.New(auth.Config{Admin: testKey}), key
 	f, err := e2b.New(cfg)
 	if err != nil {
 		t.Fatal(err)
