@@ -32,6 +32,31 @@ func (d *Daemon) auditAction(ctx context.Context, id, action string, args map[st
 	d.appendAudit(e)
 }
 
+// auditMade is the one audit tail of the actions that make a sandbox, a
+// create and a restore (action), begun at start by caller with the
+// request's settings in args: the entry carries the request's tenant
+// (tenant.Name; a failed one has no sandbox to take it from) and its
+// policy decisions (withPolicyTrail). A failure (err) is audited with its
+// code, message and failed step (sandbox.FailedStep), logged and counted
+// in createFailures; a success with sb's ID and the arguments made adds
+// to args once the sandbox is there.
+func (d *Daemon) auditMade(ctx context.Context, action, caller string, start time.Time, args map[string]any, sb *sandbox.Sandbox, err error, made func(sb *sandbox.Sandbox)) {
+	e := audit.Entry{Time: start.UTC(), Caller: caller, Tenant: tenant.Name(ctx), Action: action, Args: args, DurationMs: ms(time.Since(start)), Policy: policyAudit(ctx)}
+	if err != nil {
+		e.Error, e.ErrorMessage = auditError(err)
+		if step := sandbox.FailedStep(err); step != "" {
+			args["step"] = step // the message leaves it out when the request was refused
+		}
+		d.log.Info(action+" failed", "step", sandbox.FailedStep(err), "err", err)
+		d.appendAudit(e)
+		d.metrics.createFailures.Inc()
+		return
+	}
+	e.Sandbox = sb.ID
+	made(sb)
+	d.appendAudit(e)
+}
+
 // auditReconcile records what the start-up reconciliation did.
 func (d *Daemon) auditReconcile() {
 	now := time.Now().UTC()

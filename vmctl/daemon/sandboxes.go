@@ -60,26 +60,18 @@ func (d *Daemon) CreateSandbox(ctx context.Context, req api.CreateSandboxRequest
 
 	ctx = d.withPolicyTrail(ctx) // policy.go: the decisions go into the entry
 	sb, err := d.create(ctx, req)
-	e := audit.Entry{Time: start.UTC(), Caller: caller, Tenant: tenant.Name(ctx), Action: audit.ActionCreate, Args: args, DurationMs: ms(time.Since(start)), Policy: policyAudit(ctx)}
-	if err != nil {
-		e.Error, e.ErrorMessage = auditError(err)
-		if step := sandbox.FailedStep(err); step != "" {
-			args["step"] = step // the message leaves it out when the request was refused
+	d.auditMade(ctx, audit.ActionCreate, caller, start, args, sb, err, func(sb *sandbox.Sandbox) {
+		args["vcpus"], args["memory_mib"], args["accel"] = sb.VCPUs, sb.Memory, string(sb.Accel.Accel)
+		args["network"] = networkArg(sb.Record())
+		resourceArgs(args, sb.Record()) // resources.go
+		if b := d.box(sb.ID); b != nil {
+			lim := b.sb.ExecAccount().Limits
+			limitArgs(args, api.Limits(lim))
 		}
-		d.log.Info("create failed", "step", sandbox.FailedStep(err), "err", err)
-		d.appendAudit(e)
-		d.metrics.createFailures.Inc()
+	})
+	if err != nil {
 		return api.Sandbox{}, err
 	}
-	e.Sandbox = sb.ID
-	args["vcpus"], args["memory_mib"], args["accel"] = sb.VCPUs, sb.Memory, string(sb.Accel.Accel)
-	args["network"] = networkArg(sb.Record())
-	resourceArgs(args, sb.Record()) // resources.go
-	if b := d.box(sb.ID); b != nil {
-		lim := b.sb.ExecAccount().Limits
-		limitArgs(args, api.Limits(lim))
-	}
-	d.appendAudit(e)
 	d.metrics.boot.Observe(sb.BootTime.Seconds())
 	return d.view(sb), nil
 }

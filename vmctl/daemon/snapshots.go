@@ -154,21 +154,13 @@ func (d *Daemon) RestoreSnapshot(ctx context.Context, name string, req api.Resto
 	}
 	ctx = d.withPolicyTrail(ctx) // policy.go
 	sb, err := d.restore(ctx, name, req)
-	e := audit.Entry{Time: start.UTC(), Caller: caller, Action: audit.ActionRestore, Args: args, DurationMs: ms(time.Since(start)), Policy: policyAudit(ctx)}
+	d.auditMade(ctx, audit.ActionRestore, caller, start, args, sb, err, func(sb *sandbox.Sandbox) {
+		t := sb.LastRestore()
+		args["copy_ms"], args["source_pause_ms"], args["load_ms"] = t.Copy.Milliseconds(), t.SourcePause.Milliseconds(), t.Load.Milliseconds()
+	})
 	if err != nil {
-		e.Error, e.ErrorMessage = auditError(err)
-		if step := sandbox.FailedStep(err); step != "" {
-			args["step"] = step // the message leaves it out when the request was refused
-		}
-		d.log.Info("restore failed", "step", sandbox.FailedStep(err), "err", err)
-		d.appendAudit(e)
-		d.metrics.createFailures.Inc()
 		return api.Sandbox{}, err
 	}
-	e.Sandbox = sb.ID
-	t := sb.LastRestore()
-	args["copy_ms"], args["source_pause_ms"], args["load_ms"] = t.Copy.Milliseconds(), t.SourcePause.Milliseconds(), t.Load.Milliseconds()
-	d.appendAudit(e)
 	d.snapMetrics().restore.Observe(time.Since(start).Seconds())
 	return d.view(sb), nil
 }
