@@ -188,90 +188,86 @@ func pausedMessage(sb *sandbox.Sandbox) string {
 	return fmt.Sprintf("sandbox %s is paused: resume it first: agentbox resume %s (POST /v1/sandboxes/%s/resume), or pass ?resume=true (agentbox exec, cp and port: --resume)", sb.ID, ref, sb.ID)
 }
 
-// idle takes the idle action of b's sandbox (Limits.IdleAction) when its
-// idle timeout is reached at now: remove (the default, reap), stop, pause
-// or pause-to-disk; audited as a reap with the action. The action runs
-// only if the sandbox is still idle, and no command or file operation
-// begins while it runs (sandbox.RunIfIdle): one that began since the
-// check keeps it running, one that begins during the action waits and
-// finds it paused (with ?resume=true it resumes it) or stopped. A failed
-// action is retried after another idle timeout.
-func (d *Daemon) idle(b *box, now time.Time) {
-	ctx := context.Background()
-	action := b.sb.ExecAccount().Limits.IdleAction
-	why := sandbox.ExpiredIdle
+// lapse takes the action of b's sandbox when its idle timeout
+// (why = sandbox.ExpiredIdle, Limits.IdleAction) or its TTL
+// (sandbox.ExpiredTTL, Limits.TTLAction) is reached at now: remove (the
+// default, reap), stop, pause or pause-to-disk; audited as a reap with
+// the action. The one path of both, with their two differences:
+//
+//   - The idle action runs only if the sandbox is still idle, and no
+//     command or file operation begins while it runs (sandbox.RunIfIdle):
+//     one that began since the check keeps it running, one that begins
+//     during the action waits and finds it paused (with ?resume=true it
+//     resumes it) or stopped. A failed idle action is retried after
+//     another idle timeout (sandbox.Touch).
+//   - The TTL is a deadline: its action does not wait for commands to
+//     end, and it ends the TTL (sandbox.ClearTTL) so that the sandbox
+//     stays until a new timeout or its removal (E2B's autoPause: connect
+//     resumes it and sets a new timeout). A sandbox already paused or
+//     stopped has nothing more to do; a failed action is logged and
+//     audited, the TTL ended all the same (the sandbox is left as the
+//     failure left it, never removed against its TTL action).
+func (d *Daemon) lapse(b *box, why string, now time.Time) {
+	lim := b.sb.ExecAccount().Limits
+	action, idle := lim.TTLAction, why == sandbox.ExpiredIdle
+	if idle {
+		action = lim.IdleAction
+	}
 	if action == "" || action == api.IdleActionRemove {
-		b.sb.RunIfIdle(now, func() error { d.reap(b, why); return nil })
+		if idle {
+			b.sb.RunIfIdle(now, func() error { d.reap(b, why); return nil })
+		} else {
+			d.reap(b, why)
+		}
 		return
 	}
+	ctx := context.Background()
 	start := time.Now()
 	var suspended *box
-	ran, err := b.sb.RunIfIdle(now, func() (err error) {
-		switch action {
-		case api.IdleActionStop:
+	act := func() (err error) {
+		switch {
+		case !idle && b.sb.State() != sandbox.StateRunning:
+			return nil // already paused or stopped: the TTL's end is all there is to do
+		case action == api.IdleActionStop:
 			return d.mgr.Stop(ctx, b.sb, why)
-		case api.IdleActionPause, api.IdleActionPauseToDisk:
+		case action == api.IdleActionPause, action == api.IdleActionPauseToDisk:
 			suspended, err = d.pauseSuspending(ctx, b.sb, action == api.IdleActionPauseToDisk, why)
 			return err
 		default:
-			return fmt.Errorf("unknown idle action %q", action)
+			return fmt.Errorf("unknown %s action %q", lapseNames[why].what, action)
 		}
-	})
-	if !ran {
-		return // busy again since the check
+	}
+	var err error
+	if idle {
+		var ran bool
+		if ran, err = b.sb.RunIfIdle(now, act); !ran {
+			return // busy again since the check
+		}
+	} else {
+		b.sb.ClearTTL()
+		err = act()
 	}
 	d.followAgain(ctx, b.sb, suspended)
 	e := audit.Entry{Time: start.UTC(), Sandbox: b.sb.ID, Caller: "daemon", Action: audit.ActionReap,
 		Args: map[string]any{"reason": why, "action": action}, DurationMs: ms(time.Since(start))}
 	if err != nil {
 		e.Error, e.ErrorMessage = api.ErrorFrom(err).Code, err.Error()
-		d.log.Warn("idle action", "sandbox", b.sb.ID, "action", action, "err", err)
-		b.sb.Touch()
+		d.log.Warn(lapseNames[why].what+" action", "sandbox", b.sb.ID, "action", action, "err", err)
+		if idle {
+			b.sb.Touch()
+		}
 	} else {
-		d.log.Info("idle sandbox", "sandbox", b.sb.ID, "action", action)
+		d.log.Info(lapseNames[why].done, "sandbox", b.sb.ID, "action", action)
 	}
 	d.appendAudit(e)
 	d.metrics.reaped.WithLabelValues(why).Inc()
 }
 
-// expire takes the TTL action of b's sandbox (Limits.TTLAction) when its
-// TTL is reached: remove (the default, reap), or stop, pause or
-// pause-to-disk, which end its TTL (sandbox.ClearTTL) so that it stays
-// until a new timeout or its removal (E2B's autoPause: connect resumes
-// it and sets a new timeout); audited as a reap with the action. Unlike
-// the idle action it does not wait for commands to end: the TTL is a
-// deadline. A failed action is logged and audited, the TTL ended all the
-// same (the sandbox is then left as the failure left it, never removed
-// against its TTL action).
-func (d *Daemon) expire(b *box) {
-	action := b.sb.ExecAccount().Limits.TTLAction
-	why := sandbox.ExpiredTTL
-	if action == "" || action == api.IdleActionRemove {
-		d.reap(b, why)
-		return
-	}
-	ctx := context.Background()
-	start := time.Now()
-	b.sb.ClearTTL()
-	var err error
-	switch {
-	case b.sb.State() != sandbox.StateRunning:
-		// Already paused or stopped: the TTL's end is all there is to do.
-	case action == api.IdleActionStop:
-		err = d.mgr.Stop(ctx, b.sb, why)
-	default:
-		err = d.pause(ctx, b.sb, action == api.IdleActionPauseToDisk, why)
-	}
-	e := audit.Entry{Time: start.UTC(), Sandbox: b.sb.ID, Caller: "daemon", Action: audit.ActionReap,
-		Args: map[string]any{"reason": why, "action": action}, DurationMs: ms(time.Since(start))}
-	if err != nil {
-		e.Error, e.ErrorMessage = api.ErrorFrom(err).Code, err.Error()
-		d.log.Warn("ttl action", "sandbox", b.sb.ID, "action", action, "err", err)
-	} else {
-		d.log.Info("sandbox expired", "sandbox", b.sb.ID, "action", action)
-	}
-	d.appendAudit(e)
-	d.metrics.reaped.WithLabelValues(why).Inc()
+// lapseNames are the words of lapse's logs, by its why: what lapsed and
+// what a sandbox whose action was taken is.
+var lapseNames = map[string]struct{ what, done string }{
+	sandbox.ExpiredIdle: {"idle", "idle sandbox"},
+	sandbox.ExpiredTTL:  {"ttl", "sandbox expired"},
 }
 
 // pauseView renders r's pause for the API (nil unless paused).

@@ -9,9 +9,9 @@ import (
 	"github.com/agentbox/agentbox/vmctl/sandbox"
 )
 
-// reaper stops and removes sandboxes whose TTL (or takes their TTL
-// action, lifecycle.go) or paused TTL is reached, and takes the idle action (lifecycle.go: remove, stop, pause,
-// pause-to-disk) of those whose idle timeout is, checking every
+// reaper removes sandboxes whose paused TTL is reached, and takes the
+// TTL or idle action (lapse, lifecycle.go: remove, stop, pause,
+// pause-to-disk) of those whose TTL or idle timeout is, checking every
 // Config.ReapInterval until ctx ends.
 func (d *Daemon) reaper(ctx context.Context) {
 	defer close(d.reaperDone)
@@ -25,10 +25,8 @@ func (d *Daemon) reaper(ctx context.Context) {
 			for _, b := range d.allBoxes() {
 				switch why := b.sb.Expired(now); why {
 				case "":
-				case sandbox.ExpiredIdle:
-					d.idle(b, now)
-				case sandbox.ExpiredTTL:
-					d.expire(b) // lifecycle.go
+				case sandbox.ExpiredIdle, sandbox.ExpiredTTL:
+					d.lapse(b, why, now) // lifecycle.go
 				default:
 					d.reap(b, why)
 				}
