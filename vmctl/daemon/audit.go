@@ -13,23 +13,23 @@ import (
 
 // appendAudit writes e to the audit log; a failed write is logged and
 // counted, never fails the action it records.
-func (d *Daemon) appendAudit(e audit.Entry) {
+func (c *core) appendAudit(e audit.Entry) {
 	if e.Tenant == "" && e.Sandbox != "" {
-		e.Tenant = d.tenants.owner(e.Sandbox) // tenants.go
+		e.Tenant = c.tenants.owner(e.Sandbox) // tenants.go
 	}
-	if err := d.audit.Append(e); err != nil {
-		d.log.Error("audit log write failed", "err", err, "action", e.Action, "sandbox", e.Sandbox)
-		d.metrics.errors.WithLabelValues("audit_write").Inc()
+	if err := c.audit.Append(e); err != nil {
+		c.log.Error("audit log write failed", "err", err, "action", e.Action, "sandbox", e.Sandbox)
+		c.metrics.errors.WithLabelValues("audit_write").Inc()
 	}
 }
 
 // auditAction records a simple action by the request's caller.
-func (d *Daemon) auditAction(ctx context.Context, id, action string, args map[string]any, start time.Time, err error) {
-	e := audit.Entry{Time: start.UTC(), Sandbox: id, Caller: api.CallerFrom(ctx).ID, Tenant: d.auditTenant(ctx, id), Action: action, Args: args, DurationMs: ms(time.Since(start)), Policy: policyAudit(ctx)}
+func (c *core) auditAction(ctx context.Context, id, action string, args map[string]any, start time.Time, err error) {
+	e := audit.Entry{Time: start.UTC(), Sandbox: id, Caller: api.CallerFrom(ctx).ID, Tenant: c.auditTenant(ctx, id), Action: action, Args: args, DurationMs: ms(time.Since(start)), Policy: policyAudit(ctx)}
 	if err != nil {
 		e.Error, e.ErrorMessage = auditError(err)
 	}
-	d.appendAudit(e)
+	c.appendAudit(e)
 }
 
 // auditMade is the one audit tail of the actions that make a sandbox, a
@@ -40,43 +40,43 @@ func (d *Daemon) auditAction(ctx context.Context, id, action string, args map[st
 // code, message and failed step (sandbox.FailedStep), logged and counted
 // in createFailures; a success with sb's ID and the arguments made adds
 // to args once the sandbox is there.
-func (d *Daemon) auditMade(ctx context.Context, action, caller string, start time.Time, args map[string]any, sb *sandbox.Sandbox, err error, made func(sb *sandbox.Sandbox)) {
+func (c *core) auditMade(ctx context.Context, action, caller string, start time.Time, args map[string]any, sb *sandbox.Sandbox, err error, made func(sb *sandbox.Sandbox)) {
 	e := audit.Entry{Time: start.UTC(), Caller: caller, Tenant: tenant.Name(ctx), Action: action, Args: args, DurationMs: ms(time.Since(start)), Policy: policyAudit(ctx)}
 	if err != nil {
 		e.Error, e.ErrorMessage = auditError(err)
 		if step := sandbox.FailedStep(err); step != "" {
 			args["step"] = step // the message leaves it out when the request was refused
 		}
-		d.log.Info(action+" failed", "step", sandbox.FailedStep(err), "err", err)
-		d.appendAudit(e)
-		d.metrics.createFailures.Inc()
+		c.log.Info(action+" failed", "step", sandbox.FailedStep(err), "err", err)
+		c.appendAudit(e)
+		c.metrics.createFailures.Inc()
 		return
 	}
 	e.Sandbox = sb.ID
 	made(sb)
-	d.appendAudit(e)
+	c.appendAudit(e)
 }
 
 // auditReconcile records what the start-up reconciliation did.
-func (d *Daemon) auditReconcile() {
+func (c *core) auditReconcile() {
 	now := time.Now().UTC()
-	for _, id := range d.report.Adopted {
-		d.appendAudit(audit.Entry{Time: now, Sandbox: id, Caller: "daemon", Action: audit.ActionReconcile, Args: map[string]any{"result": "adopted"}})
+	for _, id := range c.report.Adopted {
+		c.appendAudit(audit.Entry{Time: now, Sandbox: id, Caller: "daemon", Action: audit.ActionReconcile, Args: map[string]any{"result": "adopted"}})
 	}
-	for id, reason := range d.report.Failed {
-		d.appendAudit(audit.Entry{Time: now, Sandbox: id, Caller: "daemon", Action: audit.ActionReconcile, Args: map[string]any{"result": "failed", "reason": reason}})
+	for id, reason := range c.report.Failed {
+		c.appendAudit(audit.Entry{Time: now, Sandbox: id, Caller: "daemon", Action: audit.ActionReconcile, Args: map[string]any{"result": "failed", "reason": reason}})
 	}
-	for _, what := range d.report.Cleaned {
-		d.appendAudit(audit.Entry{Time: now, Caller: "daemon", Action: audit.ActionReconcile, Args: map[string]any{"result": "cleaned", "what": what}})
+	for _, what := range c.report.Cleaned {
+		c.appendAudit(audit.Entry{Time: now, Caller: "daemon", Action: audit.ActionReconcile, Args: map[string]any{"result": "cleaned", "what": what}})
 	}
 }
 
 // Audit implements apiserver.Backend: the entries of one sandbox (by ID or
 // name; by ID also after it was removed) or of all.
-func (d *Daemon) Audit(ctx context.Context, ref string, emit func(audit.Entry) error) error {
+func (c *core) Audit(ctx context.Context, ref string, emit func(audit.Entry) error) error {
 	f := audit.Filter{}
 	if ref != "" {
-		if sb, err := d.get(ctx, ref); err == nil {
+		if sb, err := c.get(ctx, ref); err == nil {
 			f.Sandbox = sb.ID
 		} else if isID(ref) {
 			f.Sandbox = ref
@@ -84,7 +84,7 @@ func (d *Daemon) Audit(ctx context.Context, ref string, emit func(audit.Entry) e
 			return sandbox.ErrNotFound.WithMessage(fmt.Sprintf("no sandbox named %q: the audit of a removed sandbox is kept by its ID (find it in `agentbox audit`, GET /v1/audit)", ref))
 		}
 	}
-	return d.audit.Read(f, func(e audit.Entry) error {
+	return c.audit.Read(f, func(e audit.Entry) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
