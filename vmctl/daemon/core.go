@@ -90,8 +90,9 @@ type portKeeper interface {
 }
 
 // box is the daemon's side of one sandbox: its detached processes. The
-// sandbox's exec accounting (limits, counts, activity, expiry) is the
-// sandbox's own (sandbox.ExecAccount), persisted in its record; the
+// sandbox keeps its exec accounting (sandbox.ExecAccount: limits, counts,
+// activity, what its expiry reads) in its record; the exec service
+// counts each command in it (execCount, under sandbox.BeginExec); the
 // process table is the daemon's view of the processes the guest agent
 // keeps, like the audit and the metrics its OnExit feeds: a restarted
 // daemon adopts them (adoptProcesses).
@@ -163,7 +164,7 @@ func (c *core) onChange(r sandbox.Record, removed bool) {
 	if r.State.Final() || removed {
 		if b != nil {
 			// CloseAll takes the table's lock only; it must not wait here
-			// for OnExit callbacks that take d.mu (they do not).
+			// for OnExit callbacks that take c.mu (they do not).
 			go func() {
 				b.procs.CloseAll("sandbox " + string(r.State))
 				if !removed {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -31,9 +32,9 @@ import (
 // Daemon.
 type execService struct{ *core }
 
-// beginExec begins a command on b's sandbox (sandbox.BeginExec: counted
-// against its max_execs, busy until endExec) and returns its exec ID and
-// the agent request with the sandbox's default timeout; errors:
+// beginExec begins a command on b's sandbox (sandbox.BeginExec: busy
+// until endExec, counted by execCount) and returns its exec ID and the
+// agent request with the sandbox's defaults; errors:
 // sandbox.ErrExecLimit; ErrNotRunning when an idle action paused or
 // stopped the sandbox meanwhile (paused: the message says how to
 // resume). An attached command also holds up Shutdown until endExec.
@@ -42,7 +43,11 @@ func (s *execService) beginExec(b *box, req api.ExecRequest, attached bool) (str
 	if req.Tty != nil {
 		areq.Tty = &agentproto.TtySize{Rows: uint16(req.Tty.Rows), Cols: uint16(req.Tty.Cols)}
 	}
-	id, areq, err := b.sb.BeginExec(areq)
+	var id string
+	err := b.sb.BeginExec(func(a *sandbox.ExecAccount) (err error) {
+		id, areq, err = execCount(a, b.sb.ID, areq)
+		return err
+	})
 	if errors.Is(err, sandbox.ErrNotRunning) && b.sb.State() == sandbox.StatePaused {
 		err = sandbox.ErrNotRunning.WithMessage(pausedMessage(b.sb)) // lifecycle.go
 	}
@@ -53,6 +58,29 @@ func (s *execService) beginExec(b *box, req api.ExecRequest, attached bool) (str
 		s.inflight.Add(1)
 	}
 	return id, areq, nil
+}
+
+// execCount counts one command of sandbox id in a, its accounting (under
+// the sandbox's lock: sandbox.BeginExec). It returns the command's exec
+// ID ("e" and 6 digits, in start order) and req with the sandbox's
+// default timeout (ExecLimits.ExecTimeoutMs) when req gives none and its
+// default environment (ExecAccount.Env) before req's own, which
+// overrides it key by key. Errors: sandbox.ErrExecLimit, nothing
+// counted, when MaxExecs commands have begun (its details say
+// max_execs).
+func execCount(a *sandbox.ExecAccount, id string, req agentproto.ExecRequest) (string, agentproto.ExecRequest, error) {
+	if lim := a.Limits.MaxExecs; lim > 0 && a.ExecCount >= lim {
+		msg := fmt.Sprintf("sandbox %s has run its %d commands (max_execs): create a new sandbox", id, lim)
+		return "", req, errdefs.WithDetails(sandbox.ErrExecLimit.WithMessage(msg), map[string]any{"max_execs": lim})
+	}
+	a.ExecCount++
+	if req.TimeoutMs == 0 {
+		req.TimeoutMs = a.Limits.ExecTimeoutMs
+	}
+	if len(a.Env) > 0 {
+		req.Env = append(slices.Clip(a.Env), req.Env...)
+	}
+	return fmt.Sprintf("e%06d", a.ExecCount), req, nil
 }
 
 // endExec ends what beginExec began.

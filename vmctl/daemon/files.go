@@ -24,7 +24,7 @@ type filesService struct{ *core }
 
 // fileOp runs op on b's sandbox as one busy (sandbox.Busy), audited
 // action on path; op's errors come explained from the sandbox's file
-// methods (ErrNotRunning when it stopped since d.running looked).
+// methods (ErrNotRunning when it stopped since running looked).
 func (s *filesService) fileOp(ctx context.Context, ref, action string, args map[string]any, op func(sb *sandbox.Sandbox) (in, out int64, err error)) error {
 	b, err := s.running(ctx, ref)
 	if err != nil {

@@ -148,7 +148,7 @@ func (s *portsService) listenPort(b *box, rec sandbox.PortForward) (*portEntry, 
 }
 
 // addPortLocked adds e to the table and persists the sandbox's forwards;
-// d.ports.mu held.
+// s.ports.mu held.
 func (s *portsService) addPortLocked(id string, e *portEntry) {
 	if s.ports.m == nil {
 		s.ports.m = map[string]map[int]*portEntry{}
