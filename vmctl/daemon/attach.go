@@ -144,14 +144,14 @@ func (s *execService) AttachProcess(ctx context.Context, ref, pid string, at api
 	default:
 		err = fmt.Errorf("process %s: output ended while it runs", pid)
 	}
-	e := audit.Entry{Time: start.UTC(), Sandbox: b.sb.ID, Caller: api.CallerFrom(ctx).ID, Action: audit.ActionProcessAttach, ExecID: pid,
-		Args: map[string]any{"offset": from, "end": end}, DurationMs: ms(time.Since(start)),
-		BytesIn: in.n.Load(), Stdin: in.digest.Digest(), BytesOut: out.n.Load(), Stdout: out.digest.Digest()}
+	audited := err
+	if end == "detached" {
+		audited = nil // the client left; the process runs on
+	}
+	e := s.requestEntry(ctx, b.sb.ID, audit.ActionProcessAttach, map[string]any{"offset": from, "end": end}, start, audited)
+	e.ExecID, e.BytesIn, e.Stdin, e.BytesOut, e.Stdout = pid, in.n.Load(), in.digest.Digest(), out.n.Load(), out.digest.Digest()
 	if rec != nil {
 		e.Tty = rec.Session()
-	}
-	if err != nil && end != "detached" {
-		e.Error, e.ErrorMessage = auditError(err)
 	}
 	s.appendAudit(e)
 	s.metrics.bytes.WithLabelValues("in", "stdio").Add(float64(e.BytesIn))

@@ -23,27 +23,46 @@ func (c *core) appendAudit(e audit.Entry) {
 	}
 }
 
-// auditAction records a simple action by the request's caller.
-func (c *core) auditAction(ctx context.Context, id, action string, args map[string]any, start time.Time, err error) {
-	e := audit.Entry{Time: start.UTC(), Sandbox: id, Caller: api.CallerFrom(ctx).ID, Tenant: c.auditTenant(ctx, id), Action: action, Args: args, DurationMs: ms(time.Since(start)), Policy: policyAudit(ctx)}
+// auditEntry is the one builder of the daemon's audit entries: action on
+// sandbox id ("" for none) by caller at at, with args. Every entry starts
+// here; requestEntry adds what a request's entries carry, and each
+// caller adds what is its own (duration, bytes, digests, exit codes)
+// before appendAudit writes it (and fills in the tenant from the
+// sandbox's owner when it has none).
+func auditEntry(at time.Time, id, caller, action string, args map[string]any) audit.Entry {
+	return audit.Entry{Time: at.UTC(), Sandbox: id, Caller: caller, Action: action, Args: args}
+}
+
+// requestEntry is auditEntry for an action a request asked for, begun at
+// start: by the request's caller, for its tenant (auditTenant), with its
+// policy decisions (withPolicyTrail) and its duration up to now; err,
+// when set, is recorded with the code and message of its API answer
+// (auditError).
+func (c *core) requestEntry(ctx context.Context, id, action string, args map[string]any, start time.Time, err error) audit.Entry {
+	e := auditEntry(start, id, api.CallerFrom(ctx).ID, action, args)
+	e.Tenant, e.DurationMs, e.Policy = c.auditTenant(ctx, id), ms(time.Since(start)), policyAudit(ctx)
 	if err != nil {
 		e.Error, e.ErrorMessage = auditError(err)
 	}
-	c.appendAudit(e)
+	return e
+}
+
+// auditAction records a simple action by the request's caller.
+func (c *core) auditAction(ctx context.Context, id, action string, args map[string]any, start time.Time, err error) {
+	c.appendAudit(c.requestEntry(ctx, id, action, args, start, err))
 }
 
 // auditMade is the one audit tail of the actions that make a sandbox, a
-// create and a restore (action), begun at start by caller with the
-// request's settings in args: the entry carries the request's tenant
-// (tenant.Name; a failed one has no sandbox to take it from) and its
-// policy decisions (withPolicyTrail). A failure (err) is audited with its
+// create and a restore (action), begun at start with the request's
+// settings in args (requestEntry): the entry carries the request's
+// tenant (a failed one has no sandbox to take it from) and its policy
+// decisions. A failure (err) is audited with its
 // code, message and failed step (sandbox.FailedStep), logged and counted
 // in createFailures; a success with sb's ID and the arguments made adds
 // to args once the sandbox is there.
-func (c *core) auditMade(ctx context.Context, action, caller string, start time.Time, args map[string]any, sb *sandbox.Sandbox, err error, made func(sb *sandbox.Sandbox)) {
-	e := audit.Entry{Time: start.UTC(), Caller: caller, Tenant: tenant.Name(ctx), Action: action, Args: args, DurationMs: ms(time.Since(start)), Policy: policyAudit(ctx)}
+func (c *core) auditMade(ctx context.Context, action string, start time.Time, args map[string]any, sb *sandbox.Sandbox, err error, made func(sb *sandbox.Sandbox)) {
+	e := c.requestEntry(ctx, "", action, args, start, err)
 	if err != nil {
-		e.Error, e.ErrorMessage = auditError(err)
 		if step := sandbox.FailedStep(err); step != "" {
 			args["step"] = step // the message leaves it out when the request was refused
 		}
@@ -61,13 +80,13 @@ func (c *core) auditMade(ctx context.Context, action, caller string, start time.
 func (c *core) auditReconcile() {
 	now := time.Now().UTC()
 	for _, id := range c.report.Adopted {
-		c.appendAudit(audit.Entry{Time: now, Sandbox: id, Caller: "daemon", Action: audit.ActionReconcile, Args: map[string]any{"result": "adopted"}})
+		c.appendAudit(auditEntry(now, id, "daemon", audit.ActionReconcile, map[string]any{"result": "adopted"}))
 	}
 	for id, reason := range c.report.Failed {
-		c.appendAudit(audit.Entry{Time: now, Sandbox: id, Caller: "daemon", Action: audit.ActionReconcile, Args: map[string]any{"result": "failed", "reason": reason}})
+		c.appendAudit(auditEntry(now, id, "daemon", audit.ActionReconcile, map[string]any{"result": "failed", "reason": reason}))
 	}
 	for _, what := range c.report.Cleaned {
-		c.appendAudit(audit.Entry{Time: now, Caller: "daemon", Action: audit.ActionReconcile, Args: map[string]any{"result": "cleaned", "what": what}})
+		c.appendAudit(auditEntry(now, "", "daemon", audit.ActionReconcile, map[string]any{"result": "cleaned", "what": what}))
 	}
 }
 

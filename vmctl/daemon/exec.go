@@ -268,11 +268,9 @@ func (s *execService) execAttached(ctx context.Context, ref string, req api.Exec
 		status.TimeoutMs = areq.TimeoutMs // after defaults and the policy's cap
 	}
 
-	e := audit.Entry{
-		Time: start.UTC(), Sandbox: b.sb.ID, Caller: api.CallerFrom(ctx).ID, Action: audit.ActionExec,
-		Args: execArgs(areq, false), ExecID: id, DurationMs: ms(dur), BytesOut: out.n.Load() + errw.n.Load(),
-		Stdout: out.digest.Digest(), Stderr: errw.digest.Digest(), Policy: policyAudit(ctx),
-	}
+	e := s.requestEntry(ctx, b.sb.ID, audit.ActionExec, execArgs(areq, false), start, nil) // the error below
+	e.ExecID, e.DurationMs, e.BytesOut = id, ms(dur), out.n.Load()+errw.n.Load()
+	e.Stdout, e.Stderr = out.digest.Digest(), errw.digest.Digest()
 	if stdin != nil {
 		e.BytesIn, e.Stdin = stdin.n.Load(), stdin.digest.Digest()
 	}
@@ -351,8 +349,9 @@ func (s *execService) StartProcess(ctx context.Context, ref string, req api.Exec
 	}
 	// The guest keeps the command: the request only bounds the spawn.
 	info, err := b.procs.Start(context.WithoutCancel(ctx), id, areq, req.Stdin, req.StdinOpen)
-	s.appendAudit(audit.Entry{Time: start.UTC(), Sandbox: b.sb.ID, Caller: caller, Action: audit.ActionProcessStart,
-		Args: execArgs(areq, true), ExecID: id, BytesIn: int64(len(req.Stdin)), DurationMs: ms(time.Since(start)), Policy: policyAudit(ctx)})
+	e := s.requestEntry(ctx, b.sb.ID, audit.ActionProcessStart, execArgs(areq, true), start, nil)
+	e.ExecID, e.BytesIn = id, int64(len(req.Stdin))
+	s.appendAudit(e)
 	if err != nil {
 		s.endExec(b, false)
 		err = b.sb.Explain(err)
@@ -384,8 +383,8 @@ func (s *execService) processExited(b *box, info process.Info) {
 // StartProcess wrote, else a new one) and its metrics result ("ok",
 // "exit", "error").
 func (s *execService) processEnd(b *box, info process.Info) (audit.Entry, store.Exec, string) {
-	e := audit.Entry{Time: info.EndedAt.UTC(), Sandbox: b.sb.ID, Caller: "daemon", Action: audit.ActionProcessExit, ExecID: info.ID,
-		Args: map[string]any{"cmd": info.Argv}, DurationMs: ms(info.EndedAt.Sub(info.StartedAt)), BytesOut: info.OutputBytes}
+	e := auditEntry(info.EndedAt, b.sb.ID, "daemon", audit.ActionProcessExit, map[string]any{"cmd": info.Argv})
+	e.ExecID, e.DurationMs, e.BytesOut = info.ID, ms(info.EndedAt.Sub(info.StartedAt)), info.OutputBytes
 	// The entry StartProcess wrote has the caller and cwd; end it.
 	h, err := s.store.Exec(b.sb.ID, info.ID)
 	if err != nil {
@@ -520,10 +519,9 @@ func (s *execService) WriteStdin(ctx context.Context, ref, pid string, r io.Read
 	start := time.Now()
 	n, err := b.procs.WriteStdin(ctx, pid, r, closeAfter)
 	err = pausedErr(b.sb, err)
-	e := audit.Entry{Time: start.UTC(), Sandbox: b.sb.ID, Caller: api.CallerFrom(ctx).ID, Action: audit.ActionProcessStdin, ExecID: pid,
-		Args: map[string]any{"close": closeAfter}, BytesIn: n, DurationMs: ms(time.Since(start))}
+	e := s.requestEntry(ctx, b.sb.ID, audit.ActionProcessStdin, map[string]any{"close": closeAfter}, start, err)
+	e.ExecID, e.BytesIn = pid, n
 	if err != nil {
-		e.Error, e.ErrorMessage = auditError(err)
 		s.appendAudit(e)
 		return n, err
 	}

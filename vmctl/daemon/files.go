@@ -38,10 +38,9 @@ func (s *filesService) fileOp(ctx context.Context, ref, action string, args map[
 	}()
 	start := time.Now()
 	in, out, err := op(b.sb)
-	e := audit.Entry{Time: start.UTC(), Sandbox: b.sb.ID, Caller: api.CallerFrom(ctx).ID, Action: action, Args: args,
-		BytesIn: in, BytesOut: out, DurationMs: ms(time.Since(start)), Policy: policyAudit(ctx)}
+	e := s.requestEntry(ctx, b.sb.ID, action, args, start, err)
+	e.BytesIn, e.BytesOut = in, out
 	if err != nil {
-		e.Error, e.ErrorMessage = auditError(err)
 		s.appendAudit(e)
 		return err
 	}

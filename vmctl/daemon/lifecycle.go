@@ -255,8 +255,8 @@ func (s *lifecycleService) lapse(b *box, why string, now time.Time) {
 		err = act()
 	}
 	s.followAgain(ctx, b.sb, suspended)
-	e := audit.Entry{Time: start.UTC(), Sandbox: b.sb.ID, Caller: "daemon", Action: audit.ActionReap,
-		Args: map[string]any{"reason": why, "action": action}, DurationMs: ms(time.Since(start))}
+	e := auditEntry(start, b.sb.ID, "daemon", audit.ActionReap, map[string]any{"reason": why, "action": action})
+	e.DurationMs = ms(time.Since(start))
 	if err != nil {
 		e.Error, e.ErrorMessage = api.ErrorFrom(err).Code, err.Error()
 		s.log.Warn(lapseNames[why].what+" action", "sandbox", b.sb.ID, "action", action, "err", err)

@@ -104,9 +104,7 @@ func (c *core) ask(ctx context.Context, req policy.Request) (policy.Decision, er
 // refused audits a call the policy refused before the call's own audit
 // entry: its action on sandbox sb with args and the error.
 func (c *core) refused(ctx context.Context, sb *sandbox.Sandbox, action string, args map[string]any, err error) {
-	e := audit.Entry{Time: time.Now().UTC(), Sandbox: sb.ID, Caller: api.CallerFrom(ctx).ID, Action: action, Args: args, Policy: policyAudit(ctx)}
-	e.Error, e.ErrorMessage = auditError(err)
-	c.appendAudit(e)
+	c.appendAudit(c.requestEntry(ctx, sb.ID, action, args, time.Now(), err))
 }
 
 // identity is the caller's and sb's identity (sb nil: a create's, from

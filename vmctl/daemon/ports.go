@@ -223,7 +223,7 @@ func (s *portsService) RemovePort(ctx context.Context, ref string, guestPort int
 // caller with the reason and its counters.
 func (s *portsService) closePort(id string, e *portEntry, caller, reason string, start time.Time) {
 	args := map[string]any{"guest_port": e.rec.GuestPort, "host_addr": e.rec.HostAddr, "reason": reason}
-	entry := audit.Entry{Time: start.UTC(), Sandbox: id, Caller: caller, Action: audit.ActionPortClose, Args: args}
+	entry := auditEntry(start, id, caller, audit.ActionPortClose, args)
 	if e.fwd != nil {
 		e.fwd.Close()
 		st := e.fwd.Stats()
@@ -309,7 +309,7 @@ func (s *portsService) openRecordedPorts(b *box) {
 		start := time.Now()
 		e, err := s.listenPort(b, rec)
 		args := map[string]any{"guest_port": rec.GuestPort, "host_addr": rec.HostAddr, "reopen": true}
-		ae := audit.Entry{Time: start.UTC(), Sandbox: b.sb.ID, Caller: "daemon", Action: audit.ActionPortOpen, Args: args}
+		ae := auditEntry(start, b.sb.ID, "daemon", audit.ActionPortOpen, args)
 		if err != nil {
 			ae.Error, ae.ErrorMessage = auditError(err)
 			s.log.Warn("port forward not re-opened", "sandbox", b.sb.ID, "guest_port", rec.GuestPort, "host_addr", rec.HostAddr, "err", err)

@@ -140,8 +140,9 @@ func (s *execService) endUnadopted(id, reason string) {
 		if err := s.store.PutExec(e); err != nil {
 			s.log.Warn("close lost exec", "sandbox", id, "exec", e.ID, "err", err)
 		}
-		s.appendAudit(audit.Entry{Time: now, Sandbox: id, Caller: "daemon", Action: audit.ActionProcessExit, ExecID: e.ID,
-			Args: map[string]any{"cmd": e.Cmd}, DurationMs: ms(now.Sub(e.StartedAt)), Error: "lost", ErrorMessage: reason})
+		ae := auditEntry(now, id, "daemon", audit.ActionProcessExit, map[string]any{"cmd": e.Cmd})
+		ae.ExecID, ae.DurationMs, ae.Error, ae.ErrorMessage = e.ID, ms(now.Sub(e.StartedAt)), "lost", reason
+		s.appendAudit(ae)
 	}
 }
 

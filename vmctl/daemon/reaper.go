@@ -39,7 +39,8 @@ func (s *lifecycleService) reaper(ctx context.Context) {
 func (s *lifecycleService) reap(b *box, why string) {
 	start := time.Now()
 	err := s.mgr.Remove(context.Background(), b.sb, true)
-	e := audit.Entry{Time: start.UTC(), Sandbox: b.sb.ID, Caller: "daemon", Action: audit.ActionReap, Args: map[string]any{"reason": why}, DurationMs: ms(time.Since(start))}
+	e := auditEntry(start, b.sb.ID, "daemon", audit.ActionReap, map[string]any{"reason": why})
+	e.DurationMs = ms(time.Since(start))
 	if err != nil {
 		e.Error, e.ErrorMessage = api.ErrorFrom(err).Code, err.Error()
 		s.log.Warn("reap sandbox", "sandbox", b.sb.ID, "reason", why, "err", err)

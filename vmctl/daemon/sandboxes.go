@@ -55,12 +55,11 @@ func (s *lifecycleService) CreateSandbox(ctx context.Context, req api.CreateSand
 		return c.Place(ctx, req)
 	}
 	start := time.Now()
-	caller := api.CallerFrom(ctx).ID
 	args := createArgs(req) // createaudit.go
 
 	ctx = s.withPolicyTrail(ctx) // policy.go: the decisions go into the entry
 	sb, err := s.create(ctx, req)
-	s.auditMade(ctx, audit.ActionCreate, caller, start, args, sb, err, func(sb *sandbox.Sandbox) {
+	s.auditMade(ctx, audit.ActionCreate, start, args, sb, err, func(sb *sandbox.Sandbox) {
 		args["vcpus"], args["memory_mib"], args["accel"] = sb.VCPUs, sb.Memory, string(sb.Accel.Accel)
 		args["network"] = networkArg(sb.Record())
 		resourceArgs(args, sb.Record()) // resources.go

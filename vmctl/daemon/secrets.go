@@ -150,7 +150,7 @@ func (c *core) AuditEgress(id string, dec egress.Decision) {
 	if dec.Upstream.IsValid() {
 		args["upstream"] = dec.Upstream.String()
 	}
-	e := audit.Entry{Time: time.Now().UTC(), Sandbox: id, Caller: "guest", Action: audit.ActionEgressIntercept, Args: args}
+	e := auditEntry(time.Now(), id, "guest", audit.ActionEgressIntercept, args)
 	if !dec.Allowed {
 		e.Error, e.ErrorMessage = "refused", dec.Reason
 	}

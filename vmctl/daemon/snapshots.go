@@ -152,14 +152,13 @@ func (s *snapshotService) DeleteSnapshot(ctx context.Context, name string) error
 // policy are the snapshot's).
 func (s *snapshotService) RestoreSnapshot(ctx context.Context, name string, req api.RestoreRequest) (api.Sandbox, error) {
 	start := time.Now()
-	caller := api.CallerFrom(ctx).ID
 	args := map[string]any{"snapshot": name}
 	if req.Name != "" {
 		args["name"] = req.Name
 	}
 	ctx = s.withPolicyTrail(ctx) // policy.go
 	sb, err := s.restore(ctx, name, req)
-	s.auditMade(ctx, audit.ActionRestore, caller, start, args, sb, err, func(sb *sandbox.Sandbox) {
+	s.auditMade(ctx, audit.ActionRestore, start, args, sb, err, func(sb *sandbox.Sandbox) {
 		t := sb.LastRestore()
 		args["copy_ms"], args["source_pause_ms"], args["load_ms"] = t.Copy.Milliseconds(), t.SourcePause.Milliseconds(), t.Load.Milliseconds()
 	})

@@ -53,13 +53,7 @@ func (s *filesService) Watch(ctx context.Context, ref, p string, recursive bool,
 	case ctx.Err() != nil:
 		err = nil // the client went
 	}
-	e := audit.Entry{Time: start.UTC(), Sandbox: b.sb.ID, Caller: api.CallerFrom(ctx).ID, Action: audit.ActionWatch,
-		Args:       map[string]any{audit.ArgPath: p, audit.ArgRecursive: recursive, audit.ArgEvents: events},
-		DurationMs: ms(time.Since(start)), Policy: policyAudit(ctx)}
-	if err != nil {
-		e.Error, e.ErrorMessage = auditError(err)
-	}
-	s.appendAudit(e)
+	s.appendAudit(s.requestEntry(ctx, b.sb.ID, audit.ActionWatch, map[string]any{audit.ArgPath: p, audit.ArgRecursive: recursive, audit.ArgEvents: events}, start, err))
 	return err
 }
 
