@@ -24,11 +24,11 @@ var _ backend.ProcessTerminalBackend = (*Daemon)(nil)
 const attachStdinChunk = 32 << 10
 
 // ResizeProcess implements backend.ProcessTerminalBackend.
-func (d *Daemon) ResizeProcess(ctx context.Context, ref, pid string, size api.TtySize) (api.Process, error) {
+func (s *execService) ResizeProcess(ctx context.Context, ref, pid string, size api.TtySize) (api.Process, error) {
 	if err := size.Validate(); err != nil {
 		return api.Process{}, err
 	}
-	b, err := d.procs(ctx, ref)
+	b, err := s.procs(ctx, ref)
 	if err != nil {
 		return api.Process{}, err
 	}
@@ -46,8 +46,8 @@ func (d *Daemon) ResizeProcess(ctx context.Context, ref, pid string, size api.Tt
 // nothing pending), resize and signal through procControl. The session
 // is one audit entry (process.attach) with its stdin digest and, on a
 // terminal, the recorded session for `audit --replay`.
-func (d *Daemon) AttachProcess(ctx context.Context, ref, pid string, at backend.ProcessAttachment) (api.ExitStatus, error) {
-	b, err := d.procs(ctx, ref)
+func (s *execService) AttachProcess(ctx context.Context, ref, pid string, at backend.ProcessAttachment) (api.ExitStatus, error) {
+	b, err := s.procs(ctx, ref)
 	if err != nil {
 		return api.ExitStatus{}, err
 	}
@@ -70,9 +70,9 @@ func (d *Daemon) AttachProcess(ctx context.Context, ref, pid string, at backend.
 	from, start := offset, time.Now()
 	var rec *audit.TtyRecorder
 	if info.Tty != nil {
-		rec = audit.NewTtyRecorder(int(info.Tty.Rows), int(info.Tty.Cols), d.cfg.AuditFullTty)
+		rec = audit.NewTtyRecorder(int(info.Tty.Rows), int(info.Tty.Cols), s.cfg.AuditFullTty)
 	}
-	ctl := &procControl{d: d, b: b, id: pid, pid: info.Pid, rec: rec}
+	ctl := &procControl{s: s, b: b, id: pid, pid: info.Pid, rec: rec}
 	at.Started(ctl, apiProcess(info), offset)
 
 	// A stdin failure (stdin closed) ends the session with its error.
@@ -84,7 +84,7 @@ func (d *Daemon) AttachProcess(ctx context.Context, ref, pid string, at backend.
 	if at.Stdin != nil {
 		go func() {
 			defer close(stdinDone)
-			if err := d.forwardStdin(outCtx, b, pid, in); err != nil {
+			if err := s.forwardStdin(outCtx, b, pid, in); err != nil {
 				stdinErr = err
 				stopOut()
 			}
@@ -134,7 +134,7 @@ func (d *Daemon) AttachProcess(ctx context.Context, ref, pid string, at backend.
 		err = ctx.Err()
 	case err != nil:
 		end, err = "error", pausedErr(b.sb, err)
-		if lost, ok := d.lostWithStop(ctx, b, pid); ok {
+		if lost, ok := s.lostWithStop(ctx, b, pid); ok {
 			end, err = "lost", lostError(b.sb, pid, lost)
 		}
 	case info.Exit != nil:
@@ -144,17 +144,17 @@ func (d *Daemon) AttachProcess(ctx context.Context, ref, pid string, at backend.
 	default:
 		err = fmt.Errorf("process %s: output ended while it runs", pid)
 	}
-	e := audit.Entry{Time: start.UTC(), Sandbox: b.sb.ID, Caller: api.CallerFrom(ctx).ID, Action: audit.ActionProcessAttach, ExecID: pid,
-		Args: map[string]any{"offset": from, "end": end}, DurationMs: ms(time.Since(start)),
-		BytesIn: in.n.Load(), Stdin: in.digest.Digest(), BytesOut: out.n.Load(), Stdout: out.digest.Digest()}
+	audited := err
+	if end == "detached" {
+		audited = nil // the client left; the process runs on
+	}
+	e := s.requestEntry(ctx, b.sb.ID, audit.ActionProcessAttach, map[string]any{"offset": from, "end": end}, start, audited)
+	e.ExecID, e.BytesIn, e.Stdin, e.BytesOut, e.Stdout = pid, in.n.Load(), in.digest.Digest(), out.n.Load(), out.digest.Digest()
 	if rec != nil {
 		e.Tty = rec.Session()
 	}
-	if err != nil && end != "detached" {
-		e.Error, e.ErrorMessage = auditError(err)
-	}
-	d.appendAudit(e)
-	d.metrics.bytes.WithLabelValues("in", "stdio").Add(float64(e.BytesIn))
+	s.appendAudit(e)
+	s.metrics.bytes.WithLabelValues("in", "stdio").Add(float64(e.BytesIn))
 	return status, err
 }
 
@@ -162,7 +162,7 @@ func (d *Daemon) AttachProcess(ctx context.Context, ref, pid string, at backend.
 // read at a time, until the client's EOF (the process's stdin stays open)
 // or ctx's end. Errors: WriteStdin's, except that of a process that ended
 // (its exit follows).
-func (d *Daemon) forwardStdin(ctx context.Context, b *box, pid string, r io.Reader) error {
+func (s *execService) forwardStdin(ctx context.Context, b *box, pid string, r io.Reader) error {
 	buf := make([]byte, attachStdinChunk)
 	for {
 		n, rerr := r.Read(buf)
@@ -183,7 +183,7 @@ func (d *Daemon) forwardStdin(ctx context.Context, b *box, pid string, r io.Read
 
 // procControl is backend.ExecControl on an attached detached process.
 type procControl struct {
-	d   *Daemon
+	s   *execService
 	b   *box
 	id  string
 	pid int
@@ -221,7 +221,7 @@ func (c *procControl) Signal(ctx context.Context, signal string) error {
 	if signal == "" {
 		return errdefs.ErrInvalidArgument.WithMessage("signal is empty: give a name like INT or TERM, or a number 1-64")
 	}
-	if err := c.d.KillProcess(ctx, c.b.sb.ID, c.id, signal); err != nil && !errors.Is(err, process.ErrExited) {
+	if err := c.s.KillProcess(ctx, c.b.sb.ID, c.id, signal); err != nil && !errors.Is(err, process.ErrExited) {
 		return err
 	}
 	return nil

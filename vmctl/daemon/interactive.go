@@ -16,8 +16,8 @@ import (
 
 // ExecInteractive implements backend.Backend: an attached command whose
 // stdin streams from stdin, through the same path as Exec (execAttached).
-func (d *Daemon) ExecInteractive(ctx context.Context, ref string, req api.ExecRequest, stdin io.Reader, started func(backend.ExecControl), stdout, stderr io.Writer) (api.ExitStatus, error) {
-	return d.execAttached(ctx, ref, req, attachment{stdin: stdin, stdout: stdout, stderr: stderr, started: func(id string, p *agent.Process, rec *audit.TtyRecorder) {
+func (s *execService) ExecInteractive(ctx context.Context, ref string, req api.ExecRequest, stdin io.Reader, started func(backend.ExecControl), stdout, stderr io.Writer) (api.ExitStatus, error) {
+	return s.execAttached(ctx, ref, req, attachment{stdin: stdin, stdout: stdout, stderr: stderr, started: func(id string, p *agent.Process, rec *audit.TtyRecorder) {
 		started(&execControl{id: id, p: p, rec: rec})
 	}})
 }

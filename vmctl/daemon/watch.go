@@ -23,12 +23,12 @@ var _ backend.WatchBackend = (*Daemon)(nil)
 // (stop, removal: ErrNotRunning, not the guest's death) and is audited when it ends (file.watch,
 // with the number of events sent). It does not hold up Shutdown: the API
 // server ends its streams first.
-func (d *Daemon) Watch(ctx context.Context, ref, p string, recursive bool, ready func() error, emit func(api.WatchEvent) error) error {
-	ctx, err := d.policyFile(ctx, ref, audit.ActionWatch, p, "", nil) // policy.go
+func (s *filesService) Watch(ctx context.Context, ref, p string, recursive bool, ready func() error, emit func(api.WatchEvent) error) error {
+	ctx, err := s.policyFile(ctx, ref, audit.ActionWatch, p, "", nil) // policy.go
 	if err != nil {
 		return err
 	}
-	b, err := d.running(ctx, ref)
+	b, err := s.running(ctx, ref)
 	if err != nil {
 		return err
 	}
@@ -53,13 +53,7 @@ func (d *Daemon) Watch(ctx context.Context, ref, p string, recursive bool, ready
 	case ctx.Err() != nil:
 		err = nil // the client went
 	}
-	e := audit.Entry{Time: start.UTC(), Sandbox: b.sb.ID, Caller: api.CallerFrom(ctx).ID, Action: audit.ActionWatch,
-		Args:       map[string]any{audit.ArgPath: p, audit.ArgRecursive: recursive, audit.ArgEvents: events},
-		DurationMs: ms(time.Since(start)), Policy: policyAudit(ctx)}
-	if err != nil {
-		e.Error, e.ErrorMessage = auditError(err)
-	}
-	d.appendAudit(e)
+	s.appendAudit(s.requestEntry(ctx, b.sb.ID, audit.ActionWatch, map[string]any{audit.ArgPath: p, audit.ArgRecursive: recursive, audit.ArgEvents: events}, start, err))
 	return err
 }
 
