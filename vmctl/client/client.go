@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -32,6 +33,8 @@ type Client struct {
 	hc    *http.Client
 	base  url.URL
 	token string
+	// header is WithHeader's, set on every request after the client's own.
+	header http.Header
 	// resume asks routes that can resume a paused sandbox to (Resuming).
 	resume bool
 }
@@ -40,9 +43,10 @@ type Client struct {
 type Option func(*options)
 
 type options struct {
-	token string
-	tls   *tls.Config
-	hc    *http.Client
+	token  string
+	tls    *tls.Config
+	hc     *http.Client
+	header http.Header
 }
 
 // WithToken sends "Authorization: Bearer tok" with every request (what a
@@ -56,6 +60,14 @@ func WithTLSConfig(cfg *tls.Config) Option { return func(o *options) { o.tls = c
 // WithHTTPClient replaces the http.Client: its Transport then decides where
 // requests go (New's socket path and WithTLSConfig are not used).
 func WithHTTPClient(hc *http.Client) Option { return func(o *options) { o.hc = hc } }
+
+// WithHeader sends h's fields with every request (REST calls and the
+// WebSocket of an interactive exec), set after the client's own: a
+// "User-Agent" or "Authorization" in h replaces the client's
+// "agentbox-client" and WithToken's bearer token. E.g. the cluster token
+// and identity headers a node sends another (vmctl/clusterproxy). h is
+// copied; later changes to it are not seen.
+func WithHeader(h http.Header) Option { return func(o *options) { o.header = h.Clone() } }
 
 // New returns a client of the daemon listening on the unix socket
 // socketPath. Nothing is dialed yet: the first request does, and fails
@@ -79,7 +91,7 @@ func New(socketPath string, opts ...Option) *Client {
 		}
 		hc = &http.Client{Transport: tr}
 	}
-	return &Client{hc: hc, base: url.URL{Scheme: "http", Host: "agentbox"}, token: o.token}
+	return &Client{hc: hc, base: url.URL{Scheme: "http", Host: "agentbox"}, token: o.token, header: o.header}
 }
 
 // NewTCP returns a client of the daemon at baseURL, "http://host:port" or
@@ -114,7 +126,7 @@ func NewTCP(baseURL string, opts ...Option) (*Client, error) {
 		}
 		hc = &http.Client{Transport: tr}
 	}
-	return &Client{hc: hc, base: url.URL{Scheme: u.Scheme, Host: u.Host}, token: o.token}, nil
+	return &Client{hc: hc, base: url.URL{Scheme: u.Scheme, Host: u.Host}, token: o.token, header: o.header}, nil
 }
 
 func applyOptions(opts []Option) options {
@@ -169,6 +181,7 @@ func (c *Client) do(ctx context.Context, method string, u *url.URL, contentType 
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
+	c.setHeader(req.Header)
 	resp, err := c.hc.Do(req)
 	if err != nil {
 		var ue *url.Error
@@ -182,6 +195,13 @@ func (c *Client) do(ctx context.Context, method string, u *url.URL, contentType 
 		return nil, decodeError(resp)
 	}
 	return resp, nil
+}
+
+// setHeader sets WithHeader's fields on h, replacing h's values of them.
+func (c *Client) setHeader(h http.Header) {
+	for k, vs := range c.header {
+		h[k] = slices.Clone(vs)
+	}
 }
 
 // decodeError turns an error answer into an *api.Error with its status.

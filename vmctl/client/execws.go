@@ -75,6 +75,7 @@ func (c *Client) dialInteractive(ctx context.Context, u *url.URL, stdout, stderr
 	if c.token != "" {
 		h.Set("Authorization", "Bearer "+c.token)
 	}
+	c.setHeader(h)
 	conn, resp, err := websocket.Dial(ctx, u.String(), &websocket.DialOptions{HTTPClient: c.hc, HTTPHeader: h})
 	if err != nil {
 		if resp != nil && resp.StatusCode != http.StatusSwitchingProtocols {

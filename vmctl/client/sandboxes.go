@@ -47,6 +47,15 @@ func (c *Client) ListSandboxes(ctx context.Context, labels map[string]string, st
 	if state != "" {
 		q.Set("state", state)
 	}
+	return c.ListSandboxesQuery(ctx, q)
+}
+
+// ListSandboxesQuery is ListSandboxes with GET /v1/sandboxes's query given
+// as is: "label" (KEY=VALUE, repeatable) and "state", as the API takes
+// them; for a caller that passes on another request's query (a cluster
+// node asking another, vmctl/clusterproxy). A parameter the API does not
+// take is its 400 invalid_argument.
+func (c *Client) ListSandboxesQuery(ctx context.Context, q url.Values) ([]api.Sandbox, error) {
 	var list api.SandboxList
 	err := c.call(ctx, http.MethodGet, c.endpoint(q, "v1", "sandboxes"), nil, &list)
 	return list.Sandboxes, err
