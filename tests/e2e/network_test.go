@@ -186,7 +186,7 @@ func TestNetworkPolicies(t *testing.T) {
 		t.Fatal(err)
 	}
 	var m []string
-	waitFor(t, 30*time.Second, "the TCP listener's address in the daemon's log", func() bool {
+	testenv.WaitFor(t, 30*time.Second, "the TCP listener's address in the daemon's log", func() bool {
 		m = regexp.MustCompile(`msg="API listening" network=tcp addr=\S*:(\d+)`).FindStringSubmatch(d.Log.String())
 		return m != nil
 	})
@@ -268,7 +268,7 @@ func TestNetworkPolicies(t *testing.T) {
 	}
 	for _, g := range []string{gA, gB} {
 		var got []byte
-		waitFor(t, time.Minute, "the guest listener on "+g+":9000 from the host", func() bool {
+		testenv.WaitFor(t, time.Minute, "the guest listener on "+g+":9000 from the host", func() bool {
 			conn, err := net.DialTimeout("tcp", g+":9000", 2*time.Second)
 			if err != nil {
 				return false

@@ -162,7 +162,7 @@ exec sleep 3600
 
 	// A resize of the pane reaches the guest's terminal.
 	tm.run("resize-window", "-t", "e2e", "-x", "120", "-y", "40")
-	waitFor(t, time.Minute, "the pane to resize", func() bool { return tm.size() == "40 120" })
+	testenv.WaitFor(t, time.Minute, "the pane to resize", func() bool { return tm.size() == "40 120" })
 	tm.typeUntil("clear; stty size", `(?m)^40 120$`)
 
 	// A REPL with its own line editing.
@@ -203,7 +203,7 @@ exec sleep 3600
 	// The echoed line is not yet a running sleep: a Ctrl-C that reaches
 	// bash between reading the line and starting the command aborts it
 	// (status 130 from bash, not from sleep). Wait for the process.
-	waitFor(t, time.Minute, "sleep 100 to run in the guest", func() bool {
+	testenv.WaitFor(t, time.Minute, "sleep 100 to run in the guest", func() bool {
 		return d.cli(nil, "exec", "tty1", "--", "sh", "-c", "grep -qx sleep /proc/[0-9]*/comm").code == 0
 	})
 	start := time.Now()
@@ -336,7 +336,7 @@ func TestPtyStdinAndBadInput(t *testing.T) {
 	}
 	// The command was killed, and the exec is in the audit as cancelled
 	// with what it said.
-	waitFor(t, time.Minute, "the refused session's audit entry", func() bool {
+	testenv.WaitFor(t, time.Minute, "the refused session's audit entry", func() bool {
 		for _, e := range d.audit("in1") {
 			if e.Action == "exec" && e.Error != "" && fmt.Sprint(e.Args["cmd"]) == "[cat]" {
 				return true

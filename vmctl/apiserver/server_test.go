@@ -30,6 +30,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/agentbox/agentbox/tests/testenv"
 	"github.com/agentbox/agentbox/vmctl/api"
 	"github.com/agentbox/agentbox/vmctl/apiserver"
 	"github.com/agentbox/agentbox/vmctl/auth"
@@ -39,17 +40,6 @@ import (
 // guard is how long a test waits for something that must happen before it
 // calls it a hang (a deadlock guard, not a speed assertion).
 const guard = time.Minute
-
-func waitFor[T any](t *testing.T, ch <-chan T, what string) T {
-	t.Helper()
-	select {
-	case v := <-ch:
-		return v
-	case <-time.After(guard):
-		t.Fatalf("gave up waiting for %s", what)
-		panic("unreachable")
-	}
-}
 
 func newServer(t *testing.T, cfg apiserver.Config) *apiserver.Server {
 	t.Helper()
@@ -264,7 +254,7 @@ func TestExecStreamsAndDisconnectCancels(t *testing.T) {
 	}
 	close(release)
 	cancel()
-	if err := waitFor(t, cancelled, "the backend's context to end"); !errors.Is(err, context.Canceled) {
+	if err := testenv.Receive(t, guard, "the backend's context to end", cancelled); !errors.Is(err, context.Canceled) {
 		t.Errorf("backend ctx error %v", err)
 	}
 	ts.Close() // waits for the handler to return
@@ -777,10 +767,10 @@ func TestShutdown(t *testing.T) {
 	if len(evs) != 3 || evs[2].Type != "exit" {
 		t.Errorf("exec events after Shutdown %+v", evs)
 	}
-	if err := waitFor(t, shut, "Shutdown"); err != nil {
+	if err := testenv.Receive(t, guard, "Shutdown", shut); err != nil {
 		t.Errorf("Shutdown: %v", err)
 	}
-	if err := waitFor(t, served, "Serve to return"); err != nil {
+	if err := testenv.Receive(t, guard, "Serve to return", served); err != nil {
 		t.Errorf("Serve: %v", err)
 	}
 	// Serve after Shutdown (a goroutine that lost the race) serves nothing.
@@ -828,7 +818,7 @@ func TestShutdownDeadline(t *testing.T) {
 	if _, err := io.ReadAll(resp.Body); err == nil {
 		t.Error("the exec stream ended cleanly; want it cut")
 	}
-	if err := waitFor(t, served, "Serve to return"); err != nil {
+	if err := testenv.Receive(t, guard, "Serve to return", served); err != nil {
 		t.Errorf("Serve: %v", err)
 	}
 }
@@ -855,7 +845,7 @@ func TestCutUploadIsAnError(t *testing.T) {
 	}
 	fmt.Fprintf(c, "PUT /v1/sandboxes/w/files?path=/a HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n0123456789")
 	c.(*net.UnixConn).CloseWrite()
-	err = waitFor(t, got, "the upload to fail")
+	err = testenv.Receive(t, guard, "the upload to fail", got)
 	var e *api.Error
 	if !errors.As(err, &e) || e.Status != 400 || !strings.Contains(e.Message, "after 10 bytes") {
 		t.Errorf("backend read error %v", err)

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentbox/agentbox/tests/testenv"
 	"github.com/agentbox/agentbox/vmctl/api"
 	"github.com/agentbox/agentbox/vmctl/backend"
 	"github.com/agentbox/agentbox/vmctl/backend/backendtest"
@@ -130,7 +131,7 @@ func TestAttachDetach(t *testing.T) {
 	if _, err := e.Wait(); !errors.Is(err, client.ErrDetached) {
 		t.Fatalf("Wait after Detach: %v, want ErrDetached", err)
 	}
-	waitFor(t, detached, "the backend's end")
+	testenv.Receive(t, guard, "the backend's end", detached)
 
 	b.GetProcessFn = func(context.Context, string, string) (api.Process, error) {
 		return api.Process{}, api.Errorf(404, api.CodeNotFound, "process p9: process not found")

@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -56,6 +57,8 @@ type transport struct {
 	hc    *http.Client
 	base  url.URL
 	token string
+	// extra is WithHeader's, set on every request after the client's own.
+	extra http.Header
 	// resume asks routes that can resume a paused sandbox to (Resuming).
 	resume bool
 }
@@ -78,9 +81,10 @@ func newClient(t *transport) *Client {
 type Option func(*options)
 
 type options struct {
-	token string
-	tls   *tls.Config
-	hc    *http.Client
+	token  string
+	tls    *tls.Config
+	hc     *http.Client
+	header http.Header
 }
 
 // WithToken sends "Authorization: Bearer tok" with every request (what a
@@ -94,6 +98,14 @@ func WithTLSConfig(cfg *tls.Config) Option { return func(o *options) { o.tls = c
 // WithHTTPClient replaces the http.Client: its Transport then decides where
 // requests go (New's socket path and WithTLSConfig are not used).
 func WithHTTPClient(hc *http.Client) Option { return func(o *options) { o.hc = hc } }
+
+// WithHeader sends h's fields with every request (REST calls and the
+// WebSocket of an interactive exec), set after the client's own: a
+// "User-Agent" or "Authorization" in h replaces the client's
+// "agentbox-client" and WithToken's bearer token. E.g. the cluster token
+// and identity headers a node sends another (vmctl/clusterproxy). h is
+// copied; later changes to it are not seen.
+func WithHeader(h http.Header) Option { return func(o *options) { o.header = h.Clone() } }
 
 // New returns a client of the daemon listening on the unix socket
 // socketPath. Nothing is dialed yet: the first request does, and fails
@@ -117,7 +129,7 @@ func New(socketPath string, opts ...Option) *Client {
 		}
 		hc = &http.Client{Transport: tr}
 	}
-	return newClient(&transport{hc: hc, base: url.URL{Scheme: "http", Host: "agentbox"}, token: o.token})
+	return newClient(&transport{hc: hc, base: url.URL{Scheme: "http", Host: "agentbox"}, token: o.token, extra: o.header})
 }
 
 // NewTCP returns a client of the daemon at baseURL, "http://host:port" or
@@ -152,7 +164,7 @@ func NewTCP(baseURL string, opts ...Option) (*Client, error) {
 		}
 		hc = &http.Client{Transport: tr}
 	}
-	return newClient(&transport{hc: hc, base: url.URL{Scheme: u.Scheme, Host: u.Host}, token: o.token}), nil
+	return newClient(&transport{hc: hc, base: url.URL{Scheme: u.Scheme, Host: u.Host}, token: o.token, extra: o.header}), nil
 }
 
 func applyOptions(opts []Option) options {
@@ -199,6 +211,9 @@ func (c *transport) header() http.Header {
 	h := http.Header{"User-Agent": {"agentbox-client"}}
 	if c.token != "" {
 		h.Set("Authorization", "Bearer "+c.token)
+	}
+	for k, vs := range c.extra {
+		h[k] = slices.Clone(vs)
 	}
 	return h
 }

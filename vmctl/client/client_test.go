@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentbox/agentbox/tests/testenv"
 	"github.com/agentbox/agentbox/vmctl/api"
 	"github.com/agentbox/agentbox/vmctl/apiserver"
 	"github.com/agentbox/agentbox/vmctl/audit"
@@ -31,17 +32,6 @@ import (
 // guard is how long a test waits for something that must happen before it
 // calls it a hang (a deadlock guard, not a speed assertion).
 const guard = time.Minute
-
-func waitFor[T any](t *testing.T, ch <-chan T, what string) T {
-	t.Helper()
-	select {
-	case v := <-ch:
-		return v
-	case <-time.After(guard):
-		t.Fatalf("gave up waiting for %s", what)
-		panic("unreachable")
-	}
-}
 
 // socketDir is a temp dir short enough for unix socket paths.
 func socketDir(t *testing.T) string {
@@ -369,7 +359,7 @@ func TestExecCancelReachesTheBackend(t *testing.T) {
 	if !errors.Is(err, context.Canceled) {
 		t.Errorf("Exec = %v, want context.Canceled", err)
 	}
-	if err := waitFor(t, backendDone, "the backend's context to end"); !errors.Is(err, context.Canceled) {
+	if err := testenv.Receive(t, guard, "the backend's context to end", backendDone); !errors.Is(err, context.Canceled) {
 		t.Errorf("backend ctx: %v", err)
 	}
 }

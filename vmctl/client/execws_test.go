@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentbox/agentbox/tests/testenv"
 	"github.com/agentbox/agentbox/vmctl/api"
 	"github.com/agentbox/agentbox/vmctl/backend"
 	"github.com/agentbox/agentbox/vmctl/backend/backendtest"
@@ -57,7 +58,7 @@ func TestInteractiveControls(t *testing.T) {
 	if e.ExecID() != "e3" || e.Pid() != 9 {
 		t.Errorf("started %s %d, want e3 9", e.ExecID(), e.Pid())
 	}
-	control := waitFor(t, ctl, "the control")
+	control := testenv.Receive(t, guard, "the control", ctl)
 	if err := e.Resize(ctx, api.TtySize{Rows: 50, Cols: 132}); err != nil {
 		t.Fatal(err)
 	}

@@ -41,6 +41,15 @@ func (c *sandboxes) ListSandboxes(ctx context.Context, labels map[string]string,
 	if state != "" {
 		q.Set("state", state)
 	}
+	return c.ListSandboxesQuery(ctx, q)
+}
+
+// ListSandboxesQuery is ListSandboxes with GET /v1/sandboxes's query given
+// as is: "label" (KEY=VALUE, repeatable) and "state", as the API takes
+// them; for a caller that passes on another request's query (a cluster
+// node asking another, vmctl/clusterproxy). A parameter the API does not
+// take is its 400 invalid_argument.
+func (c *sandboxes) ListSandboxesQuery(ctx context.Context, q url.Values) ([]api.Sandbox, error) {
 	var list api.SandboxList
 	err := c.call(ctx, http.MethodGet, c.endpoint(q, "v1", "sandboxes"), nil, &list)
 	return list.Sandboxes, err
