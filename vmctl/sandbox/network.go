@@ -80,9 +80,14 @@ func (m *Manager) attachNetwork(ctx context.Context, sb *Sandbox, policy netpoli
 	return nil
 }
 
+// guestNet is a sandbox's side of its network: its cap on the guest's
+// traffic, its policy, the guest's configuration (ConfigureGuestNetwork).
+// It is a part of the Sandbox it points to (linked).
+type guestNet struct{ *Sandbox }
+
 // outBytesPerSec is the cap on the traffic from sb's guest: its
 // resources' network cap (0: none).
-func (sb *Sandbox) outBytesPerSec() uint64 {
+func (sb guestNet) outBytesPerSec() uint64 {
 	sb.mu.Lock()
 	defer sb.mu.Unlock()
 	if r := sb.rec.Resources; r != nil && r.NetBytesPerSec > 0 {
@@ -141,7 +146,7 @@ func (m *Manager) sweepNetwork(ctx context.Context) {
 // its source's MAC in the NIC's migrated state: pass true there). A
 // sandbox without a network is a no-op. Errors: ErrNotRunning; the
 // agent's.
-func (sb *Sandbox) ConfigureGuestNetwork(ctx context.Context, anyMAC bool) error {
+func (sb guestNet) ConfigureGuestNetwork(ctx context.Context, anyMAC bool) error {
 	r := sb.Record()
 	if r.Network == nil || r.Network.Attachment == nil {
 		return nil
@@ -159,7 +164,7 @@ func (sb *Sandbox) ConfigureGuestNetwork(ctx context.Context, anyMAC bool) error
 
 // NetworkPolicy returns the sandbox's network policy (mode none when it
 // has none recorded).
-func (sb *Sandbox) NetworkPolicy() netpolicy.Policy {
+func (sb guestNet) NetworkPolicy() netpolicy.Policy {
 	r := sb.Record()
 	if r.Network == nil {
 		return netpolicy.Policy{Mode: netpolicy.ModeNone}

@@ -51,9 +51,15 @@ func (r Record) PausedToDisk() bool {
 	return r.State == StatePaused && r.Paused != nil && r.Paused.ToDisk
 }
 
+// pauseState is what a sandbox's lifecycle changes check on it: whether
+// it holds resources, its operation lock (Exclusive), whether its state
+// allows a change (need). It is a part of the Sandbox it points to
+// (linked).
+type pauseState struct{ *Sandbox }
+
 // holdsResources reports whether sb counts against the capacity: a live
 // domain, or one being brought back (reserved).
-func (sb *Sandbox) holdsResources() bool {
+func (sb pauseState) holdsResources() bool {
 	sb.mu.Lock()
 	defer sb.mu.Unlock()
 	return sb.reserved || !sb.rec.State.Final() && !sb.rec.PausedToDisk()
@@ -69,7 +75,7 @@ func (sb *Sandbox) holdsResources() bool {
 // methods on sb (the lock is not reentrant); take the lock before any
 // lock of sb's files (Remove holds it while its hooks take them). It
 // returns fn's error.
-func (sb *Sandbox) Exclusive(fn func() error) error {
+func (sb pauseState) Exclusive(fn func() error) error {
 	sb.opMu.Lock()
 	defer sb.opMu.Unlock()
 	return fn()
@@ -176,7 +182,7 @@ func (m *Manager) Pause(ctx context.Context, sb *Sandbox, toDisk bool, reason st
 
 // need returns nil when r's state is one of want, else the ErrConflict
 // saying why sb cannot be what (e.g. "paused") and what to do.
-func (sb *Sandbox) need(r Record, what string, want ...State) error {
+func (sb pauseState) need(r Record, what string, want ...State) error {
 	if slices.Contains(want, r.State) {
 		return nil
 	}

@@ -242,7 +242,7 @@ func (m *Manager) cleanFiles(known, domains map[string]bool, rep *Report) {
 
 // fromRecord rebuilds a Sandbox from its durable record.
 func (m *Manager) fromRecord(r Record) *Sandbox {
-	sb := &Sandbox{
+	sb := linked(&Sandbox{
 		ID: r.ID, Name: r.Name, Labels: r.Labels, Domain: r.Domain, Dir: r.Dir,
 		Overlay: r.Overlay, ConsoleLog: r.ConsoleLog, AgentSocket: r.AgentSocket,
 		Accel:    accel.Choice{DomainType: r.DomainType, Accel: accel.Mode(r.Accel), Reason: "adopted"},
@@ -254,7 +254,7 @@ func (m *Manager) fromRecord(r Record) *Sandbox {
 		log:      m.log,
 		life:     newLife(),
 		rec:      r,
-	}
+	})
 	sb.stopWatch = func() {}
 	sb.loadAccount()
 	return sb
@@ -262,7 +262,7 @@ func (m *Manager) fromRecord(r Record) *Sandbox {
 
 // markStopped closes the stopped channel of a sandbox whose domain is
 // known to be gone.
-func (sb *Sandbox) markStopped() {
+func (sb domainEnd) markStopped() {
 	sb.curLife().end(Stop{Reason: "stopped/before restart"})
 }
 

@@ -11,7 +11,7 @@ import (
 // sharedSandbox is a running sandbox of memMiB guest RAM, a clone of
 // template tpl sharing sharedMiB of it ("" : not a clone).
 func sharedSandbox(id string, memMiB int, tpl string, sharedMiB int) *Sandbox {
-	sb := &Sandbox{ID: id, VCPUs: 1, Memory: memMiB, rec: Record{ID: id, State: StateRunning}}
+	sb := linked(&Sandbox{ID: id, VCPUs: 1, Memory: memMiB, rec: Record{ID: id, State: StateRunning}})
 	if tpl != "" {
 		sb.Shared = &SharedMemory{Template: tpl, MiB: sharedMiB}
 	}
