@@ -328,7 +328,7 @@ func StepRunning() Step {
 
 // connectAgent dials the agent socket and runs the handshake, failing early
 // when the domain stops and after timeout.
-func (sb agentConn) connectAgent(ctx context.Context, timeout time.Duration) (*agent.Client, error) {
+func (sb *agentConn) connectAgent(ctx context.Context, timeout time.Duration) (*agent.Client, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	type result struct {

@@ -23,7 +23,7 @@ type idleGate struct{ *Sandbox }
 // while action runs. action must not begin commands or file operations
 // on the sandbox (they would wait for it); a second RunIfIdle during one
 // does not run.
-func (sb idleGate) RunIfIdle(now time.Time, action func() error) (ran bool, err error) {
+func (sb *idleGate) RunIfIdle(now time.Time, action func() error) (ran bool, err error) {
 	state := sb.State()
 	acct := sb.account()
 	acct.mu.Lock()
@@ -49,7 +49,7 @@ func (sb idleGate) RunIfIdle(now time.Time, action func() error) (ran bool, err 
 // file or process call) calls it before it looks at the state: it then
 // sees the sandbox as an idle action left it, and the idle clock starts
 // again, so no idle action begins between its look and its use.
-func (sb idleGate) KeepAwake() {
+func (sb *idleGate) KeepAwake() {
 	acct := sb.account()
 	acct.mu.Lock()
 	acct.waitIdleAction()

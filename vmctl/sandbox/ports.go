@@ -27,7 +27,7 @@ type PortForward struct {
 type portForwards struct{ *Sandbox }
 
 // Ports returns the port forwards kept in the sandbox's record.
-func (sb portForwards) Ports() []PortForward {
+func (sb *portForwards) Ports() []PortForward {
 	sb.mu.Lock()
 	defer sb.mu.Unlock()
 	return slices.Clone(sb.rec.Ports)
@@ -35,7 +35,7 @@ func (sb portForwards) Ports() []PortForward {
 
 // SetPorts replaces the port forwards kept in the sandbox's record and
 // persists it.
-func (sb portForwards) SetPorts(ports []PortForward) {
+func (sb *portForwards) SetPorts(ports []PortForward) {
 	sb.mu.Lock()
 	sb.rec.Ports = slices.Clone(ports)
 	sb.mu.Unlock()
@@ -46,7 +46,7 @@ func (sb portForwards) SetPorts(ports []PortForward) {
 // the guest agent (agent.Client.Connect); ctx bounds the connect only.
 // Errors: ErrNotRunning; the agent's (CodeNotFound: nothing listens on the
 // port), explained.
-func (sb portForwards) Connect(ctx context.Context, port int) (*agentproto.Conn, error) {
+func (sb *portForwards) Connect(ctx context.Context, port int) (*agentproto.Conn, error) {
 	c, err := sb.agentFor()
 	if err != nil {
 		return nil, err

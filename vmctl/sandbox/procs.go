@@ -18,7 +18,7 @@ import (
 type guestProcs struct{ *Sandbox }
 
 // SpawnProcess starts req detached under id (agent.Client.SpawnProcess).
-func (sb guestProcs) SpawnProcess(ctx context.Context, id string, req agentproto.ExecRequest, stdinData []byte, stdinOpen bool) (agentproto.ProcInfo, error) {
+func (sb *guestProcs) SpawnProcess(ctx context.Context, id string, req agentproto.ExecRequest, stdinData []byte, stdinOpen bool) (agentproto.ProcInfo, error) {
 	c, err := sb.agentFor()
 	if err != nil {
 		return agentproto.ProcInfo{}, err
@@ -28,7 +28,7 @@ func (sb guestProcs) SpawnProcess(ctx context.Context, id string, req agentproto
 }
 
 // ListProcesses lists the guest's detached processes.
-func (sb guestProcs) ListProcesses(ctx context.Context) ([]agentproto.ProcInfo, error) {
+func (sb *guestProcs) ListProcesses(ctx context.Context) ([]agentproto.ProcInfo, error) {
 	c, err := sb.agentFor()
 	if err != nil {
 		return nil, err
@@ -38,7 +38,7 @@ func (sb guestProcs) ListProcesses(ctx context.Context) ([]agentproto.ProcInfo, 
 }
 
 // GetProcess returns detached process id.
-func (sb guestProcs) GetProcess(ctx context.Context, id string) (agentproto.ProcInfo, error) {
+func (sb *guestProcs) GetProcess(ctx context.Context, id string) (agentproto.ProcInfo, error) {
 	c, err := sb.agentFor()
 	if err != nil {
 		return agentproto.ProcInfo{}, err
@@ -48,7 +48,7 @@ func (sb guestProcs) GetProcess(ctx context.Context, id string) (agentproto.Proc
 }
 
 // WaitProcess waits for detached process id's end.
-func (sb guestProcs) WaitProcess(ctx context.Context, id string) (agentproto.ProcInfo, error) {
+func (sb *guestProcs) WaitProcess(ctx context.Context, id string) (agentproto.ProcInfo, error) {
 	c, err := sb.agentFor()
 	if err != nil {
 		return agentproto.ProcInfo{}, err
@@ -59,7 +59,7 @@ func (sb guestProcs) WaitProcess(ctx context.Context, id string) (agentproto.Pro
 
 // ProcessOutput passes detached process id's output from offset to emit
 // (agent.Client.ProcessOutput); emit's error is returned as is.
-func (sb guestProcs) ProcessOutput(ctx context.Context, id string, offset int64, follow bool, emit func(agentproto.ProcChunk) error) (agentproto.ProcOutputEnd, error) {
+func (sb *guestProcs) ProcessOutput(ctx context.Context, id string, offset int64, follow bool, emit func(agentproto.ProcChunk) error) (agentproto.ProcOutputEnd, error) {
 	c, err := sb.agentFor()
 	if err != nil {
 		return agentproto.ProcOutputEnd{}, err
@@ -76,7 +76,7 @@ func (sb guestProcs) ProcessOutput(ctx context.Context, id string, offset int64,
 }
 
 // WriteProcessStdin copies r to detached process id's stdin.
-func (sb guestProcs) WriteProcessStdin(ctx context.Context, id string, r io.Reader, closeAfter bool) (int64, error) {
+func (sb *guestProcs) WriteProcessStdin(ctx context.Context, id string, r io.Reader, closeAfter bool) (int64, error) {
 	c, err := sb.agentFor()
 	if err != nil {
 		return 0, err
@@ -86,7 +86,7 @@ func (sb guestProcs) WriteProcessStdin(ctx context.Context, id string, r io.Read
 }
 
 // SignalProcess signals detached process id's process group.
-func (sb guestProcs) SignalProcess(ctx context.Context, id string, sig syscall.Signal) error {
+func (sb *guestProcs) SignalProcess(ctx context.Context, id string, sig syscall.Signal) error {
 	c, err := sb.agentFor()
 	if err != nil {
 		return err
@@ -95,7 +95,7 @@ func (sb guestProcs) SignalProcess(ctx context.Context, id string, sig syscall.S
 }
 
 // ResizeProcess sets detached process id's terminal size.
-func (sb guestProcs) ResizeProcess(ctx context.Context, id string, size agentproto.TtySize) (agentproto.ProcInfo, error) {
+func (sb *guestProcs) ResizeProcess(ctx context.Context, id string, size agentproto.TtySize) (agentproto.ProcInfo, error) {
 	c, err := sb.agentFor()
 	if err != nil {
 		return agentproto.ProcInfo{}, err
@@ -105,7 +105,7 @@ func (sb guestProcs) ResizeProcess(ctx context.Context, id string, size agentpro
 }
 
 // ForgetProcess drops ended detached process id in the guest.
-func (sb guestProcs) ForgetProcess(ctx context.Context, id string) error {
+func (sb *guestProcs) ForgetProcess(ctx context.Context, id string) error {
 	c, err := sb.agentFor()
 	if err != nil {
 		return err

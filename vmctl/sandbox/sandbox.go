@@ -149,7 +149,7 @@ func (sb *Sandbox) Tenant() string {
 // Agent returns the connected guest agent client, or nil when the sandbox
 // is not running. All callers share the one connection; it multiplexes
 // concurrent operations (yamux streams).
-func (sb agentConn) Agent() *agent.Client {
+func (sb *agentConn) Agent() *agent.Client {
 	sb.mu.Lock()
 	defer sb.mu.Unlock()
 	if sb.rec.State != StateRunning {
@@ -159,7 +159,7 @@ func (sb agentConn) Agent() *agent.Client {
 }
 
 // unwatch ends the watch of the sandbox's domain (see Manager.watch).
-func (sb domainEnd) unwatch() {
+func (sb *domainEnd) unwatch() {
 	sb.mu.Lock()
 	f := sb.stopWatch
 	sb.mu.Unlock()
@@ -189,7 +189,7 @@ func (l *domainLife) end(st Stop) {
 }
 
 // curLife returns the life of the sandbox's current (or last) domain.
-func (sb domainEnd) curLife() *domainLife {
+func (sb *domainEnd) curLife() *domainLife {
 	sb.mu.Lock()
 	defer sb.mu.Unlock()
 	return sb.life
@@ -198,9 +198,9 @@ func (sb domainEnd) curLife() *domainLife {
 // Stopped is closed when the domain has stopped for any reason. A sandbox
 // whose domain starts again (Resume from disk, Start) has a new channel:
 // call Stopped again after those.
-func (sb domainEnd) Stopped() <-chan struct{} { return sb.curLife().done }
+func (sb *domainEnd) Stopped() <-chan struct{} { return sb.curLife().done }
 
-func (sb domainEnd) stoppedNow() bool {
+func (sb *domainEnd) stoppedNow() bool {
 	select {
 	case <-sb.Stopped():
 		return true
@@ -316,7 +316,7 @@ func (sb *Sandbox) setExtra(extra []byte) {
 
 // StopErr describes why the domain stopped, wrapping ErrGuestDied and
 // carrying the last console lines; nil while it runs.
-func (sb domainEnd) StopErr() error {
+func (sb *domainEnd) StopErr() error {
 	if !sb.stoppedNow() {
 		return nil
 	}
@@ -338,7 +338,7 @@ func (sb domainEnd) StopErr() error {
 // the guest shut itself down, failed otherwise (crash, panic, destroyed
 // behind our back, vanished while libvirtd was away). The domain of a
 // sandbox paused to disk was destroyed on purpose: its network stays.
-func (sb domainEnd) watch(stops <-chan Stop, life *domainLife) {
+func (sb *domainEnd) watch(stops <-chan Stop, life *domainLife) {
 	st, ok := <-stops
 	if !ok {
 		return
@@ -367,7 +367,7 @@ func (sb domainEnd) watch(stops <-chan Stop, life *domainLife) {
 
 // release closes the agent connection and removes the sockets of a
 // sandbox whose domain is gone.
-func (sb agentConn) release() {
+func (sb *agentConn) release() {
 	sb.mu.Lock()
 	c := sb.agent
 	sb.agent = nil
@@ -382,7 +382,7 @@ func (sb agentConn) release() {
 // state (with the guest's death, ErrGuestDied, when its domain stopped
 // without agentbox asking: see died), for the operations here and in the
 // sub-packages that need a running sandbox.
-func (sb domainEnd) NotRunning() error {
+func (sb *domainEnd) NotRunning() error {
 	r := sb.Record()
 	msg := fmt.Sprintf("sandbox %s is %s", sb.ID, r.State)
 	if r.Reason != "" {
@@ -397,7 +397,7 @@ func (sb domainEnd) NotRunning() error {
 // died reports whether the sandbox's domain stopped and agentbox did not
 // end it: not paused to disk, not being stopped or removed, not stopped
 // by Stop (a guest that powered itself off did die for its callers).
-func (sb domainEnd) died() bool {
+func (sb *domainEnd) died() bool {
 	if !sb.stoppedNow() {
 		return false
 	}
@@ -414,7 +414,7 @@ func (sb domainEnd) died() bool {
 // onPurpose reports whether the sandbox is not running because agentbox
 // made it so (paused, stopping, stopped by Stop): a broken agent
 // connection is then that, not the guest's death.
-func (sb domainEnd) onPurpose() bool {
+func (sb *domainEnd) onPurpose() bool {
 	switch r := sb.Record(); r.State {
 	case StatePaused, StateStopping:
 		return true
@@ -436,7 +436,7 @@ const stopEventGrace = 2 * time.Second
 // (ErrGuestDied with the console's last lines) when the domain stopped or
 // stops within 2 s; otherwise it returns err unchanged, wrapped as a lost
 // connection when it is agent.ErrDisconnected.
-func (sb domainEnd) Explain(err error) error {
+func (sb *domainEnd) Explain(err error) error {
 	if err == nil {
 		return nil
 	}
