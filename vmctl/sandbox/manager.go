@@ -129,8 +129,9 @@ type Manager struct {
 	reconciler  // reconcile.go: adoption after a restart
 }
 
-// linkedManager points m's parts at m and returns it. Every Manager is
-// linked (NewManager; tests' literals too).
+// linkedManager points m's parts at m and returns it. NewManager links
+// every Manager it makes; an unlinked one (a test's literal) has only the
+// methods declared on Manager itself.
 func linkedManager(m *Manager) *Manager {
 	m.pauseResume = pauseResume{m}
 	m.netAttach = netAttach{m}
