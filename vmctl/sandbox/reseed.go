@@ -37,7 +37,7 @@ func ReseedGuest(ctx context.Context, c *agent.Client) error {
 
 // Reseed is ReseedGuest on the running sandbox's agent. Errors:
 // ErrNotRunning; ReseedGuest's.
-func (sb *Sandbox) Reseed(ctx context.Context) error {
+func (sb *agentConn) Reseed(ctx context.Context) error {
 	c, err := sb.agentFor()
 	if err != nil {
 		return err
