@@ -96,3 +96,25 @@ func TestMemory(t *testing.T) {
 		t.Errorf("deletes %q", got)
 	}
 }
+
+// Calls merges the calls of the Fake and of its fixture-only parts in
+// call order; Reset forgets them all.
+func TestCallsAcrossParts(t *testing.T) {
+	ctx := t.Context()
+	b := &backendtest.Fake{}
+	b.GetSandbox(ctx, "a")
+	b.SaveSnapshot(ctx, "b", api.SaveSnapshotRequest{Name: "s"})
+	b.ListTemplates(ctx)
+	b.ForwardPort(ctx, "c", api.PortForwardRequest{GuestPort: 80})
+	b.DrainNode(ctx, "h1", true)
+	b.DeleteWarm(ctx, backendtest.WarmKey)
+	b.StopSandbox(ctx, "d")
+	want := []string{"GetSandbox a", "SaveSnapshot b", "ListTemplates ", "ForwardPort c", "DrainNode h1", "DeleteWarm " + backendtest.WarmKey, "StopSandbox d"}
+	if got := b.Calls(); !slices.Equal(got, want) {
+		t.Fatalf("calls %q, want %q", got, want)
+	}
+	b.Reset()
+	if got := b.Calls(); got != nil {
+		t.Fatalf("calls after Reset: %q, want none", got)
+	}
+}

@@ -1,11 +1,13 @@
 package backendtest
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/agentbox/agentbox/vmctl/api"
@@ -55,6 +57,16 @@ func File(p string, size int64) api.FileInfo {
 // else, with Memory set (NewMemory), from the in-memory sandboxes for the
 // methods Memory documents; else with a fixed valid answer (the fixtures
 // of this package). Set the fields before the fake serves.
+//
+// Fake declares the methods Memory serves (sandboxes, exec, processes
+// and their terminals, files, console, audit, events) and those whose
+// functions tests set in a Fake literal (lifecycle, fork, watch); the
+// capabilities that only answer fixtures are parts it embeds by value, so
+// a zero Fake works and their fields (Snapshot, Warm, Ports, Nodes,
+// Templates) and methods are promoted: snapshotFake (snapshots.go),
+// warmFake (warm.go), portFake (ports.go), nodeFake (nodes.go),
+// templateFake (templates.go). Each part records into its own log; Calls
+// merges the logs in call order.
 type Fake struct {
 	InfoFn          func(ctx context.Context) (api.Info, error)
 	CreateSandboxFn func(ctx context.Context, req api.CreateSandboxRequest) (api.Sandbox, error)
@@ -85,12 +97,6 @@ type Fake struct {
 	ExecInteractiveFn func(ctx context.Context, ref string, req api.ExecRequest, stdin io.Reader, started func(backend.ExecControl), stdout, stderr io.Writer) (api.ExitStatus, error)
 	// WatchFn is the Watch method's function (watch.go).
 	WatchFn func(ctx context.Context, ref, path string, recursive bool, ready func() error, emit func(api.WatchEvent) error) error
-	// Snapshot holds the snapshot methods' functions (snapshots.go).
-	Snapshot SnapshotFns
-	// Warm holds the warm template methods' functions (warm.go).
-	Warm WarmFns
-	// Ports holds the port forward methods' functions (ports.go).
-	Ports PortFns
 	// Fork holds the timeout and restore-of-several functions (fork.go).
 	Fork ForkFns
 	// Lifecycle holds the pause, resume and start methods' functions
@@ -98,39 +104,89 @@ type Fake struct {
 	Lifecycle LifecycleFns
 	// Terminals holds the process resize and attach functions (attach.go).
 	Terminals TerminalFns
-	// Templates holds the named template functions (templates.go).
-	Templates TemplateFns
-	// Nodes holds the cluster node functions (nodes.go).
-	Nodes NodeFns
+
+	// The fixture-only capabilities; their fields Snapshot, Warm, Ports,
+	// Nodes and Templates are promoted.
+	snapshotFake
+	warmFake
+	portFake
+	nodeFake
+	templateFake
 
 	// Memory, when set, is the in-memory service the methods without a
 	// *Fn answer from (memory.go); nil: the fixtures.
 	Memory *Memory
 
-	mu    sync.Mutex
-	calls []string
+	log callLog
 }
 
 var _ backend.Backend = (*Fake)(nil)
 
-func (b *Fake) record(method, ref string) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.calls = append(b.calls, method+" "+ref)
+// callSeq orders the calls recorded in the logs of all Fakes' parts, so
+// Calls can merge one Fake's logs in call order.
+var callSeq atomic.Uint64
+
+// call is one recorded call: its place in callSeq and "Method ref".
+type call struct {
+	n    uint64
+	text string
 }
 
-// Calls returns the calls so far, "Method ref" each ("Info " for Info).
+// callLog is the calls one part of a Fake records. Its zero value is
+// ready; it is never copied (it holds a mutex).
+type callLog struct {
+	mu    sync.Mutex
+	calls []call
+}
+
+func (l *callLog) record(method, ref string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.calls = append(l.calls, call{callSeq.Add(1), method + " " + ref})
+}
+
+func (l *callLog) snapshot() []call {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.calls)
+}
+
+func (l *callLog) reset() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.calls = nil
+}
+
+// logs returns the call logs of b and of its parts.
+func (b *Fake) logs() []*callLog {
+	return []*callLog{&b.log, &b.snapshotFake.log, &b.warmFake.log, &b.portFake.log, &b.nodeFake.log, &b.templateFake.log}
+}
+
+func (b *Fake) record(method, ref string) { b.log.record(method, ref) }
+
+// Calls returns the calls so far, in order, "Method ref" each ("Info "
+// for Info).
 func (b *Fake) Calls() []string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return slices.Clone(b.calls)
+	var all []call
+	for _, l := range b.logs() {
+		all = append(all, l.snapshot()...)
+	}
+	slices.SortFunc(all, func(x, y call) int { return cmp.Compare(x.n, y.n) })
+	if len(all) == 0 {
+		return nil
+	}
+	out := make([]string, len(all))
+	for i, c := range all {
+		out[i] = c.text
+	}
+	return out
 }
 
 // Reset forgets the recorded calls.
 func (b *Fake) Reset() {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.calls = nil
+	for _, l := range b.logs() {
+		l.reset()
+	}
 }
 
 // Info implements backend.Backend.

@@ -24,22 +24,30 @@ type NodeFns struct {
 	DrainFn func(ctx context.Context, name string, drain bool) (api.Node, error)
 }
 
+// nodeFake is the part of a Fake serving backend.NodeBackend from
+// Nodes (promoted: Fake.Nodes) or fixtures; it records its calls in its
+// own log, which Fake.Calls merges.
+type nodeFake struct {
+	Nodes NodeFns
+	log   callLog
+}
+
 var _ backend.NodeBackend = (*Fake)(nil)
 
 // ListNodes implements backend.NodeBackend.
-func (b *Fake) ListNodes(ctx context.Context) ([]api.Node, error) {
-	b.record("ListNodes", "")
-	if b.Nodes.ListFn != nil {
-		return b.Nodes.ListFn(ctx)
+func (p *nodeFake) ListNodes(ctx context.Context) ([]api.Node, error) {
+	p.log.record("ListNodes", "")
+	if p.Nodes.ListFn != nil {
+		return p.Nodes.ListFn(ctx)
 	}
 	return []api.Node{Node("h1"), Node("h2")}, nil
 }
 
 // DrainNode implements backend.NodeBackend.
-func (b *Fake) DrainNode(ctx context.Context, name string, drain bool) (api.Node, error) {
-	b.record("DrainNode", name)
-	if b.Nodes.DrainFn != nil {
-		return b.Nodes.DrainFn(ctx, name, drain)
+func (p *nodeFake) DrainNode(ctx context.Context, name string, drain bool) (api.Node, error) {
+	p.log.record("DrainNode", name)
+	if p.Nodes.DrainFn != nil {
+		return p.Nodes.DrainFn(ctx, name, drain)
 	}
 	n := Node(name)
 	if drain {

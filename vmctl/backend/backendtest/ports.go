@@ -24,31 +24,39 @@ type PortFns struct {
 	RemoveFn  func(ctx context.Context, ref string, guestPort int) error
 }
 
+// portFake is the part of a Fake serving backend.PortBackend from
+// Ports (promoted: Fake.Ports) or fixtures; it records its calls in its
+// own log, which Fake.Calls merges.
+type portFake struct {
+	Ports PortFns
+	log   callLog
+}
+
 var _ backend.PortBackend = (*Fake)(nil)
 
 // ForwardPort implements backend.PortBackend.
-func (b *Fake) ForwardPort(ctx context.Context, ref string, req api.PortForwardRequest) (api.PortForward, error) {
-	b.record("ForwardPort", ref)
-	if b.Ports.ForwardFn != nil {
-		return b.Ports.ForwardFn(ctx, ref, req)
+func (p *portFake) ForwardPort(ctx context.Context, ref string, req api.PortForwardRequest) (api.PortForward, error) {
+	p.log.record("ForwardPort", ref)
+	if p.Ports.ForwardFn != nil {
+		return p.Ports.ForwardFn(ctx, ref, req)
 	}
 	return PortForward(req.GuestPort), nil
 }
 
 // ListPorts implements backend.PortBackend.
-func (b *Fake) ListPorts(ctx context.Context, ref string) ([]api.PortForward, error) {
-	b.record("ListPorts", ref)
-	if b.Ports.ListFn != nil {
-		return b.Ports.ListFn(ctx, ref)
+func (p *portFake) ListPorts(ctx context.Context, ref string) ([]api.PortForward, error) {
+	p.log.record("ListPorts", ref)
+	if p.Ports.ListFn != nil {
+		return p.Ports.ListFn(ctx, ref)
 	}
 	return []api.PortForward{PortForward(8000)}, nil
 }
 
 // RemovePort implements backend.PortBackend.
-func (b *Fake) RemovePort(ctx context.Context, ref string, guestPort int) error {
-	b.record("RemovePort", ref)
-	if b.Ports.RemoveFn != nil {
-		return b.Ports.RemoveFn(ctx, ref, guestPort)
+func (p *portFake) RemovePort(ctx context.Context, ref string, guestPort int) error {
+	p.log.record("RemovePort", ref)
+	if p.Ports.RemoveFn != nil {
+		return p.Ports.RemoveFn(ctx, ref, guestPort)
 	}
 	return nil
 }

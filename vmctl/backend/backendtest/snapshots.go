@@ -31,49 +31,57 @@ type SnapshotFns struct {
 	RestoreFn func(ctx context.Context, name string, req api.RestoreRequest) (api.Sandbox, error)
 }
 
+// snapshotFake is the part of a Fake serving backend.SnapshotBackend from
+// Snapshot (promoted: Fake.Snapshot) or fixtures; it records its calls in its
+// own log, which Fake.Calls merges.
+type snapshotFake struct {
+	Snapshot SnapshotFns
+	log      callLog
+}
+
 var _ backend.SnapshotBackend = (*Fake)(nil)
 
 // SaveSnapshot implements backend.SnapshotBackend.
-func (b *Fake) SaveSnapshot(ctx context.Context, ref string, req api.SaveSnapshotRequest) (api.Snapshot, error) {
-	b.record("SaveSnapshot", ref)
-	if b.Snapshot.SaveFn != nil {
-		return b.Snapshot.SaveFn(ctx, ref, req)
+func (p *snapshotFake) SaveSnapshot(ctx context.Context, ref string, req api.SaveSnapshotRequest) (api.Snapshot, error) {
+	p.log.record("SaveSnapshot", ref)
+	if p.Snapshot.SaveFn != nil {
+		return p.Snapshot.SaveFn(ctx, ref, req)
 	}
 	return Snapshot(req.Name), nil
 }
 
 // ListSnapshots implements backend.SnapshotBackend.
-func (b *Fake) ListSnapshots(ctx context.Context, sandbox string) ([]api.Snapshot, error) {
-	b.record("ListSnapshots", sandbox)
-	if b.Snapshot.ListFn != nil {
-		return b.Snapshot.ListFn(ctx, sandbox)
+func (p *snapshotFake) ListSnapshots(ctx context.Context, sandbox string) ([]api.Snapshot, error) {
+	p.log.record("ListSnapshots", sandbox)
+	if p.Snapshot.ListFn != nil {
+		return p.Snapshot.ListFn(ctx, sandbox)
 	}
 	return []api.Snapshot{Snapshot("before")}, nil
 }
 
 // GetSnapshot implements backend.SnapshotBackend.
-func (b *Fake) GetSnapshot(ctx context.Context, name string) (api.Snapshot, error) {
-	b.record("GetSnapshot", name)
-	if b.Snapshot.GetFn != nil {
-		return b.Snapshot.GetFn(ctx, name)
+func (p *snapshotFake) GetSnapshot(ctx context.Context, name string) (api.Snapshot, error) {
+	p.log.record("GetSnapshot", name)
+	if p.Snapshot.GetFn != nil {
+		return p.Snapshot.GetFn(ctx, name)
 	}
 	return Snapshot(name), nil
 }
 
 // DeleteSnapshot implements backend.SnapshotBackend.
-func (b *Fake) DeleteSnapshot(ctx context.Context, name string) error {
-	b.record("DeleteSnapshot", name)
-	if b.Snapshot.DeleteFn != nil {
-		return b.Snapshot.DeleteFn(ctx, name)
+func (p *snapshotFake) DeleteSnapshot(ctx context.Context, name string) error {
+	p.log.record("DeleteSnapshot", name)
+	if p.Snapshot.DeleteFn != nil {
+		return p.Snapshot.DeleteFn(ctx, name)
 	}
 	return nil
 }
 
 // RestoreSnapshot implements backend.SnapshotBackend.
-func (b *Fake) RestoreSnapshot(ctx context.Context, name string, req api.RestoreRequest) (api.Sandbox, error) {
-	b.record("RestoreSnapshot", name)
-	if b.Snapshot.RestoreFn != nil {
-		return b.Snapshot.RestoreFn(ctx, name, req)
+func (p *snapshotFake) RestoreSnapshot(ctx context.Context, name string, req api.RestoreRequest) (api.Sandbox, error) {
+	p.log.record("RestoreSnapshot", name)
+	if p.Snapshot.RestoreFn != nil {
+		return p.Snapshot.RestoreFn(ctx, name, req)
 	}
 	s := Sandbox(SandboxID)
 	s.Name = req.Name

@@ -18,19 +18,27 @@ type TemplateFns struct {
 	ListFn func(ctx context.Context) ([]api.Template, error)
 }
 
+// templateFake is the part of a Fake serving backend.TemplateBackend from
+// Templates (promoted: Fake.Templates) or fixtures; it records its calls in its
+// own log, which Fake.Calls merges.
+type templateFake struct {
+	Templates TemplateFns
+	log       callLog
+}
+
 var _ backend.TemplateBackend = (*Fake)(nil)
 
 // ListTemplates implements backend.TemplateBackend.
-func (b *Fake) ListTemplates(ctx context.Context) ([]api.Template, error) {
-	b.record("ListTemplates", "")
-	return b.templateList(ctx)
+func (p *templateFake) ListTemplates(ctx context.Context) ([]api.Template, error) {
+	p.log.record("ListTemplates", "")
+	return p.templateList(ctx)
 }
 
 // templateList is ListTemplates without the record: Templates.ListFn's
 // answer, else the templates base and python (profile python).
-func (b *Fake) templateList(ctx context.Context) ([]api.Template, error) {
-	if b.Templates.ListFn != nil {
-		return b.Templates.ListFn(ctx)
+func (p *templateFake) templateList(ctx context.Context) ([]api.Template, error) {
+	if p.Templates.ListFn != nil {
+		return p.Templates.ListFn(ctx)
 	}
 	python := Template("python")
 	python.Profile = "python"

@@ -25,22 +25,30 @@ type WarmFns struct {
 	DeleteFn func(ctx context.Context, key string) error
 }
 
+// warmFake is the part of a Fake serving backend.WarmBackend from
+// Warm (promoted: Fake.Warm) or fixtures; it records its calls in its
+// own log, which Fake.Calls merges.
+type warmFake struct {
+	Warm WarmFns
+	log  callLog
+}
+
 var _ backend.WarmBackend = (*Fake)(nil)
 
 // ListWarm implements backend.WarmBackend.
-func (b *Fake) ListWarm(ctx context.Context) ([]api.WarmTemplate, error) {
-	b.record("ListWarm", "")
-	if b.Warm.ListFn != nil {
-		return b.Warm.ListFn(ctx)
+func (p *warmFake) ListWarm(ctx context.Context) ([]api.WarmTemplate, error) {
+	p.log.record("ListWarm", "")
+	if p.Warm.ListFn != nil {
+		return p.Warm.ListFn(ctx)
 	}
 	return []api.WarmTemplate{WarmTemplate()}, nil
 }
 
 // DeleteWarm implements backend.WarmBackend.
-func (b *Fake) DeleteWarm(ctx context.Context, key string) error {
-	b.record("DeleteWarm", key)
-	if b.Warm.DeleteFn != nil {
-		return b.Warm.DeleteFn(ctx, key)
+func (p *warmFake) DeleteWarm(ctx context.Context, key string) error {
+	p.log.record("DeleteWarm", key)
+	if p.Warm.DeleteFn != nil {
+		return p.Warm.DeleteFn(ctx, key)
 	}
 	return nil
 }
