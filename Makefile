@@ -77,7 +77,8 @@ test: host-setup deps
 	$(MAKE) --no-print-directory fuzz && \
 	AGENTBOX_TEST_STRICT=1 AGENTBOX_TEST_IMAGE="$$img" $(GO) test -race -count=1 -timeout 45m ./...
 
-# Unit tests only: every package of the module except the black-box suites
+# Unit tests only: the layout checks (tests/layout) and every package of
+# the module except the black-box suites
 # under tests/ and GUEST_PKGS, the packages with tests that boot a guest
 # (libvirt, AGENTBOX_TEST_IMAGE, which fails such a test when unset), build
 # real Nix profiles, or change the host as root (netns, nftables, taps).
@@ -87,7 +88,7 @@ test: host-setup deps
 # (testenv.SkipOrFail: a failure under CI or AGENTBOX_TEST_STRICT).
 GUEST_PKGS := cmd/agentbox vmctl/daemon vmctl/envd vmctl/libvirt vmctl/network vmctl/profile vmctl/sandbox
 MODULE      = $(shell $(GO) list -m)
-UNIT_PKGS   = $(filter-out $(MODULE)/tests/% $(addprefix $(MODULE)/,$(GUEST_PKGS)),$(shell $(GO) list ./...))
+UNIT_PKGS   = $(MODULE)/tests/layout $(filter-out $(MODULE)/tests/% $(addprefix $(MODULE)/,$(GUEST_PKGS)),$(shell $(GO) list ./...))
 
 unit:
 	$(if $(strip $(UNIT_PKGS)),,$(error make unit: `$(GO) list ./...` listed no package))
