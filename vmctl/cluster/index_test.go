@@ -158,3 +158,30 @@ func TestNameKey(t *testing.T) {
 		}
 	}
 }
+
+// leaderGet reads a key from the bucket's stream leader: a value put,
+// nothing for a deleted or missing key.
+func TestLeaderGet(t *testing.T) {
+	nc := startNATS(t, 3)
+	a := joinNode(t, nc, "a", newFakeLocal(1), nil)
+	ctx := context.Background()
+	h, err := a.handles()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.sbs.Put(ctx, "0123456789ab", []byte(`{"id":"0123456789ab"}`)); err != nil {
+		t.Fatal(err)
+	}
+	v, ok, err := a.leaderGet(ctx, bucketSandboxes, "0123456789ab")
+	if err != nil || !ok || string(v) != `{"id":"0123456789ab"}` {
+		t.Fatalf("after a put: %q %v %v", v, ok, err)
+	}
+	if err := h.sbs.Delete(ctx, "0123456789ab"); err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"0123456789ab", "ffffffffffff"} {
+		if v, ok, err := a.leaderGet(ctx, bucketSandboxes, key); err != nil || ok {
+			t.Errorf("deleted or missing %s: %q %v %v", key, v, ok, err)
+		}
+	}
+}
