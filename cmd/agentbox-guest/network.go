@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"log/slog"
 
 	"github.com/agentbox/agentbox/vmctl/agentproto"
@@ -19,6 +20,10 @@ func bootNetwork(log *slog.Logger, value string) {
 	req, err := agentproto.ParseNetworkConfig(value)
 	if err == nil {
 		err = guestagent.ConfigureNetwork(req)
+	}
+	if errors.Is(err, guestagent.ErrGatewayUnpinned) {
+		log.Warn("network configured from the kernel command line; its gateway resolves by ARP", "agentbox.net", value, "err", err)
+		return
 	}
 	if err != nil {
 		log.Error("network configuration from the kernel command line failed", "agentbox.net", value, "err", err)

@@ -157,7 +157,7 @@ func TestWholeSecondsAndCreateRequest(t *testing.T) {
 		"--boot-timeout=-1s": "agentbox: --boot-timeout -1s: must be positive\n",
 	} {
 		r := d.cli(t, nil, "create", "--image", "/img", args)
-		if r.code != 125 || (want != "" && r.stderr != want) || len(d.backend.creates) != 0 {
+		if r.code != 125 || (want != "" && r.stderr != want) || len(d.mem.Creates()) != 0 {
 			t.Errorf("create %s: exit %d, stderr %q", args, r.code, r.stderr)
 		}
 	}

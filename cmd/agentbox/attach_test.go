@@ -2,72 +2,11 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"io"
 	"strings"
 	"testing"
 	"testing/iotest"
-
-	"github.com/agentbox/agentbox/vmctl/api"
-	"github.com/agentbox/agentbox/vmctl/apiserver"
-	"github.com/agentbox/agentbox/vmctl/apiserver/apitest"
 )
-
-var _ apiserver.ProcessTerminalBackend = (*fakeBackend)(nil)
-
-// ResizeProcess implements apiserver.ProcessTerminalBackend on the fake:
-// a process without a terminal is refused as the daemon refuses it.
-func (b *fakeBackend) ResizeProcess(ctx context.Context, ref, pid string, size api.TtySize) (api.Process, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	p, err := b.proc(ref, pid)
-	if err != nil {
-		return api.Process{}, err
-	}
-	if p.p.Tty == nil {
-		return api.Process{}, api.Invalidf("process %s: process has no terminal", pid)
-	}
-	p.p.Tty = &size
-	return p.p, nil
-}
-
-// AttachProcess implements apiserver.ProcessTerminalBackend on the fake
-// through its ProcessOutput (from the offset, default 0) and WriteStdin.
-func (b *fakeBackend) AttachProcess(ctx context.Context, ref, pid string, at apiserver.ProcessAttachment) (api.ExitStatus, error) {
-	p, err := b.GetProcess(ctx, ref, pid)
-	if err != nil {
-		return api.ExitStatus{}, err
-	}
-	var offset int64
-	if at.Offset != nil {
-		offset = *at.Offset
-	}
-	at.Started(&apitest.Control{ID: pid, PID: p.Pid, Tty: p.Tty != nil}, p, offset)
-	b.mu.Lock()
-	if b.attached != nil {
-		close(b.attached)
-		b.attached = nil
-	}
-	b.mu.Unlock()
-	if at.Stdin != nil {
-		go b.WriteStdin(ctx, ref, pid, at.Stdin, false)
-	}
-	var st api.ExitStatus
-	err = b.ProcessOutput(ctx, ref, pid, offset, true, func(ev api.ExecEvent) error {
-		switch ev.Type {
-		case api.EventStdout:
-			_, err := at.Stdout.Write(ev.Data)
-			return err
-		case api.EventStderr:
-			_, err := at.Stderr.Write(ev.Data)
-			return err
-		case api.EventExit:
-			st = *ev.Exit
-		}
-		return nil
-	})
-	return st, err
-}
 
 func TestCLIAttach(t *testing.T) {
 	d := startDaemon(t)

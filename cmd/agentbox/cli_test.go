@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"encoding/json"
 	"fmt"
@@ -16,17 +17,33 @@ import (
 
 	"github.com/agentbox/agentbox/vmctl/api"
 	"github.com/agentbox/agentbox/vmctl/apiserver"
+	"github.com/agentbox/agentbox/vmctl/backend/backendtest"
 	"github.com/agentbox/agentbox/vmctl/client"
 )
 
-// testDaemon is a real apiserver.Server over a fakeBackend on a unix socket.
+// testDaemon is a real apiserver.Server over a fake backend on a unix
+// socket.
 type testDaemon struct {
 	sock    string
-	backend *fakeBackend
-	config  string // an empty config file, so /etc/agentbox/config.toml is never read
+	backend *backendtest.Fake
+	// mem is backend's in-memory service (startDaemon's; nil for
+	// snapshotDaemon's).
+	mem    *backendtest.Memory
+	config string // an empty config file, so /etc/agentbox/config.toml is never read
 }
 
-// startDaemon serves a fresh fakeBackend on a socket in a short temp dir
+// cliBackend returns the CLI tests' fake daemon: backendtest's in-memory
+// service, with this package's cluster nodes (nodes_test.go), templates
+// (templates_test.go) and watch (watch_test.go).
+func cliBackend() *backendtest.Fake {
+	b := backendtest.NewMemory()
+	b.Nodes = backendtest.NodeFns{ListFn: listFakeNodes, DrainFn: drainFakeNode}
+	b.Templates.ListFn = func(context.Context) ([]api.Template, error) { return fakeTemplates, nil }
+	b.WatchFn = fakeWatch
+	return b
+}
+
+// startDaemon serves a fresh cliBackend on a socket in a short temp dir
 // (unix socket paths are limited to 108 bytes).
 func startDaemon(t *testing.T) *testDaemon {
 	t.Helper()
@@ -35,7 +52,8 @@ func startDaemon(t *testing.T) *testDaemon {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	d := &testDaemon{sock: filepath.Join(dir, "s"), backend: newFakeBackend(), config: filepath.Join(dir, "config.toml")}
+	b := cliBackend()
+	d := &testDaemon{sock: filepath.Join(dir, "s"), backend: b, mem: b.Memory, config: filepath.Join(dir, "config.toml")}
 	if err := os.WriteFile(d.config, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -101,14 +119,14 @@ func TestCLICreateExec(t *testing.T) {
 	want := api.CreateSandboxRequest{Image: img, Name: "w1", VCPUs: 2, MemoryMiB: 512, Accel: "tcg", BootTimeoutMs: 60000,
 		Labels: map[string]string{"team": "a", "x": "y"},
 		Limits: api.Limits{TTLSeconds: 7200, IdleTimeoutSeconds: 600, ExecTimeoutMs: 30000, MaxExecs: 7}}
-	if got := d.backend.creates; len(got) != 1 || !equalJSON(got[0], want) {
+	if got := d.mem.Creates(); len(got) != 1 || !equalJSON(got[0], want) {
 		t.Fatalf("create requests %+v, want %+v", got, want)
 	}
 
 	// A relative image dir is sent absolute.
 	wd, _ := os.Getwd()
 	d.cli(t, nil, "create", "--image", "some/img").check(t, 0, "000000abc002\n", "")
-	if got := d.backend.creates[1].Image; got != filepath.Join(wd, "some/img") {
+	if got := d.mem.Creates()[1].Image; got != filepath.Join(wd, "some/img") {
 		t.Errorf("image %q, want %q", got, filepath.Join(wd, "some/img"))
 	}
 	d.cli(t, nil, "create", "--image", img, "--name", "w1").check(t, 125, "", "agentbox: the name \"w1\" is taken: choose another\n")
@@ -120,7 +138,7 @@ func TestCLICreateExec(t *testing.T) {
 		all[i], rev[255-i] = byte(i), byte(i)
 	}
 	d.cli(t, nil, "exec", "-e", "K=V", "-w", "/tmp", "--timeout", "5s", "w1", "--", "allbytes", "3").check(t, 3, string(all[:]), string(rev[:]))
-	last := d.backend.execs[len(d.backend.execs)-1]
+	last := d.mem.Execs()[len(d.mem.Execs())-1]
 	if !equalJSON(last, api.ExecRequest{Cmd: []string{"allbytes", "3"}, Env: []string{"K=V"}, Cwd: "/tmp", TimeoutMs: 5000}) {
 		t.Errorf("exec request %+v", last)
 	}
@@ -135,16 +153,16 @@ func TestCLICreateExec(t *testing.T) {
 
 	// Stdin streamed over the interactive exec (no detached process).
 	big := bytes.Repeat([]byte("0123456789abcdef"), 64<<10) // 1 MiB
-	nproc := len(d.backend.procs)
+	nproc := d.mem.Processes()
 	d.cli(t, bytes.NewReader(big), "exec", "w1", "--", "cat").check(t, 0, string(big), "")
-	if last := d.backend.execs[len(d.backend.execs)-1]; last.StdinOpen || len(d.backend.interactive) != 1 || len(d.backend.procs) != nproc {
-		t.Errorf("exec with stdin: request %+v, %d interactive execs, %d processes (want no stdin_open, 1, %d)", last, len(d.backend.interactive), len(d.backend.procs), nproc)
+	if last := d.mem.Execs()[len(d.mem.Execs())-1]; last.StdinOpen || len(d.mem.Interactive()) != 1 || d.mem.Processes() != nproc {
+		t.Errorf("exec with stdin: request %+v, %d interactive execs, %d processes (want no stdin_open, 1, %d)", last, len(d.mem.Interactive()), d.mem.Processes(), nproc)
 	}
 	// -t needs a terminal on stdin.
 	d.cli(t, strings.NewReader("x"), "exec", "-it", "w1", "--", "cat").check(t, 125, "", "agentbox: -t needs a terminal on stdin: run it from one, or drop -t to pipe stdin (-i)\n")
 
 	// History: the newest two of the execs above, as a table.
-	n := len(d.backend.execs)
+	n := len(d.mem.Execs())
 	d.cli(t, nil, "history", "-n", "2", "w1").check(t, 0, fmt.Sprintf(
 		"ID       STARTED              DURATION  EXIT  CALLER  CMD\n"+
 			"e%06d  2026-11-29 12:00:%02d  250ms     0     uid:0   ls\n"+
@@ -191,13 +209,12 @@ func TestCLICopy(t *testing.T) {
 	}
 	// Into a guest directory: the base name is kept, so is the mode.
 	d.cli(t, nil, "cp", src, "w1:/work").check(t, 0, "", "")
-	f := d.backend.files["000000abc001"]["/work/data.bin"]
-	if f == nil || !bytes.Equal(f.data, data) || f.mode != 0o640 {
-		t.Fatalf("guest /work/data.bin = %v", f != nil)
+	if got, mode, ok := d.mem.File("000000abc001", "/work/data.bin"); !ok || !bytes.Equal(got, data) || mode != 0o640 {
+		t.Fatalf("guest /work/data.bin = %v", ok)
 	}
 	d.cli(t, nil, "cp", "--mode", "0755", "-p", src, "w1:/a/b/").check(t, 0, "", "")
-	if f := d.backend.files["000000abc001"]["/a/b/data.bin"]; f == nil || f.mode != 0o755 {
-		t.Errorf("guest /a/b/data.bin: %v", f)
+	if _, mode, ok := d.mem.File("000000abc001", "/a/b/data.bin"); !ok || mode != 0o755 {
+		t.Errorf("guest /a/b/data.bin: %v, mode %v", ok, mode)
 	}
 	d.cli(t, nil, "cp", src, "w1:/nodir/x").check(t, 125, "", "agentbox: /nodir: no such directory: create it or pass parents (create /nodir first, or pass --parents)\n")
 	// A missing sandbox is not_found too, but wants no --parents hint.
@@ -225,8 +242,8 @@ func TestCLICopy(t *testing.T) {
 	// Stdin and stdout.
 	d.cli(t, strings.NewReader("from stdin"), "cp", "-", "w1:/work/s.txt").check(t, 0, "", "")
 	d.cli(t, nil, "cp", "w1:/work/s.txt", "-").check(t, 0, "from stdin", "")
-	if f := d.backend.files["000000abc001"]["/work/s.txt"]; f.mode != 0o644 {
-		t.Errorf("mode from stdin %v, want 0644", f.mode)
+	if _, mode, _ := d.mem.File("000000abc001", "/work/s.txt"); mode != 0o644 {
+		t.Errorf("mode from stdin %v, want 0644", mode)
 	}
 
 	// Errors.
@@ -285,7 +302,7 @@ func TestCLIAudit(t *testing.T) {
 	}
 	r = d.cli(t, nil, "audit", "--json")
 	var want bytes.Buffer
-	for _, e := range auditEntries {
+	for _, e := range backendtest.MemoryAudit() {
 		json.NewEncoder(&want).Encode(e)
 	}
 	r.check(t, 0, want.String(), "")
@@ -300,22 +317,22 @@ func TestCLIRunThroughDaemon(t *testing.T) {
 	img := t.TempDir()
 	d.cli(t, strings.NewReader("piped"), "run", "--image", img, "--timeout", "2h", "--", "cat").check(t, 0, "piped", "")
 	d.cli(t, nil, "run", "--image", img, "--cpus", "2", "--", "out", "o", "e", "9").check(t, 9, "o", "e")
-	if len(d.backend.creates) != 2 {
-		t.Fatalf("%d creates, want 2", len(d.backend.creates))
+	if len(d.mem.Creates()) != 2 {
+		t.Fatalf("%d creates, want 2", len(d.mem.Creates()))
 	}
-	c := d.backend.creates[0]
+	c := d.mem.Creates()[0]
 	if c.Image != img || c.Labels[runLabel] != "1" || len(c.Labels[runIDLabel]) != 16 || c.Limits.TTLSeconds != 2*3600+120 || c.BootTimeoutMs != 120000 {
 		t.Errorf("run's create request %+v", c)
 	}
-	if c := d.backend.creates[1]; c.VCPUs != 2 || c.Limits.TTLSeconds != 3600+120 {
+	if c := d.mem.Creates()[1]; c.VCPUs != 2 || c.Limits.TTLSeconds != 3600+120 {
 		t.Errorf("run's second create request %+v", c)
 	}
 	// -t without a terminal is refused before anything is created.
 	d.cli(t, strings.NewReader("x"), "run", "-it", "--image", img, "--", "cat").check(t, 125, "", "agentbox: -t needs a terminal on stdin: run it from one, or drop -t to pipe stdin (-i)\n")
-	if len(d.backend.creates) != 2 {
-		t.Errorf("run -t without a terminal created a sandbox: %d creates", len(d.backend.creates))
+	if len(d.mem.Creates()) != 2 {
+		t.Errorf("run -t without a terminal created a sandbox: %d creates", len(d.mem.Creates()))
 	}
-	if got := strings.Join(d.backend.deletes, ","); got != "000000abc001 force=true,000000abc002 force=true" {
+	if got := strings.Join(d.mem.Deletes(), ","); got != "000000abc001 force=true,000000abc002 force=true" {
 		t.Errorf("deletes %s", got)
 	}
 	d.cli(t, nil, "ls", "-q").check(t, 0, "", "")
@@ -323,12 +340,12 @@ func TestCLIRunThroughDaemon(t *testing.T) {
 	// --keep leaves it and says how to reach it.
 	d.cli(t, nil, "run", "--keep", "--image", img, "--", "out", "", "", "0").check(t, 0, "",
 		"agentbox: sandbox 000000abc003 kept running\n  exec:   agentbox exec 000000abc003 -- COMMAND [ARG...]\n  remove: agentbox rm -f 000000abc003\n")
-	if c := d.backend.creates[2]; c.Limits.TTLSeconds != 0 {
+	if c := d.mem.Creates()[2]; c.Limits.TTLSeconds != 0 {
 		t.Errorf("--keep: TTL %d, want none", c.Limits.TTLSeconds)
 	}
 
 	// A daemon that answers with an error is reported, not bypassed.
-	d.backend.infoErr = api.Errorf(503, api.CodeUnavailable, "libvirt is unreachable: start libvirtd")
+	d.mem.SetInfoError(api.Errorf(503, api.CodeUnavailable, "libvirt is unreachable: start libvirtd"))
 	d.cli(t, nil, "run", "--image", img, "--", "cat").check(t, 125, "", "agentbox: the agentbox daemon at "+d.sock+": libvirt is unreachable: start libvirtd (pass --local to run in-process without it)\n")
 }
 
@@ -354,7 +371,7 @@ func TestNoDaemon(t *testing.T) {
 	}
 	l.SetUnlinkOnClose(false)
 	l.Close()
-	d.backend.infoErr = api.Errorf(503, api.CodeUnavailable, "shutting down")
+	d.mem.SetInfoError(api.Errorf(503, api.CodeUnavailable, "shutting down"))
 	for _, tc := range []struct {
 		host, sock string
 		want       bool
@@ -386,7 +403,7 @@ func equalJSON(a, b any) bool {
 // out) catches it.
 func interruptWhenSleeping(t *testing.T, d *testDaemon) {
 	go func() {
-		<-d.backend.sleeping
+		<-d.mem.Sleeping()
 		syscall.Kill(syscall.Getpid(), syscall.SIGINT)
 	}()
 }
@@ -403,9 +420,7 @@ func TestCLIInterrupt(t *testing.T) {
 	// kills the command; no detached process is involved.
 	interruptWhenSleeping(t, d)
 	d.cli(t, strings.NewReader("in"), "exec", "w1", "--", "sleep").check(t, 130, "", "agentbox: interrupt: guest command killed\n")
-	d.backend.mu.Lock()
-	kills, procs, interactive := strings.Join(d.backend.kills, ","), len(d.backend.procs), len(d.backend.interactive)
-	d.backend.mu.Unlock()
+	kills, procs, interactive := strings.Join(d.mem.Kills(), ","), d.mem.Processes(), len(d.mem.Interactive())
 	if kills != "" || procs != 0 || interactive != 1 {
 		t.Errorf("kills %q, %d processes, %d interactive execs; want none, 0, 1", kills, procs, interactive)
 	}
@@ -413,7 +428,7 @@ func TestCLIInterrupt(t *testing.T) {
 	// run: the sandbox is removed after the interrupt.
 	interruptWhenSleeping(t, d)
 	d.cli(t, nil, "run", "--image", "/img", "--", "sleep").check(t, 130, "", "agentbox: interrupt: guest command killed\n")
-	if got := strings.Join(d.backend.deletes, ","); got != "000000abc002 force=true" {
+	if got := strings.Join(d.mem.Deletes(), ","); got != "000000abc002 force=true" {
 		t.Errorf("deletes %q", got)
 	}
 	d.cli(t, nil, "ls", "-q").check(t, 0, "000000abc001\n", "")
@@ -445,7 +460,7 @@ func TestCLIConfig(t *testing.T) {
 		return result{stdout.String(), stderr.String(), code}
 	}
 	run("create").check(t, 0, "000000abc001\n", "")
-	if c := d.backend.creates[0]; c.Image != "/img" || c.MemoryMiB != 300 || c.Accel != "tcg" {
+	if c := d.mem.Creates()[0]; c.Image != "/img" || c.MemoryMiB != 300 || c.Accel != "tcg" {
 		t.Errorf("create from config: %+v", c)
 	}
 	run("ls", "-q").check(t, 0, "000000abc001\n", "")

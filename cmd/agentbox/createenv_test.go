@@ -18,18 +18,18 @@ func TestCLICreateEnvTTLAction(t *testing.T) {
 		check(t, 0, "000000abc001\n", "")
 	want := api.CreateSandboxRequest{Image: img, Accel: "auto", BootTimeoutMs: 120000, Env: []string{"A=1", "B=x=y", "EMPTY="},
 		Limits: api.Limits{TTLSeconds: 3600, TTLAction: api.IdleActionPauseToDisk}}
-	if got := d.backend.creates; len(got) != 1 || !equalJSON(got[0], want) {
+	if got := d.mem.Creates(); len(got) != 1 || !equalJSON(got[0], want) {
 		t.Fatalf("create requests %+v, want %+v", got, want)
 	}
 	d.cli(t, nil, "create", "--template", "base", "-e", "K=V", "--ttl-action", "stop").check(t, 0, "000000abc002\n", "")
-	if got := d.backend.creates[1]; got.Template != "base" || !equalJSON(got.Env, []string{"K=V"}) || got.Limits.TTLAction != api.IdleActionStop {
+	if got := d.mem.Creates()[1]; got.Template != "base" || !equalJSON(got.Env, []string{"K=V"}) || got.Limits.TTLAction != api.IdleActionStop {
 		t.Fatalf("create --template request %+v", got)
 	}
 
 	d.cli(t, nil, "create", "--image", img, "--env", "NOVALUE").check(t, 125, "", "agentbox: --env \"NOVALUE\": want KEY=VALUE with a non-empty KEY\n")
 	d.cli(t, nil, "create", "--image", img, "--env", "=v").check(t, 125, "", "agentbox: --env \"=v\": want KEY=VALUE with a non-empty KEY\n")
 	d.cli(t, nil, "create", "--image", img, "--ttl-action", "explode").check(t, 125, "", "agentbox: --ttl-action \"explode\": use remove, stop, pause or pause-to-disk\n")
-	if n := len(d.backend.creates); n != 2 {
+	if n := len(d.mem.Creates()); n != 2 {
 		t.Fatalf("%d creates reached the daemon, want 2", n)
 	}
 }

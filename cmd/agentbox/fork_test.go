@@ -7,20 +7,20 @@ import (
 	"time"
 
 	"github.com/agentbox/agentbox/vmctl/api"
-	"github.com/agentbox/agentbox/vmctl/apiserver/apitest"
+	"github.com/agentbox/agentbox/vmctl/backend/backendtest"
 )
 
 func TestCLIRestoreCountAndTimeout(t *testing.T) {
-	b := &apitest.Backend{}
+	b := &backendtest.Fake{}
 	var many api.RestoreRequest
 	b.Fork.RestoreManyFn = func(ctx context.Context, name string, req api.RestoreRequest) ([]api.Sandbox, error) {
 		many = req
-		return []api.Sandbox{apitest.Sandbox("000000000001"), apitest.Sandbox("000000000002"), apitest.Sandbox("000000000003")}, nil
+		return []api.Sandbox{backendtest.Sandbox("000000000001"), backendtest.Sandbox("000000000002"), backendtest.Sandbox("000000000003")}, nil
 	}
 	var timeout api.TimeoutRequest
 	b.Fork.TimeoutFn = func(ctx context.Context, ref string, req api.TimeoutRequest) (api.Sandbox, error) {
 		timeout = req
-		s := apitest.Sandbox(apitest.SandboxID)
+		s := backendtest.Sandbox(backendtest.SandboxID)
 		exp := time.Date(2025, 1, 2, 5, 4, 5, 0, time.UTC)
 		s.ExpiresAt = &exp
 		return s, nil

@@ -18,11 +18,11 @@ func TestCLINetworkFlags(t *testing.T) {
 	d.cli(t, nil, "create", "--image", img, "--network", "open").check(t, 0, "000000abc003\n", "")
 	d.cli(t, nil, "create", "--image", img).check(t, 0, "000000abc004\n", "")
 	want := []*api.NetworkPolicy{{Mode: "allowlist"}, {Mode: "allowlist", Allow: []string{"files.test"}}, {Mode: "open"}, nil}
-	if len(d.backend.creates) != len(want) {
-		t.Fatalf("%d create requests, want %d", len(d.backend.creates), len(want))
+	if len(d.mem.Creates()) != len(want) {
+		t.Fatalf("%d create requests, want %d", len(d.mem.Creates()), len(want))
 	}
 	for i, w := range want {
-		if got := d.backend.creates[i].Network; !equalJSON(got, w) {
+		if got := d.mem.Creates()[i].Network; !equalJSON(got, w) {
 			t.Errorf("create %d: network %+v, want %+v", i+1, got, w)
 		}
 	}
@@ -33,7 +33,7 @@ func TestCLINetworkFlags(t *testing.T) {
 	} {
 		d.cli(t, nil, "create", "--image", img, "--network", "allowlist", "--allow", c.allow).check(t, 125, "", c.stderr)
 	}
-	if len(d.backend.creates) != len(want) {
+	if len(d.mem.Creates()) != len(want) {
 		t.Errorf("a refused --allow sent a create request")
 	}
 }

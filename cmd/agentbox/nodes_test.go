@@ -13,11 +13,8 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/agentbox/agentbox/vmctl/api"
-	"github.com/agentbox/agentbox/vmctl/apiserver"
 	"github.com/agentbox/agentbox/vmctl/cluster"
 )
-
-var _ apiserver.NodeBackend = (*fakeBackend)(nil)
 
 // fakeNodes are the fake daemon's cluster nodes, last seen 4 s before
 // now.
@@ -29,11 +26,11 @@ func fakeNodes() []api.Node {
 	}
 }
 
-// ListNodes implements apiserver.NodeBackend.
-func (b *fakeBackend) ListNodes(ctx context.Context) ([]api.Node, error) { return fakeNodes(), nil }
+// listFakeNodes is the fake daemon's ListNodes (cliBackend).
+func listFakeNodes(ctx context.Context) ([]api.Node, error) { return fakeNodes(), nil }
 
-// DrainNode implements apiserver.NodeBackend.
-func (b *fakeBackend) DrainNode(ctx context.Context, name string, drain bool) (api.Node, error) {
+// drainFakeNode is the fake daemon's DrainNode (cliBackend).
+func drainFakeNode(ctx context.Context, name string, drain bool) (api.Node, error) {
 	for _, n := range fakeNodes() {
 		if n.Name == name {
 			if drain {

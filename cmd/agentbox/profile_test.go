@@ -83,8 +83,8 @@ func TestCLIProfiles(t *testing.T) {
 	// create and run send the image's store path to the daemon.
 	d.cli(t, nil, "create", "--flake", flake, "--locked", "tiny").check(t, 0, "000000abc001\n", "")
 	d.cli(t, nil, "run", "--flake", flake, "tiny", "--", "out", "hi\n", "", "0").check(t, 0, "hi\n", "")
-	if len(d.backend.creates) != 2 || d.backend.creates[0].Image != tinyDir || d.backend.creates[1].Image != tinyDir {
-		t.Fatalf("create requests %+v, want image %s", d.backend.creates, tinyDir)
+	if len(d.mem.Creates()) != 2 || d.mem.Creates()[0].Image != tinyDir || d.mem.Creates()[1].Image != tinyDir {
+		t.Fatalf("create requests %+v, want image %s", d.mem.Creates(), tinyDir)
 	}
 
 	// One byte of the disk changed, the lock copied along: refused.
@@ -103,8 +103,8 @@ func TestCLIProfiles(t *testing.T) {
 			t.Errorf("%q: exit %d, stdout %q, stderr %q; want 125 naming rootfs.qcow2 and both hashes", args, r.code, r.stdout, r.stderr)
 		}
 	}
-	if len(d.backend.creates) != 2 {
-		t.Fatalf("a refused image reached the daemon: %+v", d.backend.creates[2:])
+	if len(d.mem.Creates()) != 2 {
+		t.Fatalf("a refused image reached the daemon: %+v", d.mem.Creates()[2:])
 	}
 
 	none := filepath.Join(t.TempDir(), "none.lock")

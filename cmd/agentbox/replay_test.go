@@ -236,3 +236,5 @@ func TestFormatSetting(t *testing.T) {
 		}
 	}
 }
+
+func intPtr(i int) *int { return &i }

@@ -36,7 +36,7 @@ func TestCLIResourceFlags(t *testing.T) {
 	d.cli(t, nil, "create", "--image", img, "--disk", "4G", "--io-bps", "50M", "--iops", "100", "--cpu-quota", "50", "--io-weight", "200", "--pids", "0").
 		check(t, 0, "000000abc001\n", "")
 	d.cli(t, nil, "create", "--image", img, "--disk", "5000", "--io-bps", "1048576").check(t, 0, "000000abc002\n", "")
-	if got := d.backend.creates; len(got) != 2 ||
+	if got := d.mem.Creates(); len(got) != 2 ||
 		!equalJSON(got[0], api.CreateSandboxRequest{Image: img, Accel: "auto", BootTimeoutMs: 120000, DiskMiB: 4096, IOBps: 50 << 20, IOPS: 100, CPUQuotaPercent: 50, IOWeight: 200}) ||
 		!equalJSON(got[1], api.CreateSandboxRequest{Image: img, Accel: "auto", BootTimeoutMs: 120000, DiskMiB: 5000, IOBps: 1 << 20}) {
 		t.Fatalf("create requests %+v", got)
@@ -51,7 +51,7 @@ func TestCLIResourceFlags(t *testing.T) {
 	} {
 		d.cli(t, nil, "create", "--image", img, tc.flag, tc.value).check(t, 125, "", tc.stderr)
 	}
-	if len(d.backend.creates) != 2 {
-		t.Errorf("%d creates; bad flags must send none", len(d.backend.creates))
+	if len(d.mem.Creates()) != 2 {
+		t.Errorf("%d creates; bad flags must send none", len(d.mem.Creates()))
 	}
 }

@@ -12,28 +12,28 @@ import (
 	"testing"
 
 	"github.com/agentbox/agentbox/vmctl/api"
-	"github.com/agentbox/agentbox/vmctl/apiserver/apitest"
+	"github.com/agentbox/agentbox/vmctl/backend/backendtest"
 )
 
 // TestCLIResume: exec, cp and port with --resume resume a paused sandbox
 // first and then run; without it the paused sandbox's 409 and its hint
 // come through (exit 125); --resume with --agent-socket is refused.
 func TestCLIResume(t *testing.T) {
-	b := &apitest.Backend{}
+	b := &backendtest.Fake{}
 	var mu sync.Mutex
 	paused := true
 	b.Lifecycle.ResumeFn = func(context.Context, string, bool) (api.Sandbox, error) {
 		mu.Lock()
 		paused = false
 		mu.Unlock()
-		return apitest.Sandbox(apitest.SandboxID), nil
+		return backendtest.Sandbox(backendtest.SandboxID), nil
 	}
 	pause := func() { mu.Lock(); paused = true; mu.Unlock() }
 	refuse := func() error {
 		mu.Lock()
 		defer mu.Unlock()
 		if paused {
-			return api.Errorf(http.StatusConflict, api.CodeNotRunning, "sandbox %s is paused: resume it first: agentbox resume work1, or pass ?resume=true", apitest.SandboxID)
+			return api.Errorf(http.StatusConflict, api.CodeNotRunning, "sandbox %s is paused: resume it first: agentbox resume work1, or pass ?resume=true", backendtest.SandboxID)
 		}
 		return nil
 	}
@@ -57,7 +57,7 @@ func TestCLIResume(t *testing.T) {
 		if err := refuse(); err != nil {
 			return api.PortForward{}, err
 		}
-		return apitest.PortForward(req.GuestPort), nil
+		return backendtest.PortForward(req.GuestPort), nil
 	}
 	d := snapshotDaemon(t, b)
 	local := filepath.Join(t.TempDir(), "f")
@@ -73,7 +73,7 @@ func TestCLIResume(t *testing.T) {
 	}{
 		{"exec", []string{"exec", "work1", "--", "echo"}, "Exec", "awake\n"},
 		{"cp", []string{"cp", local, "work1:/tmp/f"}, "Upload", ""},
-		{"port", []string{"port", "work1", "8000"}, "ForwardPort", apitest.PortForward(8000).HostAddr + " → guest :8000\n"},
+		{"port", []string{"port", "work1", "8000"}, "ForwardPort", backendtest.PortForward(8000).HostAddr + " → guest :8000\n"},
 	} {
 		pause()
 		b.Reset()

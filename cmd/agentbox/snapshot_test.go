@@ -11,12 +11,12 @@ import (
 
 	"github.com/agentbox/agentbox/vmctl/api"
 	"github.com/agentbox/agentbox/vmctl/apiserver"
-	"github.com/agentbox/agentbox/vmctl/apiserver/apitest"
+	"github.com/agentbox/agentbox/vmctl/backend/backendtest"
 )
 
 // snapshotDaemon serves b on a fresh socket and returns a testDaemon for
 // its cli method.
-func snapshotDaemon(t *testing.T, b *apitest.Backend) *testDaemon {
+func snapshotDaemon(t *testing.T, b *backendtest.Fake) *testDaemon {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "abs")
 	if err != nil {
@@ -45,12 +45,12 @@ func snapshotDaemon(t *testing.T, b *apitest.Backend) *testDaemon {
 }
 
 func TestCLISnapshots(t *testing.T) {
-	b := &apitest.Backend{}
+	b := &backendtest.Fake{}
 	var restored api.RestoreRequest
 	var created api.CreateSandboxRequest
 	b.Snapshot.RestoreFn = func(ctx context.Context, name string, req api.RestoreRequest) (api.Sandbox, error) {
 		restored = req
-		return apitest.Sandbox("aaaaaaaaaaaa"), nil
+		return backendtest.Sandbox("aaaaaaaaaaaa"), nil
 	}
 	b.Snapshot.DeleteFn = func(ctx context.Context, name string) error {
 		if name == "gone" {
@@ -60,7 +60,7 @@ func TestCLISnapshots(t *testing.T) {
 	}
 	b.CreateSandboxFn = func(ctx context.Context, req api.CreateSandboxRequest) (api.Sandbox, error) {
 		created = req
-		return apitest.Sandbox(apitest.SandboxID), nil
+		return backendtest.Sandbox(backendtest.SandboxID), nil
 	}
 	d := snapshotDaemon(t, b)
 
@@ -87,7 +87,7 @@ func TestCLISnapshots(t *testing.T) {
 	if r := d.cli(t, nil, "snapshot", "save", "work1"); r.code != 125 || !strings.Contains(r.stderr, "usage: agentbox snapshot save SANDBOX NAME") {
 		t.Errorf("snapshot save without a name: %+v", r)
 	}
-	d.cli(t, nil, "create", "--warm", "--image", "/images/x").check(t, 0, apitest.SandboxID+"\n", "")
+	d.cli(t, nil, "create", "--warm", "--image", "/images/x").check(t, 0, backendtest.SandboxID+"\n", "")
 	if !created.Warm || created.Image != "/images/x" {
 		t.Errorf("create --warm sent %+v", created)
 	}

@@ -2,9 +2,7 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
-	"net/http"
 	"os"
 	"path/filepath"
 	"testing"
@@ -12,34 +10,15 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/agentbox/agentbox/vmctl/api"
-	"github.com/agentbox/agentbox/vmctl/apiserver"
 	"github.com/agentbox/agentbox/vmctl/daemon"
 )
 
-var _ apiserver.TemplateBackend = (*fakeBackend)(nil)
-
-// fakeTemplates are the fake daemon's templates.
+// fakeTemplates are the fake daemon's templates (cliBackend); a create
+// with another template is 404 template_not_found.
 var fakeTemplates = []api.Template{
 	{Name: "base", Image: api.ImageRef{Name: "test-image", Digest: "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef", Dir: "/images/base"}, VCPUs: 1, MemoryMiB: 512},
 	{Name: "python", Profile: "python", Image: api.ImageRef{Name: "python", Digest: "sha256:fedcba9876543210fedcba9876543210fedcba9876543210fedcba9876543210", Dir: "/nix/store/x-python"}, VCPUs: 2, MemoryMiB: 1024, DiskMiB: 4096},
 	{Name: "gone", Image: api.ImageRef{Dir: "/images/gone"}, Error: "/images/gone/manifest.toml: no such file or directory"},
-}
-
-// ListTemplates implements apiserver.TemplateBackend.
-func (b *fakeBackend) ListTemplates(ctx context.Context) ([]api.Template, error) {
-	return fakeTemplates, nil
-}
-
-// templateImage resolves req.Template as the daemon does: the image is
-// the template's, an unknown one is 404 template_not_found.
-func (b *fakeBackend) templateImage(req *api.CreateSandboxRequest) error {
-	for _, t := range fakeTemplates {
-		if t.Name == req.Template {
-			req.Image = t.Image.Dir
-			return nil
-		}
-	}
-	return api.Errorf(http.StatusNotFound, api.CodeTemplateNotFound, "template %q not found: this daemon serves base, gone, python (`agentbox templates` lists them)", req.Template)
 }
 
 func TestCLITemplates(t *testing.T) {
@@ -61,7 +40,7 @@ func TestCLITemplates(t *testing.T) {
 	t.Setenv("AGENTBOX_IMAGE", "/env/img")
 	d.cli(t, nil, "create", "--template", "python", "--name", "p1").check(t, 0, "000000abc001\n", "")
 	want := api.CreateSandboxRequest{Template: "python", Name: "p1", Accel: "auto", BootTimeoutMs: 120000}
-	if got := d.backend.creates; len(got) != 1 || !equalJSON(got[0], want) {
+	if got := d.mem.Creates(); len(got) != 1 || !equalJSON(got[0], want) {
 		t.Fatalf("create requests %+v, want %+v", got, want)
 	}
 	d.cli(t, nil, "create", "--image", "/img").check(t, 0, "000000abc002\n", "")
@@ -81,7 +60,7 @@ func TestCLITemplates(t *testing.T) {
 	d.cli(t, nil, "create", "--template", "base", "python").check(t, 125, "", "agentbox: give --template NAME or a PROFILE, not both (got \"python\"): usage: agentbox create [FLAGS] --template NAME\n")
 	d.cli(t, nil, "create", "--template", "base", "--locked").check(t, 125, "", "agentbox: --locked checks a PROFILE against the lock file, not a template of the daemon: usage: agentbox create [FLAGS] --template NAME\n")
 	d.cli(t, nil, "create", "--template", "a/b").check(t, 125, "", "agentbox: template \"a/b\" is invalid: use 1 to 63 letters, digits, '_', '.', '-', starting with a letter or digit (GET /v1/templates lists them)\n")
-	if n := len(d.backend.creates); n != 3 {
+	if n := len(d.mem.Creates()); n != 3 {
 		t.Errorf("%d create requests reached the daemon, want 3 (the unknown template's)", n)
 	}
 }
@@ -94,7 +73,7 @@ func TestCLIConfigTemplate(t *testing.T) {
 		t.Fatal(err)
 	}
 	d.cli(t, nil, "create", "--image", "/img").check(t, 0, "000000abc001\n", "")
-	if c := d.backend.creates[0]; c.Template != "" || c.Image != "/img" {
+	if c := d.mem.Creates()[0]; c.Template != "" || c.Image != "/img" {
 		t.Errorf("create with a config file template list: %+v", c)
 	}
 }

@@ -22,13 +22,9 @@ func TestCLIOutputLostWithStop(t *testing.T) {
 	d := startDaemon(t)
 	d.cli(t, nil, "create", "--image", "/img", "--name", "w1").check(t, 0, "000000abc001\n", "")
 	d.cli(t, nil, "exec", "-d", "w1", "--", "out", "hello\n", "", "0").check(t, 0, "p1\n", "")
-	d.backend.mu.Lock()
-	d.backend.outputErr = api.Errorf(http.StatusConflict, api.CodeNotRunning, "process p1 was lost with the sandbox's stop (sandbox 000000abc001 stopped)")
-	d.backend.mu.Unlock()
+	d.mem.SetOutputError(api.Errorf(http.StatusConflict, api.CodeNotRunning, "process p1 was lost with the sandbox's stop (sandbox 000000abc001 stopped)"))
 	d.cli(t, nil, "output", "-f", "w1", "p1").check(t, 125, "hello\n", "agentbox: process p1 was lost with the sandbox's stop (sandbox 000000abc001 stopped)\n")
-	d.backend.mu.Lock()
-	d.backend.outputErr = api.Errorf(http.StatusServiceUnavailable, api.CodeUnavailable, "the daemon is shutting down")
-	d.backend.mu.Unlock()
+	d.mem.SetOutputError(api.Errorf(http.StatusServiceUnavailable, api.CodeUnavailable, "the daemon is shutting down"))
 	d.cli(t, nil, "output", "-f", "w1", "p1").check(t, 125, "hello\n",
 		"agentbox: the daemon is shutting down\nresume from offset 6: agentbox output -f --offset 6 w1 p1\n")
 }
@@ -39,15 +35,11 @@ func TestCLIPsPaused(t *testing.T) {
 	d := startDaemon(t)
 	d.cli(t, nil, "create", "--image", "/img", "--name", "w1").check(t, 0, "000000abc001\n", "")
 	d.cli(t, nil, "exec", "-d", "w1", "--", "sleep").check(t, 0, "p1\n", "")
-	<-d.backend.sleeping
-	d.backend.mu.Lock()
-	d.backend.sandboxes["000000abc001"].State = api.StatePaused
-	d.backend.mu.Unlock()
+	<-d.mem.Sleeping()
+	d.mem.SetState("000000abc001", api.StatePaused)
 	d.cli(t, nil, "ps", "w1").check(t, 0, "ID  PID  STATE    EXIT  TTY  CMD\np1  200  running  -     -    sleep\n",
 		"agentbox: sandbox w1 is paused: its processes are shown as they were when it was paused; they go on when it resumes (agentbox resume w1)\n")
-	d.backend.mu.Lock()
-	d.backend.sandboxes["000000abc001"].State = api.StateRunning
-	d.backend.mu.Unlock()
+	d.mem.SetState("000000abc001", api.StateRunning)
 	d.cli(t, nil, "kill", "w1", "p1").check(t, 0, "", "")
 }
 
@@ -76,20 +68,16 @@ func TestCLIAttachInterrupt(t *testing.T) {
 	d := startDaemon(t)
 	d.cli(t, nil, "create", "--image", "/img", "--name", "w1").check(t, 0, "000000abc001\n", "")
 	d.cli(t, nil, "exec", "-d", "w1", "--", "sleep").check(t, 0, "p1\n", "")
-	<-d.backend.sleeping
+	<-d.mem.Sleeping()
 	attached := make(chan struct{})
-	d.backend.mu.Lock()
-	d.backend.attached = attached
-	d.backend.mu.Unlock()
+	d.mem.NotifyAttach(attached)
 	go func() {
 		<-attached
 		syscall.Kill(syscall.Getpid(), syscall.SIGINT)
 	}()
 	r := d.cli(t, nil, "attach", "w1", "p1")
 	r.check(t, 0, "", "\nagentbox: detached from process p1; it runs on (agentbox attach w1 p1 attaches again)\n")
-	d.backend.mu.Lock()
-	kills := strings.Join(d.backend.kills, ",")
-	d.backend.mu.Unlock()
+	kills := strings.Join(d.mem.Kills(), ",")
 	if kills != "" {
 		t.Errorf("kills %q after the detach, want none", kills)
 	}

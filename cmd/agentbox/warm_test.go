@@ -8,15 +8,15 @@ import (
 	"time"
 
 	"github.com/agentbox/agentbox/vmctl/api"
-	"github.com/agentbox/agentbox/vmctl/apiserver/apitest"
+	"github.com/agentbox/agentbox/vmctl/backend/backendtest"
 )
 
 func TestCLIWarm(t *testing.T) {
-	b := &apitest.Backend{}
-	other := apitest.WarmTemplate()
+	b := &backendtest.Fake{}
+	other := backendtest.WarmTemplate()
 	other.Key, other.Network, other.Pooled, other.DiskMiB = "ffffffffffffffffffffffff", true, 0, 0
 	b.Warm.ListFn = func(context.Context) ([]api.WarmTemplate, error) {
-		return []api.WarmTemplate{apitest.WarmTemplate(), other}, nil
+		return []api.WarmTemplate{backendtest.WarmTemplate(), other}, nil
 	}
 	var deleted []string
 	b.Warm.DeleteFn = func(ctx context.Context, key string) error {
@@ -34,30 +34,30 @@ func TestCLIWarm(t *testing.T) {
 		t.Fatalf("warm ls: %+v", r)
 	}
 	f := strings.Fields(lines[1])
-	if f[0] != apitest.WarmKey || f[1] != "debian" || f[2] != "1cpu/512MiB/disk" || f[3] != "2048MiB/no" || f[5] != "300.0MiB" || f[6] != "1" || f[9] != "21s" {
+	if f[0] != backendtest.WarmKey || f[1] != "debian" || f[2] != "1cpu/512MiB/disk" || f[3] != "2048MiB/no" || f[5] != "300.0MiB" || f[6] != "1" || f[9] != "21s" {
 		t.Errorf("warm ls line %q", lines[1])
 	}
 	if !strings.Contains(lines[2], "1cpu/512MiB/net") {
 		t.Errorf("warm ls line %q", lines[2])
 	}
-	d.cli(t, nil, "warm", "ls", "-q").check(t, 0, apitest.WarmKey+"\nffffffffffffffffffffffff\n", "")
+	d.cli(t, nil, "warm", "ls", "-q").check(t, 0, backendtest.WarmKey+"\nffffffffffffffffffffffff\n", "")
 	if r := d.cli(t, nil, "warm", "ls", "--json"); r.code != 0 || !strings.Contains(r.stdout, `"pooled": 1`) {
 		t.Errorf("warm ls --json: %+v", r)
 	}
-	d.cli(t, nil, "warm", "rm", apitest.WarmKey).check(t, 0, apitest.WarmKey+"\n", "")
+	d.cli(t, nil, "warm", "rm", backendtest.WarmKey).check(t, 0, backendtest.WarmKey+"\n", "")
 	r = d.cli(t, nil, "warm", "rm", "eeeeeeeeeeeeeeeeeeeeeeee", "ffffffffffffffffffffffff")
 	if r.code != 125 || r.stdout != "ffffffffffffffffffffffff\n" || !strings.Contains(r.stderr, "no warm template eeee") {
 		t.Errorf("warm rm with one missing: %+v", r)
 	}
 	deleted = nil
-	d.cli(t, nil, "warm", "rm", "--all").check(t, 0, apitest.WarmKey+"\nffffffffffffffffffffffff\n", "")
+	d.cli(t, nil, "warm", "rm", "--all").check(t, 0, backendtest.WarmKey+"\nffffffffffffffffffffffff\n", "")
 	if len(deleted) != 2 {
 		t.Errorf("warm rm --all deleted %v", deleted)
 	}
 	if r := d.cli(t, nil, "warm", "rm"); r.code != 125 || !strings.Contains(r.stderr, "usage: agentbox warm rm KEY...") {
 		t.Errorf("warm rm without keys: %+v", r)
 	}
-	if r := d.cli(t, nil, "warm", "rm", "--all", apitest.WarmKey); r.code != 125 || !strings.Contains(r.stderr, "not both") {
+	if r := d.cli(t, nil, "warm", "rm", "--all", backendtest.WarmKey); r.code != 125 || !strings.Contains(r.stderr, "not both") {
 		t.Errorf("warm rm with keys and --all: %+v", r)
 	}
 }
@@ -65,10 +65,10 @@ func TestCLIWarm(t *testing.T) {
 // TestSnapshotTableSourceRemoved: `snapshot ls` marks a snapshot whose
 // sandbox is gone.
 func TestSnapshotTableSourceRemoved(t *testing.T) {
-	live, gone := apitest.Snapshot("a"), apitest.Snapshot("b")
+	live, gone := backendtest.Snapshot("a"), backendtest.Snapshot("b")
 	gone.SandboxName, gone.SourceRemoved = "orig", true
 	var sb strings.Builder
-	if err := writeSnapshotTable(&sb, []api.Snapshot{live, gone}, apitest.Epoch.Add(time.Hour)); err != nil {
+	if err := writeSnapshotTable(&sb, []api.Snapshot{live, gone}, backendtest.Epoch.Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSpace(sb.String()), "\n")

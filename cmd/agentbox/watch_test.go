@@ -9,9 +9,10 @@ import (
 	"github.com/agentbox/agentbox/vmctl/api"
 )
 
-// Watch makes the fake an apiserver.WatchBackend: "/nope" does not exist;
-// any other path reports a scripted sequence and then its own removal.
-func (b *fakeBackend) Watch(ctx context.Context, ref, p string, recursive bool, ready func() error, emit func(api.WatchEvent) error) error {
+// fakeWatch is the fake daemon's Watch (cliBackend): "/nope" does not
+// exist; any other path reports a scripted sequence and then its own
+// removal.
+func fakeWatch(ctx context.Context, ref, p string, recursive bool, ready func() error, emit func(api.WatchEvent) error) error {
 	if p == "/nope" {
 		return api.Errorf(404, api.CodeNotFound, "watch /nope: no such file or directory")
 	}

@@ -73,10 +73,10 @@ exec sleep 3600
 	tm.typeLine("stty size")
 	tm.waitScreen(`(?m)^30 100$`)
 	tm.run("resize-window", "-t", "e2e", "-x", "120", "-y", "40")
-	waitFor(t, time.Minute, "the pane to resize", func() bool { return tm.size() == "40 120" })
+	testenv.WaitFor(t, time.Minute, "the pane to resize", func() bool { return tm.size() == "40 120" })
 	// The client sends the resize beside typed bytes: type once the
 	// process has the new size.
-	waitFor(t, time.Minute, "the process's terminal to resize", func() bool {
+	testenv.WaitFor(t, time.Minute, "the process's terminal to resize", func() bool {
 		return psRow(`running\s+-\s+40x120`).Match(d.cli(nil, "ps", "att1").stdout)
 	})
 	tm.typeLine("clear; stty size")

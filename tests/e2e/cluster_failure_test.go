@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/agentbox/agentbox/tests/testenv"
 )
 
 // TestClusterNodeFailure: three real daemons a, b, c on one NATS server,
@@ -62,7 +64,7 @@ func TestClusterNodeFailure(t *testing.T) {
 	}
 	// c alone first: t's sandbox lands on it.
 	c := node("c", 75)
-	waitFor(t, time.Minute, "c up", func() bool { ns := c.nodes(); return len(ns) == 1 && ns[0].State == "up" })
+	testenv.WaitFor(t, time.Minute, "c up", func() bool { ns := c.nodes(); return len(ns) == 1 && ns[0].State == "up" })
 	st, body := asT(c, "POST", "/v1/sandboxes", createBody(t, `"name":"onc"`))
 	var onC wireSandbox
 	if st != http.StatusCreated || json.Unmarshal(body, &onC) != nil {
@@ -71,7 +73,7 @@ func TestClusterNodeFailure(t *testing.T) {
 	c.Track(onC.ID)
 	a, b := node("a", 73), node("b", 74)
 	a.Track(onC.ID)
-	waitFor(t, time.Minute, "three nodes up", func() bool {
+	testenv.WaitFor(t, time.Minute, "three nodes up", func() bool {
 		ns := a.nodes()
 		return len(ns) == 3 && ns[0].State == "up" && ns[1].State == "up" && ns[2].State == "up"
 	})
@@ -82,13 +84,13 @@ func TestClusterNodeFailure(t *testing.T) {
 
 	c.Kill9()
 	killed := time.Now()
-	waitFor(t, 15*time.Second, "c's sandbox node_unreachable through a", func() bool {
+	testenv.WaitFor(t, 15*time.Second, "c's sandbox node_unreachable through a", func() bool {
 		st, body, _, err := a.roundTrip(t.Context(), "GET", "/v1/sandboxes/"+onC.ID, nil, "")
 		return err == nil && st == http.StatusServiceUnavailable && jsonCode(body) == "node_unreachable"
 	})
 	t.Logf("GET through a answered 503 node_unreachable %s after kill -9 of c", time.Since(killed).Round(time.Millisecond))
 	a.apiError("GET", "/v1/sandboxes/"+onC.ID, "", nil, http.StatusServiceUnavailable, "node_unreachable")
-	waitFor(t, 15*time.Second-time.Since(killed), "c's sandbox listed unknown through a", func() bool {
+	testenv.WaitFor(t, 15*time.Second-time.Since(killed), "c's sandbox listed unknown through a", func() bool {
 		for _, sb := range a.list("") {
 			if sb.ID == onC.ID {
 				return sb.State == "unknown" && sb.Reason == "node_unreachable"
@@ -113,7 +115,7 @@ func TestClusterNodeFailure(t *testing.T) {
 
 	// c returns on its state dir: adopted, listed running, reachable through a.
 	must(t, "restart c", c.Start())
-	waitFor(t, time.Minute, "c's sandbox running again through a", func() bool {
+	testenv.WaitFor(t, time.Minute, "c's sandbox running again through a", func() bool {
 		st, body, _, err := a.roundTrip(t.Context(), "GET", "/v1/sandboxes/"+onC.ID, nil, "")
 		return err == nil && st == http.StatusOK && jsonField(body, "state") == "running" && jsonField(body, "node") == "c"
 	})
@@ -128,7 +130,7 @@ func TestClusterNodeFailure(t *testing.T) {
 	if st, body := asT(a, "DELETE", "/v1/sandboxes/"+onC.ID+"?force=true", ""); st != http.StatusNoContent {
 		t.Fatalf("t's rm through a: %d %s", st, body)
 	}
-	waitFor(t, time.Minute, "t's quota free through b", func() bool {
+	testenv.WaitFor(t, time.Minute, "t's quota free through b", func() bool {
 		st, body = asT(b, "POST", "/v1/sandboxes", createBody(t, ""))
 		if st == http.StatusTooManyRequests && jsonCode(body) == "tenant_quota" {
 			return false

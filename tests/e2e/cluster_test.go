@@ -128,7 +128,7 @@ func TestCluster(t *testing.T) {
 	}
 	a := node("a", 71, "--queue-timeout", "3m")
 	b := node("b", 72)
-	waitFor(t, time.Minute, "both nodes up", func() bool {
+	testenv.WaitFor(t, time.Minute, "both nodes up", func() bool {
 		ns := a.nodes()
 		return len(ns) == 2 && ns[0].State == "up" && ns[1].State == "up"
 	})
@@ -177,7 +177,7 @@ func TestCluster(t *testing.T) {
 		}
 		queued <- sb
 	}()
-	waitFor(t, time.Minute, "the create in the queue", func() bool { return nats.queued(t) == 1 })
+	testenv.WaitFor(t, time.Minute, "the create in the queue", func() bool { return nats.queued(t) == 1 })
 	select {
 	case sb := <-queued:
 		t.Fatalf("a create into a full cluster did not wait: %+v", sb)
@@ -202,7 +202,7 @@ func TestCluster(t *testing.T) {
 	// NATS gone: cluster creates refused at once and clearly; a's own
 	// sandbox still works.
 	nats.stop()
-	waitFor(t, time.Minute, "a notices NATS is gone", func() bool { return a.nodes() == nil })
+	testenv.WaitFor(t, time.Minute, "a notices NATS is gone", func() bool { return a.nodes() == nil })
 	e := a.apiError("POST", "/v1/sandboxes", "application/json", []byte(createBody(t, "")), http.StatusServiceUnavailable, "cluster_unavailable")
 	if e.Message != "NATS is unreachable: cluster creates resume when it is back" {
 		t.Errorf("create without NATS: %q", e.Message)
@@ -215,7 +215,7 @@ func TestCluster(t *testing.T) {
 
 	// NATS back: undrain a, free b, and creates work again.
 	nats.start()
-	waitFor(t, 2*time.Minute, "a back in the cluster", func() bool { return len(a.nodes()) == 2 })
+	testenv.WaitFor(t, 2*time.Minute, "a back in the cluster", func() bool { return len(a.nodes()) == 2 })
 	a.expectCLI(t, []string{"node", "undrain", "a"}, 0)
 	b.expectCLI(t, []string{"rm", "-f", third.ID}, 0)
 	again := a.create(createBody(t, `"name":"again"`))

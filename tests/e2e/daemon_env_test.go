@@ -528,24 +528,11 @@ func (d *daemon) assertGone(id string) {
 func (d *daemon) auditEndsWith(ref, action string) []wireAudit {
 	d.t.Helper()
 	var es []wireAudit
-	waitFor(d.t, time.Minute, "the audit of "+ref+" to end with "+action, func() bool {
+	testenv.WaitFor(d.t, time.Minute, "the audit of "+ref+" to end with "+action, func() bool {
 		es = d.audit(ref)
 		return len(es) > 0 && es[len(es)-1].Action == action
 	})
 	return es
-}
-
-// waitFor polls cond every 100 ms until it holds, failing the test after
-// limit (a bound against hangs, not a timing assertion).
-func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("gave up after %s waiting for %s", limit, what)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
 }
 
 // imageResources returns the test image's default vCPUs and memory (MiB)

@@ -525,7 +525,7 @@ func TestDaemonDetachedProcess(t *testing.T) {
 		t.Fatalf("stdin answered %d bytes, want 2", sr.Bytes)
 	}
 	var stdout []byte
-	waitFor(t, 30*time.Second, `"got:x" in the output`, func() bool {
+	testenv.WaitFor(t, 30*time.Second, `"got:x" in the output`, func() bool {
 		body, _ := d.call("GET", pbase+"/output", nil, http.StatusOK)
 		var exit *wireExit
 		stdout, exit, _ = readOutput(t, bytes.NewReader(body), 0, nil)
@@ -815,7 +815,7 @@ func TestDaemonTCPAuth(t *testing.T) {
 	// The listeners start serving concurrently: the unix one answered;
 	// the TCP one names its port in the log.
 	var m []string
-	waitFor(t, 30*time.Second, "the TCP listener's address in the daemon's log", func() bool {
+	testenv.WaitFor(t, 30*time.Second, "the TCP listener's address in the daemon's log", func() bool {
 		m = regexp.MustCompile(`msg="API listening" network=tcp addr=(127\.0\.0\.1:\d+)`).FindStringSubmatch(d.Log.String())
 		return m != nil
 	})
@@ -890,7 +890,7 @@ func TestDaemonKill9(t *testing.T) {
 		t.Fatalf("virsh destroy %s: %v %s", b.Domain, err, out)
 	}
 	var failedB wireSandbox
-	waitFor(t, 30*time.Second, "the destroyed sandbox to leave state running", func() bool {
+	testenv.WaitFor(t, 30*time.Second, "the destroyed sandbox to leave state running", func() bool {
 		failedB = d.get(b.ID)
 		return failedB.State != "running"
 	})
@@ -966,7 +966,7 @@ func TestDaemonKill9(t *testing.T) {
 		t.Fatalf("virsh destroy %s: %v %s", a.Domain, err, out)
 	}
 	var got wireSandbox
-	waitFor(t, 30*time.Second, "the destroyed sandbox to leave state running", func() bool {
+	testenv.WaitFor(t, 30*time.Second, "the destroyed sandbox to leave state running", func() bool {
 		got = d.get(a.ID)
 		return got.State != "running"
 	})
@@ -991,7 +991,7 @@ func TestDaemonReap(t *testing.T) {
 		sb     wireSandbox
 		reason string
 	}{{ttl, "ttl reached"}, {idle, "idle timeout reached"}} {
-		waitFor(t, time.Minute, "sandbox "+c.sb.ID+" to be reaped ("+c.reason+")", func() bool {
+		testenv.WaitFor(t, time.Minute, "sandbox "+c.sb.ID+" to be reaped ("+c.reason+")", func() bool {
 			ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
 			defer cancel()
 			st, _, _, err := d.roundTrip(ctx, "GET", "/v1/sandboxes/"+c.sb.ID, nil, "")
@@ -1125,7 +1125,7 @@ func TestDaemonRunKilled(t *testing.T) {
 	d.Track(id)
 	cmd.Process.Kill()
 	cmd.Wait()
-	waitFor(t, 3*time.Minute, "the killed run's sandbox "+id+" to be reaped", func() bool {
+	testenv.WaitFor(t, 3*time.Minute, "the killed run's sandbox "+id+" to be reaped", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
 		defer cancel()
 		st, _, _, err := d.roundTrip(ctx, "GET", "/v1/sandboxes/"+id, nil, "")

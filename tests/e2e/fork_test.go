@@ -23,6 +23,8 @@ import (
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
+
+	"github.com/agentbox/agentbox/tests/testenv"
 )
 
 // wireExpiry is the part of a Sandbox answer about its expiry.
@@ -73,7 +75,7 @@ func TestTimeoutReaped(t *testing.T) {
 	d.apiError("POST", "/v1/sandboxes/short/timeout", "application/json", []byte(`{"timeout_seconds":0}`), http.StatusBadRequest, "invalid_argument")
 	d.apiError("POST", "/v1/sandboxes/nosuch/timeout", "application/json", []byte(`{"timeout_seconds":5}`), http.StatusNotFound, "not_found")
 
-	waitFor(t, time.Minute, "the sandbox to be reaped", func() bool {
+	testenv.WaitFor(t, time.Minute, "the sandbox to be reaped", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
 		defer cancel()
 		st, _, _, err := d.roundTrip(ctx, "GET", "/v1/sandboxes/"+sb.ID, nil, "")
@@ -122,7 +124,7 @@ func TestRestoreCount(t *testing.T) {
 	d := startDaemon(t, "--capacity-memory", strconv.Itoa(5*mem+mem/2), "--capacity-vcpus", "64")
 	src := d.create(createBody(t, fmt.Sprintf(`"name":"fsrc","memory_mib":%d`, mem)))
 	d.out(src.ID, "sh", "-c", "setsid python3 -c \"$0\" </dev/null >/dev/null 2>&1 &", randomWaiter)
-	waitFor(t, time.Minute, "the random waiter to run", func() bool {
+	testenv.WaitFor(t, time.Minute, "the random waiter to run", func() bool {
 		return d.exists(src.ID, "/run/waiting")
 	})
 	srcMachineID := strings.TrimSpace(d.out(src.ID, "sh", "-c", "cat /etc/machine-id 2>/dev/null || true"))
@@ -147,7 +149,7 @@ func TestRestoreCount(t *testing.T) {
 			t.Errorf("sandbox %d: %+v, want %s running", i+1, sb, want)
 		}
 		d.out(id, "touch", "/run/go")
-		waitFor(t, time.Minute, id+"'s random bytes", func() bool { return d.exists(id, "/run/rand") })
+		testenv.WaitFor(t, time.Minute, id+"'s random bytes", func() bool { return d.exists(id, "/run/rand") })
 		rnd := strings.TrimSpace(d.out(id, "cat", "/run/rand"))
 		host := strings.TrimSpace(d.out(id, "hostname"))
 		mid := strings.TrimSpace(d.out(id, "sh", "-c", "cat /etc/machine-id 2>/dev/null || true"))

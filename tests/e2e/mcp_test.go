@@ -434,7 +434,7 @@ func snapshotAndProcessesMCP(t *testing.T, d *daemon, s mcpSession, name string)
 	if snap.Name != "mcp-snap-gone" {
 		t.Fatalf("snapshot: %+v", snap)
 	}
-	waitFor(t, time.Minute, "the session's snapshot removed by --mcp-cleanup", func() bool { return len(d.snapshots("")) == 0 })
+	testenv.WaitFor(t, time.Minute, "the session's snapshot removed by --mcp-cleanup", func() bool { return len(d.snapshots("")) == 0 })
 }
 
 // TestMCPStdio: the MCP Inspector drives `agentbox mcp` over stdio
@@ -503,7 +503,7 @@ func TestMCPHTTP(t *testing.T) {
 		t.Fatal(err)
 	}
 	var m []string
-	waitFor(t, 30*time.Second, "the TCP listener's address in the daemon's log", func() bool {
+	testenv.WaitFor(t, 30*time.Second, "the TCP listener's address in the daemon's log", func() bool {
 		m = regexp.MustCompile(`msg="API listening" network=tcp addr=(127\.0\.0\.1:\d+)`).FindStringSubmatch(d.Log.String())
 		return m != nil
 	})
@@ -592,7 +592,7 @@ func TestMCPHTTP(t *testing.T) {
 		t.Errorf("the console resource is empty")
 	}
 	// The session ended (DELETE): --mcp-cleanup removes its sandbox.
-	waitFor(t, 2*time.Minute, "the TypeScript session's sandbox removed by --mcp-cleanup", func() bool {
+	testenv.WaitFor(t, 2*time.Minute, "the TypeScript session's sandbox removed by --mcp-cleanup", func() bool {
 		return len(d.list("")) == 0
 	})
 }

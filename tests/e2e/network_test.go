@@ -186,7 +186,7 @@ func TestNetworkPolicies(t *testing.T) {
 		t.Fatal(err)
 	}
 	var m []string
-	waitFor(t, 30*time.Second, "the TCP listener's address in the daemon's log", func() bool {
+	testenv.WaitFor(t, 30*time.Second, "the TCP listener's address in the daemon's log", func() bool {
 		m = regexp.MustCompile(`msg="API listening" network=tcp addr=\S*:(\d+)`).FindStringSubmatch(d.Log.String())
 		return m != nil
 	})
@@ -251,6 +251,14 @@ func TestNetworkPolicies(t *testing.T) {
 	d.expectExec(c, `{"cmd":["cat","/etc/resolv.conf"]}`, 0, "# agentbox: written by the guest agent when the sandbox has a network\n", "")
 	d.expectExec(a, `{"cmd":["ls","/sys/class/net"]}`, 0, "eth0\nlo\n", "")
 	d.expectExec(a, `{"cmd":["cat","/etc/resolv.conf"]}`, 0, "nameserver "+hA+"\n", "")
+	// The gateway's MAC is pinned: a permanent entry (flags 0x6) with the
+	// tap's fixed address, so the guest needs no ARP on its link (a flood
+	// of its own connects can starve ARP's probes).
+	for _, x := range [][2]string{{a, hA}, {b, hB}} {
+		id, gw := x[0], x[1]
+		want := fmt.Sprintf("%s 0x1 0x6 02:aa:%s:%s:%s:%s * eth0\n", gw, id[0:2], id[2:4], id[4:6], id[6:8])
+		d.expectExec(id, `{"cmd":["sh","-c","grep '^`+gw+` ' /proc/net/arp | tr -s ' '"]}`, 0, want, "")
+	}
 
 	// Listeners in A and B (detached), reachable from the host.
 	for _, ref := range []string{a, b} {
@@ -260,7 +268,7 @@ func TestNetworkPolicies(t *testing.T) {
 	}
 	for _, g := range []string{gA, gB} {
 		var got []byte
-		waitFor(t, time.Minute, "the guest listener on "+g+":9000 from the host", func() bool {
+		testenv.WaitFor(t, time.Minute, "the guest listener on "+g+":9000 from the host", func() bool {
 			conn, err := net.DialTimeout("tcp", g+":9000", 2*time.Second)
 			if err != nil {
 				return false

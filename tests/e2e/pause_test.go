@@ -56,7 +56,7 @@ while True:
 func served(t *testing.T, addr, when string) {
 	t.Helper()
 	var body string
-	waitFor(t, 2*time.Minute, "the guest's HTTP server through "+addr+" "+when, func() bool {
+	testenv.WaitFor(t, 2*time.Minute, "the guest's HTTP server through "+addr+" "+when, func() bool {
 		resp, err := http.Get("http://" + addr + "/hello")
 		if err != nil {
 			return false
@@ -357,7 +357,7 @@ func TestDaemonIdlePauseToDisk(t *testing.T) {
 		t.Fatalf("limits %+v", p.Limits)
 	}
 	var p wirePaused
-	waitFor(t, 2*time.Minute, "the idle sandbox to be paused to disk", func() bool {
+	testenv.WaitFor(t, 2*time.Minute, "the idle sandbox to be paused to disk", func() bool {
 		p = d.paused("idler")
 		return p.State == "paused"
 	})

@@ -25,6 +25,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/agentbox/agentbox/tests/testenv"
 )
 
 // wirePort is a port forward in the API.
@@ -98,7 +100,7 @@ func fetch(url string) (sum string, n int64, took time.Duration, err error) {
 // waitServed waits until url answers 200 (the guest's server started).
 func waitServed(t *testing.T, url string) {
 	t.Helper()
-	waitFor(t, 2*time.Minute, "the guest's HTTP server at "+url, func() bool {
+	testenv.WaitFor(t, 2*time.Minute, "the guest's HTTP server at "+url, func() bool {
 		_, _, _, err := fetch(url)
 		return err == nil
 	})
@@ -208,7 +210,7 @@ func TestPortForward(t *testing.T) {
 		t.Errorf("concurrent download: %v", err)
 	}
 	var ps []wirePort
-	waitFor(t, 30*time.Second, "the forward's connections to end", func() bool {
+	testenv.WaitFor(t, 30*time.Second, "the forward's connections to end", func() bool {
 		ps = d.ports(sb.ID)
 		return len(ps) == 1 && ps[0].Active == 0
 	})
@@ -260,14 +262,14 @@ func TestPortForward(t *testing.T) {
 	for i := 0; i < 20; i++ {
 		expectReset(t, m9[1])
 	}
-	waitFor(t, 30*time.Second, "20 failed connections", func() bool {
+	testenv.WaitFor(t, 30*time.Second, "20 failed connections", func() bool {
 		ps := d.ports(sb.ID) // by guest port: 9, 8000
 		return len(ps) == 2 && ps[0].Failed == 20 && ps[0].Active == 0
 	})
 	if p := d.ports(sb.ID)[0]; p.Connections != 20 || !strings.HasPrefix(p.LastError, "connect to guest port 9: connection refused: nothing listens on 127.0.0.1:9 or [::1]:9 in the guest") {
 		t.Errorf("forward of guest port 9: %+v; want 20 connections failed with connection refused", p)
 	}
-	waitFor(t, 30*time.Second, fmt.Sprintf("the daemon's goroutines back to %d", before), func() bool { return d.goroutines() <= before })
+	testenv.WaitFor(t, 30*time.Second, fmt.Sprintf("the daemon's goroutines back to %d", before), func() bool { return d.goroutines() <= before })
 	if r := d.cli(nil, "port", "ls", "web"); r.code != 0 || !strings.Contains(string(r.stdout), "connection refused") {
 		t.Errorf("port ls: exit %d, stdout %q; want the last error", r.code, r.stdout)
 	}

@@ -332,7 +332,7 @@ func TestResourcesGuest(t *testing.T) {
 			defer wg.Done()
 			d.mustExec(sb.ID, sh("timeout 20 sh -c 'touch /tmp/busy; while :; do :; done'; true", 60000))
 		}()
-		waitFor(t, time.Minute, "the guest's busy loop to start", func() bool {
+		testenv.WaitFor(t, time.Minute, "the guest's busy loop to start", func() bool {
 			r, err := d.exec(sb.ID, sh("test -e /tmp/busy", 30000))
 			return err == nil && r.exit != nil && r.exit.ExitCode == 0
 		})
@@ -473,7 +473,7 @@ func TestResourcesGuest(t *testing.T) {
 		}
 		// The sample that shows the pause is published before the check
 		// under the sandbox's lock that writes the entry.
-		waitFor(t, 30*time.Second, "an audit entry for the pause", func() bool {
+		testenv.WaitFor(t, 30*time.Second, "an audit entry for the pause", func() bool {
 			body, _ := d.call("GET", "/v1/sandboxes/"+sb.ID+"/audit", nil, http.StatusOK)
 			return strings.Contains(string(body), `"the domain is paused (user)"`)
 		})

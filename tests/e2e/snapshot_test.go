@@ -158,7 +158,7 @@ func TestSnapshotRestore(t *testing.T) {
 	d.out(src.ID, "sh", "-c", "echo before > /root/before")
 	d.out(src.ID, "sh", "-c", "setsid python3 -c \"$0\" </dev/null >/dev/null 2>&1 &", counter)
 	var pid0, n0 int
-	waitFor(t, time.Minute, "the counter to pass 20", func() bool {
+	testenv.WaitFor(t, time.Minute, "the counter to pass 20", func() bool {
 		if !d.exists(src.ID, "/run/count") {
 			return false
 		}
@@ -195,7 +195,7 @@ func TestSnapshotRestore(t *testing.T) {
 	if pid1 != pid0 || n1 < n0 {
 		t.Errorf("fork1's counter: pid %d count %d; want the source's process %d continuing from at least %d", pid1, n1, pid0, n0)
 	}
-	waitFor(t, time.Minute, "fork1's counter to keep counting", func() bool { _, n := d.count(f1.ID); return n > n1 })
+	testenv.WaitFor(t, time.Minute, "fork1's counter to keep counting", func() bool { _, n := d.count(f1.ID); return n > n1 })
 	if !d.exists(f1.ID, "/root/before") || d.exists(f1.ID, "/root/after") {
 		t.Errorf("fork1: /root/before exists %v (want true), /root/after exists %v (want false)", d.exists(f1.ID, "/root/before"), d.exists(f1.ID, "/root/after"))
 	}
@@ -483,7 +483,7 @@ func TestWarmCreate(t *testing.T) {
 	refilled := func(n int) func() bool {
 		return func() bool { return strings.Count(d.Log.String(), "warm pool refilled") >= n }
 	}
-	waitFor(t, 2*time.Minute, "the warm pool to hold a member", refilled(1))
+	testenv.WaitFor(t, 2*time.Minute, "the warm pool to hold a member", refilled(1))
 	w3 := d.create(createBody(t, `"memory_mib":256,"warm":true`))
 	d.out(w3.ID, "true")
 	if h := strings.TrimSpace(d.out(w3.ID, "hostname")); h != w3.Domain {
@@ -492,7 +492,7 @@ func TestWarmCreate(t *testing.T) {
 	if off := d.guestClockOffset(w3.ID); off < -2*time.Second || off > 2*time.Second {
 		t.Errorf("pooled warm sandbox: guest clock off by %s", off)
 	}
-	waitFor(t, 2*time.Minute, "the warm pool to refill after a member was taken", refilled(2))
+	testenv.WaitFor(t, 2*time.Minute, "the warm pool to refill after a member was taken", refilled(2))
 	if sbs := d.list(""); len(sbs) != 3 {
 		t.Errorf("sandboxes: %+v; want 3", sbs)
 	}
@@ -523,7 +523,7 @@ func TestWarmCreate(t *testing.T) {
 	if err := d.Start(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 2*time.Minute, "the warm pool to refill at daemon start", refilled(before+1))
+	testenv.WaitFor(t, 2*time.Minute, "the warm pool to refill at daemon start", refilled(before+1))
 	if l := warmList(); len(l) != 1 || l[0].Pooled != 1 {
 		t.Errorf("warm ls after a restart: %+v; want the pool refilled", l)
 	}

@@ -75,7 +75,7 @@ func TestTenants(t *testing.T) {
 		t.Fatal(err)
 	}
 	var m []string
-	waitFor(t, 30*time.Second, "the TCP listener's address in the daemon's log", func() bool {
+	testenv.WaitFor(t, 30*time.Second, "the TCP listener's address in the daemon's log", func() bool {
 		m = regexp.MustCompile(`msg="API listening" network=tcp addr=(127\.0\.0\.1:\d+)`).FindStringSubmatch(d.Log.String())
 		return m != nil
 	})

@@ -1,6 +1,9 @@
 // Package testenv holds what agentbox's guest-booting tests share: where the
 // test image is, short scratch directories for unix sockets, and the check
-// that a test left no domain, qemu process, overlay or socket behind.
+// that a test left no domain, qemu process, overlay or socket behind. It
+// also holds the one wait of every test package, guest-booting or not
+// (WaitFor, Receive), and imports nothing of agentbox, so any _test.go file
+// may import it.
 //
 // Environment variables read (see tests/README.md):
 //

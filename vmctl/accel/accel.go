@@ -13,6 +13,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+
+	"github.com/agentbox/agentbox/vmctl/errdefs"
 )
 
 // Mode is what the user asked for: ModeAuto, ModeKVM or ModeTCG.
@@ -49,7 +51,7 @@ type Choice struct {
 
 // ErrKVMUnusable is wrapped when --accel kvm was asked for and KVM cannot
 // run a guest here.
-var ErrKVMUnusable = errors.New("KVM cannot run guests on this host")
+var ErrKVMUnusable = errdefs.New(errdefs.ErrFailedPrecondition, "", "KVM cannot run guests on this host")
 
 // Prober tells whether KVM can run a standard guest; nil error means yes.
 // ProbeKVM is the real one; tests inject fakes.

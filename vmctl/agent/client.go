@@ -23,11 +23,16 @@ import (
 	"github.com/hashicorp/yamux"
 
 	"github.com/agentbox/agentbox/vmctl/agentproto"
+	"github.com/agentbox/agentbox/vmctl/errdefs"
 )
 
 // ErrDisconnected is wrapped by every error caused by the session being
 // closed (by Close) or broken (the guest went away, the VM stopped).
-var ErrDisconnected = errors.New("agent: disconnected from guest agent")
+// It is of errdefs.ErrInternal: vmctl/sandbox turns it into the guest's
+// death (503 guest_died) or sandbox_not_running where it can tell; the
+// rest ("guest agent connection lost") is answered 500 internal, as it
+// always was.
+var ErrDisconnected = errdefs.New(errdefs.ErrInternal, "", "agent: disconnected from guest agent")
 
 // Options configures a Client. The zero value is usable.
 type Options struct {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agentbox/agentbox/vmctl/agentproto"
+	"github.com/agentbox/agentbox/vmctl/errdefs"
 )
 
 // KillGrace is how long Wait waits for the exit status after ctx ended and
@@ -18,7 +19,7 @@ import (
 const KillGrace = 2 * time.Second
 
 // ErrProcessDone is returned by Process.Signal when the command has exited.
-var ErrProcessDone = errors.New("agent: process already finished")
+var ErrProcessDone = errdefs.New(errdefs.ErrFailedPrecondition, "", "agent: process already finished")
 
 // Process is a command running in the guest, started by Client.Start.
 type Process struct {

@@ -3,13 +3,13 @@ package agent
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"sync/atomic"
 	"time"
 
 	"github.com/agentbox/agentbox/vmctl/agentproto"
+	"github.com/agentbox/agentbox/vmctl/errdefs"
 )
 
 // Watcher is a running watch of a guest path, started by Client.Watch.
@@ -22,7 +22,7 @@ type Watcher struct {
 }
 
 // ErrWatchClosed is returned by Watcher.Next after Close.
-var ErrWatchClosed = errors.New("agent: watch closed")
+var ErrWatchClosed = errdefs.New(errdefs.ErrCanceled, "", "agent: watch closed")
 
 // Watch starts watching the guest path of req (absolute; a directory, or
 // a file) and returns once the guest has the watch in place: every change

@@ -7,6 +7,8 @@ import (
 	"net"
 	"sync"
 	"time"
+
+	"github.com/agentbox/agentbox/vmctl/errdefs"
 )
 
 // ConnectRequest is the request of OpConnect: a TCP connection to Port on
@@ -42,7 +44,7 @@ func (r *ConnectRequest) Validate() error {
 // ErrConnAborted is what a [Conn] reports when its peer ended the stream
 // without ending its data first: the peer aborted the connection (its
 // side failed, or it went away).
-var ErrConnAborted = errors.New("agentproto: connection aborted by the peer")
+var ErrConnAborted = errdefs.New(errdefs.ErrUnavailable, "", "agentproto: connection aborted by the peer")
 
 // Stream is what a [Conn] runs on: a yamux stream (*yamux.Stream), or any
 // ordered byte stream with deadlines.

@@ -19,8 +19,10 @@
 //     is a [Request]; the rest of the exchange depends on [Request.Op] and is
 //     described on each [Op] constant.
 //
-// The package is a leaf: it imports nothing else of agentbox, so both the
-// host client (vmctl/agent) and the guest (vmctl/guestagent) depend on it.
+// The package is a leaf: it imports nothing else of agentbox but
+// vmctl/errdefs (standard library only: the categories its sentinels
+// wrap), so both the host client (vmctl/agent) and the guest
+// (vmctl/guestagent) depend on it.
 package agentproto
 
 // ProtocolVersion is the version of this protocol, carried in the handshake.

@@ -8,6 +8,8 @@ import (
 	"io"
 	"strconv"
 	"sync"
+
+	"github.com/agentbox/agentbox/vmctl/errdefs"
 )
 
 // FrameType is the first byte of a frame and says how to read its payload.
@@ -110,10 +112,10 @@ const (
 var (
 	// ErrFrameTooLarge is returned when a frame payload exceeds MaxPayload,
 	// on write (nothing is written) or on read (the stream is unusable).
-	ErrFrameTooLarge = errors.New("agentproto: frame payload too large")
+	ErrFrameTooLarge = errdefs.New(errdefs.ErrInternal, "", "agentproto: frame payload too large")
 	// ErrBadFrameType is returned for a frame type this version does not
 	// know, on write or on read.
-	ErrBadFrameType = errors.New("agentproto: unknown frame type")
+	ErrBadFrameType = errdefs.New(errdefs.ErrInternal, "", "agentproto: unknown frame type")
 )
 
 func putHeader(b []byte, t FrameType, n int) {

@@ -4,11 +4,12 @@ import (
 	"bufio"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"io"
 	"strconv"
 	"strings"
+
+	"github.com/agentbox/agentbox/vmctl/errdefs"
 )
 
 // Magic starts every handshake line. Its first byte 'A' can never start a
@@ -27,16 +28,18 @@ const (
 	maxNonce = 64
 )
 
+// Handshake errors, of errdefs.ErrInternal: a create whose guest fails the
+// handshake fails its agent step, answered 500 internal as it always was.
 var (
 	// ErrVersionMismatch is wrapped by the handshake error when host and
 	// guest speak different protocol versions.
-	ErrVersionMismatch = errors.New("agentproto: protocol version mismatch")
+	ErrVersionMismatch = errdefs.New(errdefs.ErrInternal, "", "agentproto: protocol version mismatch")
 	// ErrNoHandshake is wrapped when MaxHandshakeScan bytes were read
 	// without finding a valid handshake line.
-	ErrNoHandshake = errors.New("agentproto: no handshake found")
+	ErrNoHandshake = errdefs.New(errdefs.ErrInternal, "", "agentproto: no handshake found")
 	// ErrHandshakeRefused is wrapped when the guest answered with an ERR
 	// line for another reason than a version mismatch.
-	ErrHandshakeRefused = errors.New("agentproto: handshake refused by guest")
+	ErrHandshakeRefused = errdefs.New(errdefs.ErrInternal, "", "agentproto: handshake refused by guest")
 )
 
 // Hello is the host's handshake line as read by the guest.

@@ -12,16 +12,18 @@ import (
 // as the proc-* error codes ([ProcError]); the host's view
 // (vmctl/process) turns those codes back into them ([ProcSentinel]) and
 // fails with them itself. They are wrapped with the process id (test with
-// errors.Is). Those a client can act on are errdefs sentinels (category
-// and the API's reason code); ErrProcExists and ErrProcTableClosed are
-// agentbox's own failures.
+// errors.Is). Each is an errdefs sentinel: those a client can act on
+// with the category and the API's reason code; ErrProcExists and
+// ErrProcTableClosed, agentbox's own failures (the daemon picks the ids;
+// a closed table means the sandbox is going away), of
+// errdefs.ErrInternal, answered 500 internal as before.
 var (
 	// ErrProcNotFound: no process with that id in the table (never
 	// started, or forgotten to make room). Code: CodeNotFound.
 	ErrProcNotFound = errdefs.New(errdefs.ErrNotFound, "", "process not found")
 	// ErrProcExists: a start was given an id the table already holds.
 	// Code: CodeExists.
-	ErrProcExists = errors.New("process id already in use")
+	ErrProcExists = errdefs.New(errdefs.ErrInternal, "", "process id already in use")
 	// ErrProcExited: the process has ended (exited or lost), so it takes
 	// no more stdin and no signals. Code: CodeProcExited.
 	ErrProcExited = errdefs.New(errdefs.ErrFailedPrecondition, "process_exited", "process has ended")
@@ -46,7 +48,7 @@ var (
 	// ErrProcTableClosed: the table was closed (its sandbox, or the guest
 	// agent, is going away) and starts no more processes. The guest sends
 	// it as CodeUnsupported.
-	ErrProcTableClosed = errors.New("process table closed")
+	ErrProcTableClosed = errdefs.New(errdefs.ErrInternal, "", "process table closed")
 )
 
 // ProcDroppedError is the error of a process's output read when the

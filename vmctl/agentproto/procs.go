@@ -88,7 +88,10 @@ type ProcList struct {
 	Procs []ProcInfo `json:"procs"`
 }
 
-// ProcInfo describes a detached process.
+// ProcInfo describes a detached process. It is also the guest table's own
+// snapshot (vmctl/guestagent/procs answers it as it is); the host keeps
+// its own account in vmctl/process.Info, and the REST API answers
+// api.Process: process.Info says why they are three.
 type ProcInfo struct {
 	// ID is the host's id of the process.
 	ID string `json:"id"`

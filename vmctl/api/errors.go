@@ -176,7 +176,11 @@ func ErrorFrom(err error) *Error {
 		return ae
 	}
 	status, code := http.StatusInternalServerError, CodeInternal
-	if m, ok := lookup(err); ok {
+	// The category row of ErrInternal (the table's last) is the answer
+	// only when nothing else is: an internal sentinel wrapped with a
+	// missing file or joined with a cancellation answers as those did
+	// before the internal sentinels had a category.
+	if m, ok := lookup(err); ok && (m.byReason || m.category != errdefs.ErrInternal) {
 		status, code = m.status, m.code
 	} else if errors.Is(err, fs.ErrNotExist) {
 		status, code = http.StatusNotFound, CodeNotFound

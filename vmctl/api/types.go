@@ -314,7 +314,10 @@ const (
 	ProcessLost    = "lost"    // its end could not be learnt (guest death, sandbox stopped)
 )
 
-// Process is a detached command (POST /v1/sandboxes/{id}/processes).
+// Process is a detached command (POST /v1/sandboxes/{id}/processes). It
+// is the REST form of the host's vmctl/process.Info (which says why a
+// detached process has three types): this package links the standard
+// library only.
 type Process struct {
 	// ID is the process id in the API, unique within its sandbox (the
 	// exec id).

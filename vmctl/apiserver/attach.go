@@ -6,51 +6,13 @@ import (
 	"net/http"
 
 	"github.com/agentbox/agentbox/vmctl/api"
+	"github.com/agentbox/agentbox/vmctl/backend"
 )
 
-// ProcessTerminalBackend is the part of a Backend that resizes detached
-// processes' terminals and attaches clients to running detached
-// processes; a Backend without it answers those routes 501
-// not_implemented.
-type ProcessTerminalBackend interface {
-	// ResizeProcess sets the size of the process's terminal (size
-	// validated) and returns the process. Errors: 404 not_found, 400
-	// invalid_argument for a process without a terminal, 409
-	// process_exited.
-	ResizeProcess(ctx context.Context, ref, pid string, size api.TtySize) (api.Process, error)
-	// AttachProcess connects a client to a detached process until it ends
-	// (its exit status) or ctx is done (the client detached: the process
-	// runs on, ctx's error is returned). Errors before at.Started: 404
-	// not_found; after it, a lost process (503 guest_died) or stdin the
-	// process does not take (409 stdin_closed).
-	AttachProcess(ctx context.Context, ref, pid string, at ProcessAttachment) (api.ExitStatus, error)
-}
-
-// ProcessAttachment is how AttachProcess connects a detached process to
-// its client.
-type ProcessAttachment struct {
-	// Offset is where the output starts, a byte offset in the process's
-	// combined output; nil means its current end (new output only).
-	Offset *int64
-	// Stdin is read until EOF (or ctx's end) and each piece written to
-	// the process's stdin as it comes; its EOF leaves the process's stdin
-	// open.
-	Stdin io.Reader
-	// Stdout and Stderr get the output from Offset on, following the
-	// process; a slow writer slows this client only.
-	Stdout, Stderr io.Writer
-	// Started is called once before any output with the process's
-	// controls, the process and the offset its output starts at.
-	Started func(ctl ExecControl, p api.Process, offset int64)
-	// Dropped is called when output from offset on fell out of the
-	// guest's ring: n bytes are gone, the output goes on at offset+n.
-	Dropped func(offset, n int64)
-}
-
-// processTerminals returns the Backend's ProcessTerminalBackend (needs
+// processTerminals returns the Backend's backend.ProcessTerminalBackend (needs
 // checked it).
-func (s *Server) processTerminals() ProcessTerminalBackend {
-	return s.backend.(ProcessTerminalBackend)
+func (s *Server) processTerminals() backend.ProcessTerminalBackend {
+	return s.backend.(backend.ProcessTerminalBackend)
 }
 
 func resizeProcess(s *Server, r *request, size api.TtySize) (api.Process, error) {
@@ -76,9 +38,9 @@ func processWS(s *Server, w http.ResponseWriter, r *request) error {
 	pt := s.processTerminals()
 	return serveWS(s, w, r, "/v1/sandboxes/{id}/processes/{pid}/ws", func(ws *execWSSession, _ context.Context) (wsCommand, error) {
 		return func(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer) (api.ExitStatus, error) {
-			return pt.AttachProcess(ctx, r.id, r.pid, ProcessAttachment{
+			return pt.AttachProcess(ctx, r.id, r.pid, backend.ProcessAttachment{
 				Offset: offset, Stdin: stdin, Stdout: stdout, Stderr: stderr,
-				Started: func(c ExecControl, p api.Process, offset int64) {
+				Started: func(c backend.ExecControl, p api.Process, offset int64) {
 					ws.start(c, api.ExecWSMessage{Type: api.ExecWSStarted, ExecID: p.ID, Pid: p.Pid, Tty: p.Tty, Offset: offset})
 				},
 				Dropped: func(offset, n int64) {

@@ -16,7 +16,8 @@ import (
 
 	"github.com/agentbox/agentbox/vmctl/api"
 	"github.com/agentbox/agentbox/vmctl/apiserver"
-	"github.com/agentbox/agentbox/vmctl/apiserver/apitest"
+	"github.com/agentbox/agentbox/vmctl/backend"
+	"github.com/agentbox/agentbox/vmctl/backend/backendtest"
 )
 
 // attachSuccessCases cover the process terminal routes but the WebSocket
@@ -37,7 +38,7 @@ func attachSuccessCases() []apiCase {
 // before the backend; a missing process is 404 before the upgrade; the
 // backend's refusal to resize a process without a terminal stays 400.
 func TestProcessTerminalRouteErrors(t *testing.T) {
-	notFound := func(b *apitest.Backend) {
+	notFound := func(b *backendtest.Fake) {
 		b.GetProcessFn = func(context.Context, string, string) (api.Process, error) {
 			return api.Process{}, api.Errorf(404, api.CodeNotFound, "process p9: process not found")
 		}
@@ -46,7 +47,7 @@ func TestProcessTerminalRouteErrors(t *testing.T) {
 	cases := []struct {
 		name, method, target, body string
 		header                     http.Header
-		setup                      func(b *apitest.Backend)
+		setup                      func(b *backendtest.Fake)
 		status                     int
 		code, msg                  string
 		called                     bool
@@ -54,7 +55,7 @@ func TestProcessTerminalRouteErrors(t *testing.T) {
 		{"rows 0", "POST", sb + "/processes/p1/resize", `{"rows":0,"cols":80}`, nil, nil, 400, api.CodeInvalidArgument, "both must be 1-65535", false},
 		{"cols too big", "POST", sb + "/processes/p1/resize", `{"rows":24,"cols":65536}`, nil, nil, 400, api.CodeInvalidArgument, "both must be 1-65535", false},
 		{"size missing", "POST", sb + "/processes/p1/resize", `{}`, nil, nil, 400, api.CodeInvalidArgument, "", false},
-		{"no terminal", "POST", sb + "/processes/p1/resize", `{"rows":24,"cols":80}`, nil, func(b *apitest.Backend) {
+		{"no terminal", "POST", sb + "/processes/p1/resize", `{"rows":24,"cols":80}`, nil, func(b *backendtest.Fake) {
 			b.Terminals.ResizeFn = func(context.Context, string, string, api.TtySize) (api.Process, error) {
 				return api.Process{}, api.Invalidf("process p1: process has no terminal: only a process started with a terminal has a size to change")
 			}
@@ -66,7 +67,7 @@ func TestProcessTerminalRouteErrors(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			b := &apitest.Backend{}
+			b := &backendtest.Fake{}
 			if c.setup != nil {
 				c.setup(b)
 			}
@@ -140,14 +141,14 @@ func TestProcessWS(t *testing.T) {
 		t.Error("openapi.yaml does not document the 101")
 	}
 
-	b := &apitest.Backend{}
-	ctl := &apitest.Control{ID: "p1", PID: 42, Tty: true}
+	b := &backendtest.Fake{}
+	ctl := &backendtest.Control{ID: "p1", PID: 42, Tty: true}
 	stdinGot := make(chan string, 1)
-	b.Terminals.AttachFn = func(ctx context.Context, ref, pid string, at apiserver.ProcessAttachment) (api.ExitStatus, error) {
-		if ref != apitest.SandboxID || pid != "p1" || at.Offset == nil || *at.Offset != 5 {
+	b.Terminals.AttachFn = func(ctx context.Context, ref, pid string, at backend.ProcessAttachment) (api.ExitStatus, error) {
+		if ref != backendtest.SandboxID || pid != "p1" || at.Offset == nil || *at.Offset != 5 {
 			t.Errorf("AttachProcess(%s, %s, offset %v)", ref, pid, at.Offset)
 		}
-		p := apitest.Process("p1")
+		p := backendtest.Process("p1")
 		p.Tty = &api.TtySize{Rows: 24, Cols: 80}
 		at.Started(ctl, p, 5)
 		at.Stdout.Write([]byte("abc"))
@@ -207,13 +208,13 @@ func TestProcessWSDetach(t *testing.T) {
 		{"unknown message", `{"type":"start","exec":{"cmd":["x"]}}`, "unknown control message type"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			b := &apitest.Backend{}
+			b := &backendtest.Fake{}
 			detached := make(chan struct{})
-			b.Terminals.AttachFn = func(ctx context.Context, ref, pid string, at apiserver.ProcessAttachment) (api.ExitStatus, error) {
+			b.Terminals.AttachFn = func(ctx context.Context, ref, pid string, at backend.ProcessAttachment) (api.ExitStatus, error) {
 				if at.Offset != nil {
 					t.Errorf("offset %d without ?offset=", *at.Offset)
 				}
-				at.Started(&apitest.Control{ID: "p1", PID: 42}, apitest.Process("p1"), 1234)
+				at.Started(&backendtest.Control{ID: "p1", PID: 42}, backendtest.Process("p1"), 1234)
 				<-ctx.Done()
 				close(detached)
 				return api.ExitStatus{}, ctx.Err()

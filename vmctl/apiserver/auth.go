@@ -2,17 +2,15 @@ package apiserver
 
 import (
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
 	"crypto/tls"
 	"fmt"
 	"net"
 	"net/http"
-	"strings"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/agentbox/agentbox/vmctl/api"
+	"github.com/agentbox/agentbox/vmctl/auth"
 	"github.com/agentbox/agentbox/vmctl/tenant"
 )
 
@@ -42,24 +40,26 @@ func peerCaller(c net.Conn) string {
 	return fmt.Sprintf("uid:%d", cred.Uid)
 }
 
-// tcpAuth wraps h for a TCP listener: with a token or tenants configured
-// every request needs "Authorization: Bearer TOKEN" (401 unauthorized
-// otherwise): the daemon's token (the admin, Caller "token") or a
-// tenant's (Config.Tenants: the request acts for that tenant, whatever
-// else it carries — its context gets tenant.With, Caller "tenant:NAME").
-// A verified client certificate names the caller "tls:CN" instead; with
-// neither token nor tenants the Caller is "tcp:ADDR". No header a client
-// sends names a tenant: only the token does.
+// tcpAuth wraps h for a TCP listener: the bearer token of every request
+// ("Authorization: Bearer TOKEN") is checked against the keyring
+// (vmctl/auth, Config.Keyring). With a token or tenants configured a
+// request needs one (401 unauthorized otherwise, worded by auth): the
+// daemon's token (the admin, Caller "token") or a tenant's (Config.Tenants:
+// the request acts for that tenant, whatever else it carries — its
+// context gets tenant.With, Caller "tenant:NAME"). The cluster peers'
+// token makes the request another node's forward, whose identity headers
+// the Router believes (Router.Peer). A verified client certificate names
+// the caller "tls:CN" instead; with neither token nor tenants the Caller
+// is "tcp:ADDR". No header a client sends names a tenant: only the token
+// does.
 func (s *Server) tcpAuth(h http.Handler) http.Handler {
-	var want [32]byte
-	if s.token != "" {
-		want = sha256.Sum256([]byte(s.token))
-	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id, authErr := s.keys.CheckRequest(r, auth.Bearer)
 		if s.router != nil {
 			// Another cluster node's forward (cluster.go): its identity
 			// headers are trusted only with the cluster's credentials.
-			ctx, peer, err := s.router.Peer(r)
+			peer := id.Kind == auth.Peer
+			ctx, err := s.router.Peer(r, peer)
 			if err != nil {
 				s.serveError(w, r, "unauthenticated", err)
 				return
@@ -71,33 +71,15 @@ func (s *Server) tcpAuth(h http.Handler) http.Handler {
 		}
 		caller := "tcp:" + r.RemoteAddr
 		var who *tenant.Tenant
-		if s.token != "" || s.tenants != nil {
-			got, ok := bearer(r.Header.Get("Authorization"))
-			// Hashing first makes the compare constant-time in the
-			// token's length too.
-			sum := sha256.Sum256([]byte(got))
-			admin := ok && s.token != "" && subtle.ConstantTimeCompare(sum[:], want[:]) == 1
-			var isTenant bool
-			if ok && !admin {
-				who, isTenant = s.tenants.Lookup(got)
-			}
-			if !admin && !isTenant {
+		if s.keys.RequiresSecret() {
+			if authErr != nil {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="agentbox"`)
-				msg := "missing bearer token: send \"Authorization: Bearer TOKEN\" with the token of the daemon's --token-file"
-				if s.tenants != nil {
-					msg = "missing bearer token: send \"Authorization: Bearer TOKEN\" with your tenant's token (or the daemon's --token-file)"
-				}
-				if ok {
-					msg = "wrong bearer token: send the token of the daemon's --token-file"
-					if s.tenants != nil {
-						msg = "wrong bearer token: send your tenant's token (or the daemon's --token-file)"
-					}
-				}
-				s.serveError(w, r, "unauthenticated", api.Errorf(http.StatusUnauthorized, api.CodeUnauthorized, "%s", msg))
+				s.serveError(w, r, "unauthenticated", authErr)
 				return
 			}
 			caller = "token"
-			if isTenant {
+			if id.Kind == auth.Tenant {
+				who = id.Tenant
 				caller = "tenant:" + who.Name
 			}
 		}
@@ -109,15 +91,6 @@ func (s *Server) tcpAuth(h http.Handler) http.Handler {
 		ctx = tenant.With(ctx, who)
 		h.ServeHTTP(w, r.WithContext(ctx))
 	})
-}
-
-// bearer extracts the token of an "Authorization: Bearer TOKEN" header.
-func bearer(h string) (string, bool) {
-	scheme, tok, ok := strings.Cut(h, " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") {
-		return "", false
-	}
-	return strings.TrimSpace(tok), true
 }
 
 // clientCN returns the common name of a verified TLS client certificate.

@@ -13,15 +13,15 @@ import (
 // implements it; serve --cluster installs it). Without one (a single
 // host) every request is served here, exactly as before.
 type Router interface {
-	// Peer authenticates r, a request on a TCP listener, as one another
-	// node of the cluster forwarded. When r carries the cluster's
-	// credentials it returns r's context carrying the identity the
-	// forwarding node vouched for (api.WithCaller, the tenant) and true,
-	// and the server skips its own token check. Otherwise it removes
-	// r's identity headers, which nobody else may set, and returns false.
-	// An error (the vouched-for tenant is unknown here) is answered as
-	// it is.
-	Peer(r *http.Request) (ctx context.Context, ok bool, err error)
+	// Peer is called for every request r on a TCP listener; peer says
+	// whether r carries the cluster peers' token (the server's keyring
+	// found auth.Peer): r is one another node of the cluster forwarded.
+	// With peer it returns r's context carrying the identity the
+	// forwarding node vouched for (api.WithCaller, the tenant), and the
+	// server skips its own token check. Without, it removes r's identity
+	// headers, which nobody else may set, and returns a nil context. An
+	// error (the vouched-for tenant is unknown here) is answered as it is.
+	Peer(r *http.Request, peer bool) (context.Context, error)
 	// Route serves r, a request of sandbox ref (an ID or a name; its
 	// syntax checked), on the node ref lives on and returns true; it
 	// returns false when r is to be served here: ref lives here, the

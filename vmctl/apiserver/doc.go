@@ -1,8 +1,8 @@
 // Package apiserver is the HTTP server of `agentbox serve`'s REST API: its
 // routes and handlers (built by the typed helpers of route.go), request
 // decoding, authentication, listeners (unix sockets, TCP, systemd socket
-// activation), streaming and metrics, over the Backend the daemon
-// implements (backend.go). The wire types, codes, validation and the error
+// activation), streaming and metrics, over the backend.Backend the daemon
+// implements (vmctl/backend). The wire types, codes, validation and the error
 // table it answers with are vmctl/api's; vmctl/client is the Go client.
 //
 // # Routes
@@ -115,11 +115,15 @@
 //   - unix sockets (ListenUnix, or systemd's through ActivationListeners):
 //     no token; file permissions (0660, a group) decide who may connect,
 //     and the peer's uid (SO_PEERCRED) names the caller, "uid:N".
-//   - TCP: refused unless Config has a Token or TLS (CheckTCP). With a
-//     Token every request needs "Authorization: Bearer TOKEN", compared in
-//     constant time (401 unauthorized with WWW-Authenticate otherwise), and
-//     the caller is "token"; with TLS a verified client certificate names
-//     the caller "tls:CN". /metrics and /v1/openapi.yaml need the token too.
+//   - TCP: refused unless Config has a Token, Tenants or TLS (CheckTCP).
+//     With a Token (or Tenants) every request needs "Authorization: Bearer
+//     TOKEN", checked against the daemon's one keyring (vmctl/auth,
+//     Config.Keyring: the admin's, the tenants' and the cluster peers'
+//     tokens, compared in constant time; 401 unauthorized with
+//     WWW-Authenticate and auth's "missing token"/"wrong token" message
+//     otherwise), and the caller is "token" ("tenant:NAME" for a
+//     tenant's); with TLS a verified client certificate names the caller
+//     "tls:CN". /metrics and /v1/openapi.yaml need the token too.
 //
 // The caller travels in the request's context (CallerFrom) to the Backend,
 // which records it in the audit log. Guests reach the host only through

@@ -15,6 +15,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/agentbox/agentbox/vmctl/api"
+	"github.com/agentbox/agentbox/vmctl/backend"
 )
 
 // execWSStartLimit is the most bytes the "start" message may have: a JSON
@@ -37,7 +38,7 @@ func execWS(s *Server, w http.ResponseWriter, r *request) error {
 			return nil, err
 		}
 		return func(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer) (api.ExitStatus, error) {
-			return s.backend.ExecInteractive(ctx, r.id, req, stdin, func(c ExecControl) {
+			return s.backend.ExecInteractive(ctx, r.id, req, stdin, func(c backend.ExecControl) {
 				ws.start(c, api.ExecWSMessage{Type: api.ExecWSStarted, ExecID: c.ExecID(), Pid: c.Pid()})
 			}, stdout, stderr)
 		}, nil
@@ -108,7 +109,7 @@ type execWSSession struct {
 	stdinW *io.PipeWriter
 
 	// ctl is the running command's controls, closed over by started.
-	ctl     ExecControl
+	ctl     backend.ExecControl
 	started chan struct{}
 
 	// io is the context of the connection's reads and writes: cancelled
@@ -161,7 +162,7 @@ func (ws *execWSSession) run(ctx context.Context, prepare func(ws *execWSSession
 
 // start hands over the running command's controls (once, before any
 // output) and sends its "started" message.
-func (ws *execWSSession) start(c ExecControl, started api.ExecWSMessage) {
+func (ws *execWSSession) start(c backend.ExecControl, started api.ExecWSMessage) {
 	ws.ctl = c
 	close(ws.started)
 	ws.sendJSON(started)

@@ -18,11 +18,12 @@ import (
 
 	"github.com/agentbox/agentbox/vmctl/api"
 	"github.com/agentbox/agentbox/vmctl/apiserver"
-	"github.com/agentbox/agentbox/vmctl/apiserver/apitest"
+	"github.com/agentbox/agentbox/vmctl/backend"
+	"github.com/agentbox/agentbox/vmctl/backend/backendtest"
 )
 
 // wsServer serves b's API on a test HTTP server and returns its URL.
-func wsServer(t *testing.T, b *apitest.Backend) string {
+func wsServer(t *testing.T, b *backendtest.Fake) string {
 	t.Helper()
 	srv, err := apiserver.NewServer(apiserver.Config{Backend: b})
 	if err != nil {
@@ -97,7 +98,7 @@ func TestExecWSUpgradeMatchesDocument(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	url := wsServer(t, &apitest.Backend{})
+	url := wsServer(t, &backendtest.Fake{})
 	req, _ := http.NewRequest("GET", "http://localhost"+sb+"/exec/ws", nil) // the document's server
 	route, params, err := router.FindRoute(req)
 	if err != nil {
@@ -153,10 +154,10 @@ func TestExecWSProtocolErrors(t *testing.T) {
 		{"stdin after close", []string{`{"type":"start","exec":{"cmd":["x"]}}`, `{"type":"stdin_close"}`, "b:\x00late"}, api.CodeBadRequest, "stdin data after stdin_close", true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			b := &apitest.Backend{}
+			b := &backendtest.Fake{}
 			killed := make(chan error, 1)
-			b.ExecInteractiveFn = func(ctx context.Context, ref string, req api.ExecRequest, stdin io.Reader, started func(apiserver.ExecControl), stdout, stderr io.Writer) (api.ExitStatus, error) {
-				started(&apitest.Control{ID: "e1", PID: 1, Tty: req.Tty != nil})
+			b.ExecInteractiveFn = func(ctx context.Context, ref string, req api.ExecRequest, stdin io.Reader, started func(backend.ExecControl), stdout, stderr io.Writer) (api.ExitStatus, error) {
+				started(&backendtest.Control{ID: "e1", PID: 1, Tty: req.Tty != nil})
 				go io.Copy(io.Discard, stdin)
 				<-ctx.Done() // runs until killed
 				killed <- ctx.Err()
@@ -192,10 +193,10 @@ func TestExecWSProtocolErrors(t *testing.T) {
 
 // TestExecWSClientGone: a client that goes away kills the command.
 func TestExecWSClientGone(t *testing.T) {
-	b := &apitest.Backend{}
+	b := &backendtest.Fake{}
 	killed := make(chan struct{})
-	b.ExecInteractiveFn = func(ctx context.Context, ref string, req api.ExecRequest, stdin io.Reader, started func(apiserver.ExecControl), stdout, stderr io.Writer) (api.ExitStatus, error) {
-		started(&apitest.Control{ID: "e1", PID: 1})
+	b.ExecInteractiveFn = func(ctx context.Context, ref string, req api.ExecRequest, stdin io.Reader, started func(backend.ExecControl), stdout, stderr io.Writer) (api.ExitStatus, error) {
+		started(&backendtest.Control{ID: "e1", PID: 1})
 		<-ctx.Done()
 		close(killed)
 		return api.ExitStatus{}, ctx.Err()
@@ -218,7 +219,7 @@ func TestExecWSClientGone(t *testing.T) {
 // route.
 func TestExecWSAuth(t *testing.T) {
 	const token = "0123456789abcdef0123"
-	srv, err := apiserver.NewServer(apiserver.Config{Backend: &apitest.Backend{}, Token: token})
+	srv, err := apiserver.NewServer(apiserver.Config{Backend: &backendtest.Fake{}, Token: token})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -253,9 +254,9 @@ func TestExecWSAuth(t *testing.T) {
 // client gets the exit and the handler ends (Shutdown finds nothing
 // running).
 func TestExecWSStdinAfterEnd(t *testing.T) {
-	b := &apitest.Backend{}
-	b.ExecInteractiveFn = func(ctx context.Context, ref string, req api.ExecRequest, stdin io.Reader, started func(apiserver.ExecControl), stdout, stderr io.Writer) (api.ExitStatus, error) {
-		started(&apitest.Control{ID: "e1", PID: 1})
+	b := &backendtest.Fake{}
+	b.ExecInteractiveFn = func(ctx context.Context, ref string, req api.ExecRequest, stdin io.Reader, started func(backend.ExecControl), stdout, stderr io.Writer) (api.ExitStatus, error) {
+		started(&backendtest.Control{ID: "e1", PID: 1})
 		// One byte of the message: the rest stays pending in the
 		// session's write of it, and the command ends.
 		if _, err := io.ReadFull(stdin, make([]byte, 1)); err != nil {

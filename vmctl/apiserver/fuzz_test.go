@@ -21,7 +21,7 @@ import (
 
 	"github.com/agentbox/agentbox/vmctl/api"
 	"github.com/agentbox/agentbox/vmctl/apiserver"
-	"github.com/agentbox/agentbox/vmctl/apiserver/apitest"
+	"github.com/agentbox/agentbox/vmctl/backend/backendtest"
 )
 
 // checkAnswer checks the invariants every answer keeps.
@@ -52,9 +52,9 @@ func FuzzCreateRequest(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		var got []api.CreateSandboxRequest
-		b := &apitest.Backend{CreateSandboxFn: func(ctx context.Context, req api.CreateSandboxRequest) (api.Sandbox, error) {
+		b := &backendtest.Fake{CreateSandboxFn: func(ctx context.Context, req api.CreateSandboxRequest) (api.Sandbox, error) {
 			got = append(got, req)
-			return apitest.Sandbox(apitest.SandboxID), nil
+			return backendtest.Sandbox(backendtest.SandboxID), nil
 		}}
 		srv, err := apiserver.NewServer(apiserver.Config{Backend: b})
 		if err != nil {
@@ -122,7 +122,7 @@ func FuzzRoutes(f *testing.F) {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		req = req.WithContext(ctx)
-		b := &apitest.Backend{}
+		b := &backendtest.Fake{}
 		srv, err := apiserver.NewServer(apiserver.Config{Backend: b})
 		if err != nil {
 			t.Fatal(err)

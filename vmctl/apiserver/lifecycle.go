@@ -1,37 +1,15 @@
 package apiserver
 
 import (
-	"context"
 	"net/http"
 	"net/url"
 
 	"github.com/agentbox/agentbox/vmctl/api"
+	"github.com/agentbox/agentbox/vmctl/backend"
 )
 
-// LifecycleBackend is the part of a Backend that pauses, resumes and
-// starts sandboxes again; a Backend without it answers those routes (and
-// ?resume=true) 501 not_implemented.
-type LifecycleBackend interface {
-	// PauseSandbox pauses a running sandbox, in memory or to disk.
-	// Errors: 404, 409 conflict (not running: the message says what to
-	// do), 507 insufficient_storage (to disk; it keeps running).
-	PauseSandbox(ctx context.Context, ref string, req api.PauseRequest) (api.Sandbox, error)
-	// ResumeSandbox lets a paused sandbox run again in place. With
-	// ifPaused a sandbox that is not paused is returned as it is (the
-	// ?resume=true of exec, file and process calls). Errors: 404, 409
-	// conflict (not paused), 422 snapshot_unusable (its saved state does
-	// not load; the sandbox is failed), 429 capacity_exceeded.
-	ResumeSandbox(ctx context.Context, ref string, ifPaused bool) (api.Sandbox, error)
-	// StartSandbox boots a stopped (or failed) sandbox again on its kept
-	// disk. Errors: 404, 409 conflict (running or paused), 422
-	// invalid_image (its image cannot be loaded) or invalid_argument (its
-	// disk is gone, or its image changed), 429 capacity_exceeded, 500
-	// boot_failed.
-	StartSandbox(ctx context.Context, ref string) (api.Sandbox, error)
-}
-
-// lifecycle returns the Backend's LifecycleBackend (needs checked it).
-func (s *Server) lifecycle() LifecycleBackend { return s.backend.(LifecycleBackend) }
+// lifecycle returns the Backend's backend.LifecycleBackend (needs checked it).
+func (s *Server) lifecycle() backend.LifecycleBackend { return s.backend.(backend.LifecycleBackend) }
 
 func pauseSandbox(s *Server, r *request, req api.PauseRequest) (api.Sandbox, error) {
 	return s.lifecycle().PauseSandbox(r.Context(), r.id, req)
@@ -58,7 +36,7 @@ func resumable(h handler) handler {
 			}
 			return h(s, w, hr, q)
 		}
-		lb, ok := s.backend.(LifecycleBackend)
+		lb, ok := s.backend.(backend.LifecycleBackend)
 		if !ok {
 			return api.Errorf(http.StatusNotImplemented, api.CodeNotImplemented, "this daemon cannot resume sandboxes: drop ?resume=true")
 		}

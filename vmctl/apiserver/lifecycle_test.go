@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/agentbox/agentbox/vmctl/api"
-	"github.com/agentbox/agentbox/vmctl/apiserver/apitest"
+	"github.com/agentbox/agentbox/vmctl/backend/backendtest"
 )
 
 // lifecycleSuccessCases cover the pause, resume and start routes and
@@ -29,46 +29,46 @@ func lifecycleSuccessCases() []apiCase {
 func TestResumeQuery(t *testing.T) {
 	cases := []struct {
 		name, method, target, body string
-		setup                      func(b *apitest.Backend)
+		setup                      func(b *backendtest.Fake)
 		status                     int
 		code                       string
 		calls                      []string
 	}{
 		{"exec with resume", "POST", sb + "/exec?resume=true", `{"cmd":["true"]}`, nil, 200, "",
-			[]string{"ResumeSandbox " + apitest.SandboxID, "Exec " + apitest.SandboxID}},
+			[]string{"ResumeSandbox " + backendtest.SandboxID, "Exec " + backendtest.SandboxID}},
 		{"exec without", "POST", sb + "/exec", `{"cmd":["true"]}`, nil, 200, "",
-			[]string{"Exec " + apitest.SandboxID}},
+			[]string{"Exec " + backendtest.SandboxID}},
 		{"exec resume=false", "POST", sb + "/exec?resume=false", `{"cmd":["true"]}`, nil, 200, "",
-			[]string{"Exec " + apitest.SandboxID}},
+			[]string{"Exec " + backendtest.SandboxID}},
 		{"upload with resume", "PUT", "/v1/sandboxes/work1/files?path=/a&resume=1", "x", nil, 201, "",
 			[]string{"ResumeSandbox work1", "Upload work1"}},
 		{"process with resume", "POST", sb + "/processes?resume=true", `{"cmd":["sleep","1"]}`, nil, 201, "",
-			[]string{"ResumeSandbox " + apitest.SandboxID, "StartProcess " + apitest.SandboxID}},
+			[]string{"ResumeSandbox " + backendtest.SandboxID, "StartProcess " + backendtest.SandboxID}},
 		{"port forward with resume", "POST", sb + "/ports?resume=true", `{"guest_port":8000}`, nil, 201, "",
-			[]string{"ResumeSandbox " + apitest.SandboxID, "ForwardPort " + apitest.SandboxID}},
+			[]string{"ResumeSandbox " + backendtest.SandboxID, "ForwardPort " + backendtest.SandboxID}},
 		{"port forward without", "POST", sb + "/ports", `{"guest_port":8000}`, nil, 201, "",
-			[]string{"ForwardPort " + apitest.SandboxID}},
+			[]string{"ForwardPort " + backendtest.SandboxID}},
 		{"bad bool", "POST", sb + "/exec?resume=yes", `{"cmd":["true"]}`, nil, 400, api.CodeBadRequest, nil},
 		// A plain GET of a WebSocket route is refused before the resume.
 		{"exec ws without upgrade", "GET", sb + "/exec/ws?resume=true", "", nil, 400, api.CodeBadRequest, nil},
 		{"process ws without upgrade", "GET", sb + "/processes/p1/ws?resume=true", "", nil, 400, api.CodeBadRequest, nil},
 		{"not on list", "GET", "/v1/sandboxes?resume=true", "", nil, 400, api.CodeBadRequest, nil},
-		{"resume fails", "POST", sb + "/exec?resume=true", `{"cmd":["true"]}`, func(b *apitest.Backend) {
+		{"resume fails", "POST", sb + "/exec?resume=true", `{"cmd":["true"]}`, func(b *backendtest.Fake) {
 			b.Lifecycle.ResumeFn = func(context.Context, string, bool) (api.Sandbox, error) {
 				return api.Sandbox{}, api.Errorf(422, api.CodeSnapshotUnusable, "saved state damaged")
 			}
-		}, 422, api.CodeSnapshotUnusable, []string{"ResumeSandbox " + apitest.SandboxID}},
+		}, 422, api.CodeSnapshotUnusable, []string{"ResumeSandbox " + backendtest.SandboxID}},
 		{"pause needs a body", "POST", sb + "/pause", "", nil, 400, api.CodeBadRequest, nil},
 		{"pause unknown field", "POST", sb + "/pause", `{"disk":true}`, nil, 400, api.CodeBadRequest, nil},
-		{"resume of a running sandbox", "POST", sb + "/resume", "", func(b *apitest.Backend) {
+		{"resume of a running sandbox", "POST", sb + "/resume", "", func(b *backendtest.Fake) {
 			b.Lifecycle.ResumeFn = func(context.Context, string, bool) (api.Sandbox, error) {
 				return api.Sandbox{}, api.Errorf(409, api.CodeConflict, "running, not paused")
 			}
-		}, 409, api.CodeConflict, []string{"ResumeSandbox " + apitest.SandboxID}},
+		}, 409, api.CodeConflict, []string{"ResumeSandbox " + backendtest.SandboxID}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			b := &apitest.Backend{}
+			b := &backendtest.Fake{}
 			if c.setup != nil {
 				c.setup(b)
 			}
@@ -88,10 +88,10 @@ func TestResumeQuery(t *testing.T) {
 // resume does not.
 func TestResumeIfPaused(t *testing.T) {
 	var got []bool
-	b := &apitest.Backend{}
+	b := &backendtest.Fake{}
 	b.Lifecycle.ResumeFn = func(_ context.Context, _ string, ifPaused bool) (api.Sandbox, error) {
 		got = append(got, ifPaused)
-		return apitest.Sandbox(apitest.SandboxID), nil
+		return backendtest.Sandbox(backendtest.SandboxID), nil
 	}
 	serveOnce(t, b, "GET", sb+"/files/list?path=/&resume=true", "")
 	serveOnce(t, b, "POST", sb+"/resume", "")

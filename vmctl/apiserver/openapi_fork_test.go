@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/agentbox/agentbox/vmctl/api"
-	"github.com/agentbox/agentbox/vmctl/apiserver/apitest"
+	"github.com/agentbox/agentbox/vmctl/backend/backendtest"
 )
 
 // forkSuccessCases cover the timeout route and restores of several (see
@@ -19,7 +19,7 @@ func forkSuccessCases() []apiCase {
 		{name: "set timeout", method: "POST", target: sb + "/timeout", ct: "json", body: `{"timeout_seconds":7200}`, status: 200, called: true,
 			check: func(t *testing.T, rec *httptest.ResponseRecorder) {
 				var v api.Sandbox
-				if err := json.Unmarshal(rec.Body.Bytes(), &v); err != nil || v.ExpiresAt == nil || !v.ExpiresAt.Equal(apitest.Epoch.Add(7200e9)) {
+				if err := json.Unmarshal(rec.Body.Bytes(), &v); err != nil || v.ExpiresAt == nil || !v.ExpiresAt.Equal(backendtest.Epoch.Add(7200e9)) {
 					t.Errorf("answer %s: want expires_at two hours after the fixture's epoch", rec.Body)
 				}
 			}},
@@ -58,7 +58,7 @@ func TestForkRouteErrors(t *testing.T) {
 
 // TestRestoreCountCapacity: a refused restore of several keeps its status.
 func TestRestoreCountCapacity(t *testing.T) {
-	b := &apitest.Backend{}
+	b := &backendtest.Fake{}
 	b.Fork.RestoreManyFn = func(context.Context, string, api.RestoreRequest) ([]api.Sandbox, error) {
 		return nil, api.Errorf(429, api.CodeCapacity, "host capacity exceeded: 4 sandboxes")
 	}

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/agentbox/agentbox/vmctl/api"
-	"github.com/agentbox/agentbox/vmctl/apiserver/apitest"
+	"github.com/agentbox/agentbox/vmctl/backend/backendtest"
 	"github.com/agentbox/agentbox/vmctl/errdefs"
 )
 
@@ -13,7 +13,7 @@ import (
 func nodeSuccessCases() []apiCase {
 	return []apiCase{
 		{name: "list nodes", method: "GET", target: "/v1/nodes", status: 200, called: true},
-		{name: "list no nodes", method: "GET", target: "/v1/nodes", status: 200, called: true, setup: func(b *apitest.Backend) {
+		{name: "list no nodes", method: "GET", target: "/v1/nodes", status: 200, called: true, setup: func(b *backendtest.Fake) {
 			b.Nodes.ListFn = func(context.Context) ([]api.Node, error) { return nil, nil }
 		}},
 		{name: "drain a node", method: "POST", target: "/v1/nodes/h1/drain", status: 200, called: true},
@@ -28,17 +28,17 @@ func TestNodeRouteErrors(t *testing.T) {
 	unavailable := errdefs.New(errdefs.ErrUnavailable, api.CodeClusterUnavailable, "NATS is unreachable")
 	checkRouteErrors(t, []routeError{
 		{"bad node name", "POST", "/v1/nodes/-x/drain", "", nil, 400, api.CodeInvalidArgument},
-		{"unknown node", "POST", "/v1/nodes/ghost/drain", "", func(b *apitest.Backend) {
+		{"unknown node", "POST", "/v1/nodes/ghost/drain", "", func(b *backendtest.Fake) {
 			b.Nodes.DrainFn = func(context.Context, string, bool) (api.Node, error) {
 				return api.Node{}, errdefs.ErrNotFound.WithMessage(`node "ghost" is not in the cluster`)
 			}
 		}, 404, api.CodeNotFound},
-		{"NATS down", "GET", "/v1/nodes", "", func(b *apitest.Backend) {
+		{"NATS down", "GET", "/v1/nodes", "", func(b *backendtest.Fake) {
 			b.Nodes.ListFn = func(context.Context) ([]api.Node, error) {
 				return nil, unavailable.WithMessage("NATS is unreachable: cluster creates resume when it is back")
 			}
 		}, 503, api.CodeClusterUnavailable},
-		{"not a cluster", "GET", "/v1/nodes", "", func(b *apitest.Backend) {
+		{"not a cluster", "GET", "/v1/nodes", "", func(b *backendtest.Fake) {
 			b.Nodes.ListFn = func(context.Context) ([]api.Node, error) {
 				return nil, errdefs.ErrNotImplemented.WithMessage("this daemon is not in a cluster")
 			}

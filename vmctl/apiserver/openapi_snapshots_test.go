@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/agentbox/agentbox/vmctl/api"
-	"github.com/agentbox/agentbox/vmctl/apiserver/apitest"
+	"github.com/agentbox/agentbox/vmctl/backend/backendtest"
 )
 
 // snapshotSuccessCases cover the snapshot routes (see successCases).
@@ -15,7 +15,7 @@ func snapshotSuccessCases() []apiCase {
 			check: header("Location", "/v1/snapshots/before")},
 		{name: "list snapshots", method: "GET", target: "/v1/snapshots", status: 200, called: true},
 		{name: "list snapshots of a sandbox", method: "GET", target: "/v1/snapshots?sandbox=work1", status: 200, called: true},
-		{name: "list no snapshots", method: "GET", target: "/v1/snapshots", status: 200, called: true, setup: func(b *apitest.Backend) {
+		{name: "list no snapshots", method: "GET", target: "/v1/snapshots", status: 200, called: true, setup: func(b *backendtest.Fake) {
 			b.Snapshot.ListFn = func(context.Context, string) ([]api.Snapshot, error) { return nil, nil }
 		}},
 		{name: "get snapshot", method: "GET", target: "/v1/snapshots/before", status: 200, called: true},
@@ -26,10 +26,10 @@ func snapshotSuccessCases() []apiCase {
 		{name: "restore minimal", method: "POST", target: "/v1/snapshots/before/restore", ct: "json", body: `{}`, status: 201, called: true},
 		{name: "create warm", method: "POST", target: "/v1/sandboxes", ct: "json", body: `{"image":"/i","warm":true}`, status: 201, called: true},
 		{name: "list warm templates", method: "GET", target: "/v1/warm", status: 200, called: true},
-		{name: "list no warm templates", method: "GET", target: "/v1/warm", status: 200, called: true, setup: func(b *apitest.Backend) {
+		{name: "list no warm templates", method: "GET", target: "/v1/warm", status: 200, called: true, setup: func(b *backendtest.Fake) {
 			b.Warm.ListFn = func(context.Context) ([]api.WarmTemplate, error) { return nil, nil }
 		}},
-		{name: "delete warm template", method: "DELETE", target: "/v1/warm/" + apitest.WarmKey, status: 204, called: true},
+		{name: "delete warm template", method: "DELETE", target: "/v1/warm/" + backendtest.WarmKey, status: 204, called: true},
 	}
 }
 
@@ -46,17 +46,17 @@ func TestSnapshotRouteErrors(t *testing.T) {
 		{"bad sandbox filter", "GET", "/v1/snapshots?sandbox=-", "", nil, 400, api.CodeInvalidArgument},
 		{"bad warm key", "DELETE", "/v1/warm/abc", "", nil, 400, api.CodeInvalidArgument},
 		{"warm key with upper case", "DELETE", "/v1/warm/ABCDEF0123456789ABCDEF01", "", nil, 400, api.CodeInvalidArgument},
-		{"no warm template", "DELETE", "/v1/warm/" + apitest.WarmKey, "", func(b *apitest.Backend) {
+		{"no warm template", "DELETE", "/v1/warm/" + backendtest.WarmKey, "", func(b *backendtest.Fake) {
 			b.Warm.DeleteFn = func(context.Context, string) error {
 				return api.Errorf(404, api.CodeNotFound, "no warm template")
 			}
 		}, 404, api.CodeNotFound},
-		{"disk full", "POST", sb + "/snapshots", `{"name":"a"}`, func(b *apitest.Backend) {
+		{"disk full", "POST", sb + "/snapshots", `{"name":"a"}`, func(b *backendtest.Fake) {
 			b.Snapshot.SaveFn = func(context.Context, string, api.SaveSnapshotRequest) (api.Snapshot, error) {
 				return api.Snapshot{}, api.Errorf(507, api.CodeInsufficientStorage, "disk full")
 			}
 		}, 507, api.CodeInsufficientStorage},
-		{"unusable", "POST", "/v1/snapshots/before/restore", `{}`, func(b *apitest.Backend) {
+		{"unusable", "POST", "/v1/snapshots/before/restore", `{}`, func(b *backendtest.Fake) {
 			b.Snapshot.RestoreFn = func(context.Context, string, api.RestoreRequest) (api.Sandbox, error) {
 				return api.Sandbox{}, api.Errorf(422, api.CodeSnapshotUnusable, "image changed")
 			}

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/agentbox/agentbox/vmctl/api"
-	"github.com/agentbox/agentbox/vmctl/apiserver/apitest"
+	"github.com/agentbox/agentbox/vmctl/backend/backendtest"
 	"github.com/agentbox/agentbox/vmctl/errdefs"
 )
 
@@ -14,13 +14,13 @@ import (
 func templateSuccessCases() []apiCase {
 	return []apiCase{
 		{name: "list templates", method: "GET", target: "/v1/templates", status: 200, called: true},
-		{name: "list no templates", method: "GET", target: "/v1/templates", status: 200, called: true, setup: func(b *apitest.Backend) {
+		{name: "list no templates", method: "GET", target: "/v1/templates", status: 200, called: true, setup: func(b *backendtest.Fake) {
 			b.Templates.ListFn = func(context.Context) ([]api.Template, error) { return nil, nil }
 		}},
 		{name: "create from a template", method: "POST", target: "/v1/sandboxes", ct: "json", body: `{"template":"base"}`, status: 201, called: true,
-			setup: func(b *apitest.Backend) {
+			setup: func(b *backendtest.Fake) {
 				b.CreateSandboxFn = func(_ context.Context, req api.CreateSandboxRequest) (api.Sandbox, error) {
-					sb := apitest.Sandbox(apitest.SandboxID)
+					sb := backendtest.Sandbox(backendtest.SandboxID)
 					sb.Template = req.Template
 					return sb, nil
 				}
@@ -37,12 +37,12 @@ func TestTemplateRouteErrors(t *testing.T) {
 		{"image and template", "POST", "/v1/sandboxes", `{"image":"/i","template":"base"}`, nil, 400, api.CodeInvalidArgument},
 		{"bad template name", "POST", "/v1/sandboxes", `{"template":"a/b"}`, nil, 400, api.CodeInvalidArgument},
 		{"neither image nor template", "POST", "/v1/sandboxes", `{}`, nil, 400, api.CodeInvalidArgument},
-		{"unknown template", "POST", "/v1/sandboxes", `{"template":"nope"}`, func(b *apitest.Backend) {
+		{"unknown template", "POST", "/v1/sandboxes", `{"template":"nope"}`, func(b *backendtest.Fake) {
 			b.CreateSandboxFn = func(context.Context, api.CreateSandboxRequest) (api.Sandbox, error) {
 				return api.Sandbox{}, unknown.WithMessage(`template "nope" not found: this daemon serves base`)
 			}
 		}, 404, api.CodeTemplateNotFound},
-		{"templates unsupported", "GET", "/v1/templates", "", func(b *apitest.Backend) {
+		{"templates unsupported", "GET", "/v1/templates", "", func(b *backendtest.Fake) {
 			b.Templates.ListFn = func(context.Context) ([]api.Template, error) {
 				return nil, errdefs.ErrUnavailable.WithMessage("shutting down")
 			}

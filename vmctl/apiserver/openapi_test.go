@@ -22,8 +22,8 @@ import (
 
 	"github.com/agentbox/agentbox/vmctl/api"
 	"github.com/agentbox/agentbox/vmctl/apiserver"
-	"github.com/agentbox/agentbox/vmctl/apiserver/apitest"
 	"github.com/agentbox/agentbox/vmctl/audit"
+	"github.com/agentbox/agentbox/vmctl/backend/backendtest"
 )
 
 // loadDoc loads and validates the embedded OpenAPI document.
@@ -106,7 +106,7 @@ type apiCase struct {
 	target string // path and query
 	ct     string // Content-Type; "json" is application/json
 	body   string
-	setup  func(b *apitest.Backend)
+	setup  func(b *backendtest.Fake)
 	status int
 	code   string // error code, for error answers
 	// called says the Backend must have been called (else it must not).
@@ -118,7 +118,7 @@ type apiCase struct {
 	check func(t *testing.T, rec *httptest.ResponseRecorder)
 }
 
-const sb = "/v1/sandboxes/" + apitest.SandboxID
+const sb = "/v1/sandboxes/" + backendtest.SandboxID
 
 // successCases answer 2xx and cover every route.
 func successCases() []apiCase {
@@ -130,14 +130,14 @@ func successCases() []apiCase {
 			}
 		}},
 		{name: "metrics", method: "GET", target: "/metrics", status: 200},
-		{name: "events", method: "GET", target: "/v1/events", status: 200, called: true, setup: func(b *apitest.Backend) {
+		{name: "events", method: "GET", target: "/v1/events", status: 200, called: true, setup: func(b *backendtest.Fake) {
 			b.EventsFn = func(ctx context.Context, emit func(api.Event) error) error {
-				emit(api.Event{Time: apitest.Epoch, Type: api.EventSandboxCreated, Sandbox: apitest.SandboxID})
-				return emit(api.Event{Time: apitest.Epoch, Type: api.EventSandboxRemoved, Sandbox: apitest.SandboxID, Name: "w"})
+				emit(api.Event{Time: backendtest.Epoch, Type: api.EventSandboxCreated, Sandbox: backendtest.SandboxID})
+				return emit(api.Event{Time: backendtest.Epoch, Type: api.EventSandboxRemoved, Sandbox: backendtest.SandboxID, Name: "w"})
 			}
 		}, check: lines(2)},
 		{name: "audit all", method: "GET", target: "/v1/audit", status: 200, called: true, check: lines(1)},
-		{name: "audit empty", method: "GET", target: "/v1/audit", status: 200, called: true, setup: func(b *apitest.Backend) {
+		{name: "audit empty", method: "GET", target: "/v1/audit", status: 200, called: true, setup: func(b *backendtest.Fake) {
 			b.AuditFn = func(context.Context, string, func(audit.Entry) error) error { return nil }
 		}, check: lines(0)},
 		{name: "create", method: "POST", target: "/v1/sandboxes", ct: "json", status: 201, called: true,
@@ -145,7 +145,7 @@ func successCases() []apiCase {
 			check: header("Location", sb)},
 		{name: "create minimal", method: "POST", target: "/v1/sandboxes", ct: "json", body: `{"image":"/i"}`, status: 201, called: true},
 		{name: "list", method: "GET", target: "/v1/sandboxes?label=team%3Da&label=x%3D&state=running", status: 200, called: true},
-		{name: "list empty", method: "GET", target: "/v1/sandboxes", status: 200, called: true, setup: func(b *apitest.Backend) {
+		{name: "list empty", method: "GET", target: "/v1/sandboxes", status: 200, called: true, setup: func(b *backendtest.Fake) {
 			b.ListSandboxesFn = func(context.Context, map[string]string, string) ([]api.Sandbox, error) { return nil, nil }
 		}, check: bodyIs(`{"sandboxes":[]}` + "\n")},
 		{name: "get by id", method: "GET", target: sb, status: 200, called: true},
@@ -153,7 +153,7 @@ func successCases() []apiCase {
 		{name: "delete", method: "DELETE", target: sb + "?force=true", status: 204, called: true},
 		{name: "stop", method: "POST", target: sb + "/stop", status: 200, called: true},
 		{name: "console", method: "GET", target: sb + "/console?tail=100", status: 200, called: true, check: bodyIs("booted\n")},
-		{name: "console empty", method: "GET", target: sb + "/console", status: 200, called: true, setup: func(b *apitest.Backend) {
+		{name: "console empty", method: "GET", target: sb + "/console", status: 200, called: true, setup: func(b *backendtest.Fake) {
 			b.ConsoleFn = func(context.Context, string, int64, io.Writer) error { return nil }
 		}, check: bodyIs("")},
 		{name: "sandbox audit", method: "GET", target: sb + "/audit", status: 200, called: true, check: lines(1)},
@@ -169,7 +169,7 @@ func successCases() []apiCase {
 		{name: "exec history bad limit", method: "GET", target: sb + "/execs?limit=-1", status: 400, code: api.CodeBadRequest, offDoc: true},
 		{name: "get process", method: "GET", target: sb + "/processes/p1", status: 200, called: true},
 		{name: "process output", method: "GET", target: sb + "/processes/p1/output?offset=10&follow=true", status: 200, called: true, check: lines(2)},
-		{name: "process output running", method: "GET", target: sb + "/processes/p1/output", status: 200, called: true, setup: func(b *apitest.Backend) {
+		{name: "process output running", method: "GET", target: sb + "/processes/p1/output", status: 200, called: true, setup: func(b *backendtest.Fake) {
 			b.ProcessOutputFn = func(context.Context, string, string, int64, bool, func(api.ExecEvent) error) error { return nil }
 		}, check: lines(0)},
 		{name: "stdin", method: "POST", target: sb + "/processes/p1/stdin?close=true", ct: "application/octet-stream", body: "abc\x00def", status: 200, called: true,
@@ -186,7 +186,7 @@ func successCases() []apiCase {
 			bodyIs("content")(t, rec)
 			header("Content-Length", "7")(t, rec)
 			header(api.HeaderMode, "0644")(t, rec)
-			header(api.HeaderModTime, apitest.Epoch.Format(time.RFC3339Nano))(t, rec)
+			header(api.HeaderModTime, backendtest.Epoch.Format(time.RFC3339Nano))(t, rec)
 			header("Content-Type", "application/octet-stream")(t, rec)
 		}},
 		{name: "remove file", method: "DELETE", target: sb + "/files?path=/work/a&recursive=true", status: 204, called: true},
@@ -204,8 +204,8 @@ func successCases() []apiCase {
 func errorCases() []apiCase {
 	long := strings.Repeat("a", 200)
 	bigJSON := `{"image":"` + strings.Repeat("x", api.MaxJSONBodyBytes) + `"}`
-	fail := func(err error) func(b *apitest.Backend) {
-		return func(b *apitest.Backend) {
+	fail := func(err error) func(b *backendtest.Fake) {
+		return func(b *backendtest.Fake) {
 			b.GetSandboxFn = func(context.Context, string) (api.Sandbox, error) { return api.Sandbox{}, err }
 			b.CreateSandboxFn = func(context.Context, api.CreateSandboxRequest) (api.Sandbox, error) { return api.Sandbox{}, err }
 			b.ExecFn = func(context.Context, string, api.ExecRequest, func(string, int), io.Writer, io.Writer) (api.ExitStatus, error) {
@@ -335,7 +335,7 @@ func errorCases() []apiCase {
 
 		// Backend errors keep their status and code.
 		{name: "not found", method: "GET", target: sb, status: 404, code: api.CodeNotFound, called: true,
-			setup: fail(api.Errorf(404, api.CodeNotFound, "no sandbox %s", apitest.SandboxID))},
+			setup: fail(api.Errorf(404, api.CodeNotFound, "no sandbox %s", backendtest.SandboxID))},
 		{name: "name taken", method: "POST", target: "/v1/sandboxes", ct: "json", body: `{"image":"/i","name":"w"}`, status: 409, code: api.CodeNameTaken, called: true,
 			setup: fail(api.Errorf(409, api.CodeNameTaken, "name w is taken"))},
 		{name: "invalid image", method: "POST", target: "/v1/sandboxes", ct: "json", body: `{"image":"/nope"}`, status: 422, code: api.CodeInvalidImage, called: true,
@@ -438,7 +438,7 @@ func TestOpenAPIMatchesHandlers(t *testing.T) {
 	opts := &openapi3filter.Options{AuthenticationFunc: openapi3filter.NoopAuthenticationFunc, IncludeResponseStatus: true, MultiError: true}
 	covered := map[string]bool{}
 	run := func(t *testing.T, c apiCase) {
-		b := &apitest.Backend{}
+		b := &backendtest.Fake{}
 		if c.setup != nil {
 			c.setup(b)
 		}

@@ -9,14 +9,14 @@ import (
 
 	"github.com/agentbox/agentbox/vmctl/api"
 	"github.com/agentbox/agentbox/vmctl/apiserver"
-	"github.com/agentbox/agentbox/vmctl/apiserver/apitest"
+	"github.com/agentbox/agentbox/vmctl/backend/backendtest"
 )
 
 // watchSuccessCases cover the watch route (see successCases).
 func watchSuccessCases() []apiCase {
 	return []apiCase{
 		{name: "watch", method: "GET", target: sb + "/files/watch?path=/work&recursive=true", status: 200, called: true, check: lines(4)},
-		{name: "watch error after start", method: "GET", target: sb + "/files/watch?path=/work", status: 200, called: true, setup: func(b *apitest.Backend) {
+		{name: "watch error after start", method: "GET", target: sb + "/files/watch?path=/work", status: 200, called: true, setup: func(b *backendtest.Fake) {
 			b.WatchFn = func(_ context.Context, _, _ string, _ bool, ready func() error, _ func(api.WatchEvent) error) error {
 				if err := ready(); err != nil {
 					return err
@@ -24,7 +24,7 @@ func watchSuccessCases() []apiCase {
 				return api.Errorf(409, api.CodeNotRunning, "sandbox stopped")
 			}
 		}, check: bodyHas(`{"op":"ERROR","error":{`)},
-		{name: "watch ready without events", method: "GET", target: sb + "/files/watch?path=/work", status: 200, called: true, setup: func(b *apitest.Backend) {
+		{name: "watch ready without events", method: "GET", target: sb + "/files/watch?path=/work", status: 200, called: true, setup: func(b *backendtest.Fake) {
 			b.WatchFn = func(_ context.Context, _, _ string, _ bool, ready func() error, _ func(api.WatchEvent) error) error {
 				return ready()
 			}
@@ -50,7 +50,7 @@ func TestWatchRoute(t *testing.T) {
 		{"relative path", "GET", sb + "/files/watch?path=work", "", nil, 400, api.CodeInvalidArgument},
 		{"bad recursive", "GET", sb + "/files/watch?path=/work&recursive=maybe", "", nil, 400, api.CodeBadRequest},
 		{"unknown parameter", "GET", sb + "/files/watch?path=/work&follow=true", "", nil, 400, api.CodeBadRequest},
-		{"missing path", "GET", sb + "/files/watch?path=/nope", "", func(b *apitest.Backend) {
+		{"missing path", "GET", sb + "/files/watch?path=/nope", "", func(b *backendtest.Fake) {
 			b.WatchFn = func(context.Context, string, string, bool, func() error, func(api.WatchEvent) error) error {
 				return api.Errorf(404, api.CodeNotFound, "watch /nope: no such file or directory")
 			}
@@ -61,7 +61,7 @@ func TestWatchRoute(t *testing.T) {
 		path      string
 		recursive bool
 	}
-	b := &apitest.Backend{WatchFn: func(ctx context.Context, ref, p string, recursive bool, ready func() error, emit func(api.WatchEvent) error) error {
+	b := &backendtest.Fake{WatchFn: func(ctx context.Context, ref, p string, recursive bool, ready func() error, emit func(api.WatchEvent) error) error {
 		got.path, got.recursive = p, recursive
 		return ready()
 	}}

@@ -8,7 +8,7 @@ import (
 
 	"github.com/agentbox/agentbox/vmctl/api"
 	"github.com/agentbox/agentbox/vmctl/apiserver"
-	"github.com/agentbox/agentbox/vmctl/apiserver/apitest"
+	"github.com/agentbox/agentbox/vmctl/backend/backendtest"
 )
 
 // routeError is a request a route answers with an error: refused before
@@ -16,7 +16,7 @@ import (
 // installs.
 type routeError struct {
 	name, method, target, body string
-	setup                      func(b *apitest.Backend)
+	setup                      func(b *backendtest.Fake)
 	status                     int
 	code                       string
 }
@@ -28,7 +28,7 @@ func checkRouteErrors(t *testing.T, cases []routeError) {
 	t.Helper()
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			b := &apitest.Backend{}
+			b := &backendtest.Fake{}
 			if c.setup != nil {
 				c.setup(b)
 			}
@@ -45,7 +45,7 @@ func checkRouteErrors(t *testing.T, cases []routeError) {
 
 // serveOnce answers one request with a server over b and returns the
 // status and error code.
-func serveOnce(t *testing.T, b *apitest.Backend, method, target, body string) (int, string) {
+func serveOnce(t *testing.T, b *backendtest.Fake, method, target, body string) (int, string) {
 	t.Helper()
 	srv, err := apiserver.NewServer(apiserver.Config{Backend: b})
 	if err != nil {

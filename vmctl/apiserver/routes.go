@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	"github.com/agentbox/agentbox/vmctl/api"
+	"github.com/agentbox/agentbox/vmctl/backend"
 )
 
 // route is one API route: the ServeMux pattern's method and path (also the
@@ -57,10 +58,10 @@ var routes = []route{
 	{"GET", "/v1/sandboxes/{id}", nil, reply(http.StatusOK, getSandbox)},
 	{"DELETE", "/v1/sandboxes/{id}", []string{"force"}, status(http.StatusNoContent, deleteSandbox)},
 	{"POST", "/v1/sandboxes/{id}/stop", nil, reply(http.StatusOK, stopSandbox)},
-	{"POST", "/v1/sandboxes/{id}/timeout", nil, needs[TimeoutBackend]("timeouts", reply(http.StatusOK, withBody((*api.TimeoutRequest).Validate, setTimeout)))},
-	{"POST", "/v1/sandboxes/{id}/pause", nil, needs[LifecycleBackend]("pause", reply(http.StatusOK, withBody(nil, pauseSandbox)))},
-	{"POST", "/v1/sandboxes/{id}/resume", nil, needs[LifecycleBackend]("resume", reply(http.StatusOK, resumeSandbox))},
-	{"POST", "/v1/sandboxes/{id}/start", nil, needs[LifecycleBackend]("start", reply(http.StatusOK, startSandbox))},
+	{"POST", "/v1/sandboxes/{id}/timeout", nil, needs[backend.TimeoutBackend]("timeouts", reply(http.StatusOK, withBody((*api.TimeoutRequest).Validate, setTimeout)))},
+	{"POST", "/v1/sandboxes/{id}/pause", nil, needs[backend.LifecycleBackend]("pause", reply(http.StatusOK, withBody(nil, pauseSandbox)))},
+	{"POST", "/v1/sandboxes/{id}/resume", nil, needs[backend.LifecycleBackend]("resume", reply(http.StatusOK, resumeSandbox))},
+	{"POST", "/v1/sandboxes/{id}/start", nil, needs[backend.LifecycleBackend]("start", reply(http.StatusOK, startSandbox))},
 	{"GET", "/v1/sandboxes/{id}/console", []string{"tail"}, stream(console)},
 	{"GET", "/v1/sandboxes/{id}/audit", nil, stream(auditLog)},
 	{"GET", "/v1/sandboxes/{id}/execs", []string{"limit"}, reply(http.StatusOK, execHistory)},
@@ -73,8 +74,8 @@ var routes = []route{
 	{"GET", "/v1/sandboxes/{id}/processes/{pid}/output", []string{"offset", "follow"}, stream(processOutput)},
 	{"POST", "/v1/sandboxes/{id}/processes/{pid}/stdin", []string{"close", "resume"}, resumable(reply(http.StatusOK, writeStdin))},
 	{"POST", "/v1/sandboxes/{id}/processes/{pid}/kill", []string{"resume"}, resumable(status(http.StatusNoContent, noValue(withBody((*api.KillRequest).Validate, killProcess))))},
-	{"POST", "/v1/sandboxes/{id}/processes/{pid}/resize", nil, needs[ProcessTerminalBackend]("process terminals", reply(http.StatusOK, withBody((*api.TtySize).Validate, resizeProcess)))},
-	{"GET", "/v1/sandboxes/{id}/processes/{pid}/ws", []string{"offset", "resume"}, needs[ProcessTerminalBackend]("process terminals", webSocket("GET /v1/sandboxes/{id}/processes/{pid}/output streams the output without one", resumable(stream(processWS))))},
+	{"POST", "/v1/sandboxes/{id}/processes/{pid}/resize", nil, needs[backend.ProcessTerminalBackend]("process terminals", reply(http.StatusOK, withBody((*api.TtySize).Validate, resizeProcess)))},
+	{"GET", "/v1/sandboxes/{id}/processes/{pid}/ws", []string{"offset", "resume"}, needs[backend.ProcessTerminalBackend]("process terminals", webSocket("GET /v1/sandboxes/{id}/processes/{pid}/output streams the output without one", resumable(stream(processWS))))},
 
 	{"PUT", "/v1/sandboxes/{id}/files", []string{"path", "mode", "parents", "owner", "resume"}, resumable(reply(http.StatusCreated, upload))},
 	{"GET", "/v1/sandboxes/{id}/files", []string{"path", "resume"}, resumable(stream(download))},
@@ -83,21 +84,21 @@ var routes = []route{
 	{"GET", "/v1/sandboxes/{id}/files/list", []string{"path", "depth", "resume"}, resumable(reply(http.StatusOK, list))},
 	{"POST", "/v1/sandboxes/{id}/files/move", []string{"resume"}, resumable(reply(http.StatusOK, withBody((*api.MoveRequest).Validate, moveFile)))},
 	{"POST", "/v1/sandboxes/{id}/files/mkdir", []string{"resume"}, resumable(status(http.StatusCreated, noValue(withBody((*api.MkdirRequest).Validate, mkdir))))},
-	{"GET", "/v1/sandboxes/{id}/files/watch", []string{"path", "recursive", "resume"}, needs[WatchBackend]("file watching", resumable(stream(watchFiles)))},
+	{"GET", "/v1/sandboxes/{id}/files/watch", []string{"path", "recursive", "resume"}, needs[backend.WatchBackend]("file watching", resumable(stream(watchFiles)))},
 
-	{"POST", "/v1/sandboxes/{id}/ports", []string{"resume"}, resumable(needs[PortBackend]("port forwarding", created(portLocation, withBody((*api.PortForwardRequest).Validate, forwardPort))))},
-	{"GET", "/v1/sandboxes/{id}/ports", nil, needs[PortBackend]("port forwarding", reply(http.StatusOK, listPorts))},
-	{"DELETE", "/v1/sandboxes/{id}/ports/{port}", nil, needs[PortBackend]("port forwarding", status(http.StatusNoContent, removePort))},
+	{"POST", "/v1/sandboxes/{id}/ports", []string{"resume"}, resumable(needs[backend.PortBackend]("port forwarding", created(portLocation, withBody((*api.PortForwardRequest).Validate, forwardPort))))},
+	{"GET", "/v1/sandboxes/{id}/ports", nil, needs[backend.PortBackend]("port forwarding", reply(http.StatusOK, listPorts))},
+	{"DELETE", "/v1/sandboxes/{id}/ports/{port}", nil, needs[backend.PortBackend]("port forwarding", status(http.StatusNoContent, removePort))},
 
-	{"POST", "/v1/sandboxes/{id}/snapshots", nil, needs[SnapshotBackend]("snapshots", created(snapshotLocation, withBody((*api.SaveSnapshotRequest).Validate, saveSnapshot)))},
-	{"GET", "/v1/snapshots", []string{"sandbox"}, needs[SnapshotBackend]("snapshots", reply(http.StatusOK, listSnapshots))},
-	{"GET", "/v1/snapshots/{name}", nil, needs[SnapshotBackend]("snapshots", reply(http.StatusOK, getSnapshot))},
-	{"DELETE", "/v1/snapshots/{name}", nil, needs[SnapshotBackend]("snapshots", status(http.StatusNoContent, deleteSnapshot))},
-	{"POST", "/v1/snapshots/{name}/restore", nil, needs[SnapshotBackend]("snapshots", stream(restoreSnapshot))},
-	{"GET", "/v1/warm", nil, needs[WarmBackend]("warm templates", reply(http.StatusOK, listWarm))},
-	{"DELETE", "/v1/warm/{key}", nil, needs[WarmBackend]("warm templates", status(http.StatusNoContent, deleteWarm))},
-	{"GET", "/v1/templates", nil, needs[TemplateBackend]("templates", reply(http.StatusOK, listTemplates))},
-	{"GET", "/v1/nodes", nil, needs[NodeBackend]("cluster nodes", reply(http.StatusOK, listNodes))},
-	{"POST", "/v1/nodes/{node}/drain", nil, needs[NodeBackend]("cluster nodes", reply(http.StatusOK, drainNode))},
-	{"POST", "/v1/nodes/{node}/undrain", nil, needs[NodeBackend]("cluster nodes", reply(http.StatusOK, undrainNode))},
+	{"POST", "/v1/sandboxes/{id}/snapshots", nil, needs[backend.SnapshotBackend]("snapshots", created(snapshotLocation, withBody((*api.SaveSnapshotRequest).Validate, saveSnapshot)))},
+	{"GET", "/v1/snapshots", []string{"sandbox"}, needs[backend.SnapshotBackend]("snapshots", reply(http.StatusOK, listSnapshots))},
+	{"GET", "/v1/snapshots/{name}", nil, needs[backend.SnapshotBackend]("snapshots", reply(http.StatusOK, getSnapshot))},
+	{"DELETE", "/v1/snapshots/{name}", nil, needs[backend.SnapshotBackend]("snapshots", status(http.StatusNoContent, deleteSnapshot))},
+	{"POST", "/v1/snapshots/{name}/restore", nil, needs[backend.SnapshotBackend]("snapshots", stream(restoreSnapshot))},
+	{"GET", "/v1/warm", nil, needs[backend.WarmBackend]("warm templates", reply(http.StatusOK, listWarm))},
+	{"DELETE", "/v1/warm/{key}", nil, needs[backend.WarmBackend]("warm templates", status(http.StatusNoContent, deleteWarm))},
+	{"GET", "/v1/templates", nil, needs[backend.TemplateBackend]("templates", reply(http.StatusOK, listTemplates))},
+	{"GET", "/v1/nodes", nil, needs[backend.NodeBackend]("cluster nodes", reply(http.StatusOK, listNodes))},
+	{"POST", "/v1/nodes/{node}/drain", nil, needs[backend.NodeBackend]("cluster nodes", reply(http.StatusOK, drainNode))},
+	{"POST", "/v1/nodes/{node}/undrain", nil, needs[backend.NodeBackend]("cluster nodes", reply(http.StatusOK, undrainNode))},
 }

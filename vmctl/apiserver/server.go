@@ -16,13 +16,15 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/agentbox/agentbox/vmctl/api"
+	"github.com/agentbox/agentbox/vmctl/auth"
+	"github.com/agentbox/agentbox/vmctl/backend"
 	"github.com/agentbox/agentbox/vmctl/tenant"
 )
 
 // Config configures a Server.
 type Config struct {
 	// Backend does the work (the daemon). Required.
-	Backend Backend
+	Backend backend.Backend
 	// Logger receives request and error logs; nil discards them.
 	Logger *slog.Logger
 	// Metrics serves GET /metrics (the daemon's Prometheus handler); nil
@@ -44,12 +46,20 @@ type Config struct {
 	// token acts for that tenant (tenant.With; caller "tenant:NAME") and
 	// sees only its own sandboxes. Token stays the admin's.
 	Tenants *tenant.Registry
+	// Keyring, if set, is what TCP requests' bearer tokens are checked
+	// against (vmctl/auth), the one keyring of the daemon's fronts: it
+	// holds Token as its admin's and Tenants as its tenants (NewServer
+	// checks), and the cluster peers' token when Router is set. nil: the
+	// keyring of Token and Tenants alone (auth.New).
+	Keyring *auth.Keyring
 	// IdleTimeout closes keep-alive connections idle this long; 0 means
 	// 2 minutes.
 	IdleTimeout time.Duration
 	// Router, if set, sends the requests of sandboxes on other cluster
-	// nodes there and merges their lists (serve --cluster; cluster.go).
-	// nil: a single host, everything is served here.
+	// nodes there and merges their lists (serve --cluster; cluster.go);
+	// it needs a Keyring with the cluster peers' token (auth.Config.Peer),
+	// which a Keyring has only with a Router. nil: a single host,
+	// everything is served here.
 	Router Router
 }
 
@@ -68,11 +78,12 @@ const ReadHeaderTimeout = 10 * time.Second
 const MaxHeaderBytes = 64 << 10
 
 // CheckTCP returns an error unless cfg may serve a TCP listener on addr:
-// it needs a Token or TLS, since anyone who reaches the port could
-// otherwise run commands in the sandboxes. Serve runs the same check; the
-// daemon calls it before binding to fail early.
+// it needs a Token, Tenants (or a Keyring that requires a secret) or TLS,
+// since anyone who reaches the port could otherwise run commands in the
+// sandboxes. Serve runs the same check; the daemon calls it before
+// binding to fail early.
 func CheckTCP(cfg Config, addr string) error {
-	if strings.TrimSpace(cfg.Token) == "" && cfg.TLS == nil && cfg.Tenants == nil {
+	if strings.TrimSpace(cfg.Token) == "" && cfg.TLS == nil && cfg.Tenants == nil && !cfg.Keyring.RequiresSecret() {
 		return fmt.Errorf("refusing to listen on TCP %s without --token-file or --tls-cert/--tls-key: anyone who can reach the port could run commands in your sandboxes", addr)
 	}
 	return nil
@@ -81,12 +92,11 @@ func CheckTCP(cfg Config, addr string) error {
 // Server serves the REST API (see the package documentation) on any
 // number of listeners. It is safe for concurrent use.
 type Server struct {
-	backend Backend
+	backend backend.Backend
 	log     *slog.Logger
 	metrics http.Handler
 	m       *serverMetrics
-	token   string
-	tenants *tenant.Registry
+	keys    *auth.Keyring
 	tls     *tls.Config
 	idle    time.Duration
 	router  Router
@@ -112,8 +122,10 @@ type Server struct {
 }
 
 // NewServer checks cfg and returns a Server. Errors: no Backend, a Token
-// shorter than MinTokenBytes, a TLS config without certificate, metrics
-// that cannot be registered (e.g. registered twice).
+// shorter than MinTokenBytes, a Keyring without Token or Tenants, a
+// Router without the Keyring's peer token or the other way round, a TLS
+// config without certificate, metrics that cannot be registered (e.g.
+// registered twice).
 func NewServer(cfg Config) (*Server, error) {
 	if cfg.Backend == nil {
 		return nil, errors.New("api: Config.Backend is nil")
@@ -124,6 +136,16 @@ func NewServer(cfg Config) (*Server, error) {
 	}
 	if strings.ContainsAny(token, " \t\r\n") {
 		return nil, errors.New("the bearer token contains white space: use one word, e.g. the output of `openssl rand -hex 32`")
+	}
+	keys := cfg.Keyring
+	if keys == nil {
+		keys = auth.New(auth.Config{Admin: token, Tenants: cfg.Tenants})
+	}
+	if !keys.Holds(token, cfg.Tenants) {
+		return nil, errors.New("api: Config.Keyring does not hold Config.Token and Config.Tenants: make it of them (auth.Config Admin and Tenants)")
+	}
+	if (cfg.Router != nil) != keys.HasPeer() {
+		return nil, errors.New("api: a Config.Router needs the cluster peers' token in Config.Keyring (auth.Config.Peer), and that token a Router")
 	}
 	if cfg.TLS != nil && len(cfg.TLS.Certificates) == 0 && cfg.TLS.GetCertificate == nil && cfg.TLS.GetConfigForClient == nil {
 		return nil, errors.New("the TLS config has no certificate: give --tls-cert and --tls-key")
@@ -140,8 +162,7 @@ func NewServer(cfg Config) (*Server, error) {
 		backend: cfg.Backend,
 		log:     log,
 		metrics: cfg.Metrics,
-		token:   token,
-		tenants: cfg.Tenants,
+		keys:    keys,
 		idle:    idle,
 		router:  cfg.Router,
 		mux:     http.NewServeMux(),
@@ -199,12 +220,12 @@ func (s *Server) Serve(l net.Listener) error {
 		srv.Handler = s.handler
 		srv.ConnContext = unixConnContext
 	} else {
-		if err := CheckTCP(Config{Token: s.token, TLS: s.tls, Tenants: s.tenants}, l.Addr().String()); err != nil {
+		if err := CheckTCP(Config{TLS: s.tls, Keyring: s.keys}, l.Addr().String()); err != nil {
 			l.Close()
 			return err
 		}
 		if s.tls != nil {
-			if s.token == "" && s.tenants == nil && s.tls.ClientAuth != tls.RequireAndVerifyClientCert {
+			if !s.keys.RequiresSecret() && s.tls.ClientAuth != tls.RequireAndVerifyClientCert {
 				s.log.Warn("TCP listener with TLS but without a bearer token or required client certificates: anyone who can reach it can run commands in the sandboxes", "addr", l.Addr().String())
 			}
 			l = tls.NewListener(l, s.tls)

@@ -30,25 +30,16 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/agentbox/agentbox/tests/testenv"
 	"github.com/agentbox/agentbox/vmctl/api"
 	"github.com/agentbox/agentbox/vmctl/apiserver"
-	"github.com/agentbox/agentbox/vmctl/apiserver/apitest"
+	"github.com/agentbox/agentbox/vmctl/auth"
+	"github.com/agentbox/agentbox/vmctl/backend/backendtest"
 )
 
 // guard is how long a test waits for something that must happen before it
 // calls it a hang (a deadlock guard, not a speed assertion).
 const guard = time.Minute
-
-func waitFor[T any](t *testing.T, ch <-chan T, what string) T {
-	t.Helper()
-	select {
-	case v := <-ch:
-		return v
-	case <-time.After(guard):
-		t.Fatalf("gave up waiting for %s", what)
-		panic("unreachable")
-	}
-}
 
 func newServer(t *testing.T, cfg apiserver.Config) *apiserver.Server {
 	t.Helper()
@@ -104,7 +95,7 @@ func decodeError(t *testing.T, resp *http.Response) api.Error {
 }
 
 func TestUnknownRouteAndMethod(t *testing.T) {
-	b := &apitest.Backend{}
+	b := &backendtest.Fake{}
 	h := newServer(t, apiserver.Config{Backend: b}).Handler()
 	for _, c := range []struct {
 		method, target string
@@ -156,7 +147,7 @@ func readEvents(t *testing.T, r io.Reader) []api.ExecEvent {
 }
 
 func TestExecErrorAfterStartIsAnErrorEvent(t *testing.T) {
-	b := &apitest.Backend{ExecFn: func(ctx context.Context, ref string, req api.ExecRequest, started func(string, int), stdout, stderr io.Writer) (api.ExitStatus, error) {
+	b := &backendtest.Fake{ExecFn: func(ctx context.Context, ref string, req api.ExecRequest, started func(string, int), stdout, stderr io.Writer) (api.ExitStatus, error) {
 		started("e9", 3)
 		stdout.Write([]byte("partial"))
 		return api.ExitStatus{}, api.Errorf(503, api.CodeGuestDied, "the guest died: restart the sandbox")
@@ -177,7 +168,7 @@ func TestExecErrorAfterStartIsAnErrorEvent(t *testing.T) {
 func TestExecSplitsBigWritesWithOffsets(t *testing.T) {
 	data := make([]byte, 200<<10)
 	rand.Read(data)
-	b := &apitest.Backend{ExecFn: func(ctx context.Context, ref string, req api.ExecRequest, started func(string, int), stdout, stderr io.Writer) (api.ExitStatus, error) {
+	b := &backendtest.Fake{ExecFn: func(ctx context.Context, ref string, req api.ExecRequest, started func(string, int), stdout, stderr io.Writer) (api.ExitStatus, error) {
 		started("e1", 1)
 		if n, err := stdout.Write(data); n != len(data) || err != nil {
 			t.Errorf("stdout.Write = %d, %v", n, err)
@@ -234,7 +225,7 @@ func (l *logBuffer) String() string {
 func TestExecStreamsAndDisconnectCancels(t *testing.T) {
 	release := make(chan struct{})
 	cancelled := make(chan error, 1)
-	b := &apitest.Backend{ExecFn: func(ctx context.Context, ref string, req api.ExecRequest, started func(string, int), stdout, stderr io.Writer) (api.ExitStatus, error) {
+	b := &backendtest.Fake{ExecFn: func(ctx context.Context, ref string, req api.ExecRequest, started func(string, int), stdout, stderr io.Writer) (api.ExitStatus, error) {
 		started("e1", 1)
 		stdout.Write([]byte("first"))
 		<-release
@@ -263,7 +254,7 @@ func TestExecStreamsAndDisconnectCancels(t *testing.T) {
 	}
 	close(release)
 	cancel()
-	if err := waitFor(t, cancelled, "the backend's context to end"); !errors.Is(err, context.Canceled) {
+	if err := testenv.Receive(t, guard, "the backend's context to end", cancelled); !errors.Is(err, context.Canceled) {
 		t.Errorf("backend ctx error %v", err)
 	}
 	ts.Close() // waits for the handler to return
@@ -280,9 +271,9 @@ func TestExecStreamsAndDisconnectCancels(t *testing.T) {
 // backend fails after the answer began ends with a broken body, not a
 // clean end.
 func TestStreamFailureCutsTheConnection(t *testing.T) {
-	b := &apitest.Backend{
+	b := &backendtest.Fake{
 		DownloadFn: func(ctx context.Context, ref, path string, open func(api.FileInfo) io.Writer) error {
-			w := open(apitest.File(path, 1<<20))
+			w := open(backendtest.File(path, 1<<20))
 			w.Write(make([]byte, 100<<10)) // more than net/http buffers: the 200 goes out
 			return errors.New("agent connection lost")
 		},
@@ -314,8 +305,8 @@ func TestStreamFailureCutsTheConnection(t *testing.T) {
 // but fails before writing is an ordinary error answer, without the
 // file's headers.
 func TestDownloadErrorBeforeTheFirstByte(t *testing.T) {
-	b := &apitest.Backend{DownloadFn: func(ctx context.Context, ref, path string, open func(api.FileInfo) io.Writer) error {
-		open(apitest.File(path, 100))
+	b := &backendtest.Fake{DownloadFn: func(ctx context.Context, ref, path string, open func(api.FileInfo) io.Writer) error {
+		open(backendtest.File(path, 100))
 		return api.Errorf(503, api.CodeGuestDied, "guest died")
 	}}
 	rec := httptest.NewRecorder()
@@ -325,7 +316,7 @@ func TestDownloadErrorBeforeTheFirstByte(t *testing.T) {
 	}
 	// An empty file is an empty 200 with its headers.
 	b.DownloadFn = func(ctx context.Context, ref, path string, open func(api.FileInfo) io.Writer) error {
-		open(apitest.File(path, 0))
+		open(backendtest.File(path, 0))
 		return nil
 	}
 	rec = httptest.NewRecorder()
@@ -358,7 +349,7 @@ func counterValue(t *testing.T, reg *prometheus.Registry, name, label, value str
 
 func TestMetrics(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	b := &apitest.Backend{}
+	b := &backendtest.Fake{}
 	h := newServer(t, apiserver.Config{Backend: b, Registerer: reg}).Handler()
 	for _, target := range []string{"/v1/info", "/v1/sandboxes/..", "/v1/sandboxes/a%2Fb", "/v1/nope"} {
 		h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", target, nil))
@@ -399,7 +390,7 @@ func TestMetrics(t *testing.T) {
 }
 
 func TestNewServerChecks(t *testing.T) {
-	b := &apitest.Backend{}
+	b := &backendtest.Fake{}
 	for _, c := range []struct {
 		cfg  apiserver.Config
 		want string
@@ -408,6 +399,9 @@ func TestNewServerChecks(t *testing.T) {
 		{apiserver.Config{Backend: b, Token: "short"}, "at least 16"},
 		{apiserver.Config{Backend: b, Token: "0123456789abcdef 0123"}, "white space"},
 		{apiserver.Config{Backend: b, TLS: &tls.Config{}}, "no certificate"},
+		{apiserver.Config{Backend: b, Token: "0123456789abcdef", Keyring: auth.New(auth.Config{Admin: "fedcba9876543210"})}, "does not hold Config.Token"},
+		{apiserver.Config{Backend: b, Keyring: auth.New(auth.Config{Admin: "0123456789abcdef"})}, "does not hold Config.Token"},
+		{apiserver.Config{Backend: b, Keyring: auth.New(auth.Config{Peer: "0123456789abcdef"})}, "needs the cluster peers' token"},
 	} {
 		if _, err := apiserver.NewServer(c.cfg); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("NewServer(%+v) = %v, want an error containing %q", c.cfg, err, c.want)
@@ -416,10 +410,30 @@ func TestNewServerChecks(t *testing.T) {
 	if _, err := apiserver.NewServer(apiserver.Config{Backend: b, Token: " 0123456789abcdef\n"}); err != nil {
 		t.Errorf("a token with a newline: %v", err)
 	}
+	if _, err := apiserver.NewServer(apiserver.Config{Backend: b, Token: "0123456789abcdef", Keyring: auth.New(auth.Config{Admin: "0123456789abcdef\n"})}); err != nil {
+		t.Errorf("a keyring of the token: %v", err)
+	}
+	// A Router needs the peers' token in the keyring, and has it there.
+	if _, err := apiserver.NewServer(apiserver.Config{Backend: b, Router: noRouter{}}); err == nil || !strings.Contains(err.Error(), "needs the cluster peers' token") {
+		t.Errorf("a Router without the peers' token: %v", err)
+	}
+	if _, err := apiserver.NewServer(apiserver.Config{Backend: b, Router: noRouter{}, Keyring: auth.New(auth.Config{Peer: "0123456789abcdef"})}); err != nil {
+		t.Errorf("a Router with the peers' token: %v", err)
+	}
+}
+
+// noRouter is an apiserver.Router that routes nothing, for NewServer's
+// checks.
+type noRouter struct{}
+
+func (noRouter) Peer(*http.Request, bool) (context.Context, error)              { return nil, nil }
+func (noRouter) Route(http.ResponseWriter, *http.Request, string) (bool, error) { return false, nil }
+func (noRouter) List(_ *http.Request, local []api.Sandbox) ([]api.Sandbox, error) {
+	return local, nil
 }
 
 func TestTCPRefusedWithoutTokenOrTLS(t *testing.T) {
-	cfg := apiserver.Config{Backend: &apitest.Backend{}}
+	cfg := apiserver.Config{Backend: &backendtest.Fake{}}
 	want := "refusing to listen on TCP 127.0.0.1:"
 	if err := apiserver.CheckTCP(cfg, "127.0.0.1:7070"); err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "--token-file") {
 		t.Errorf("CheckTCP = %v", err)
@@ -443,7 +457,7 @@ func TestTCPRefusedWithoutTokenOrTLS(t *testing.T) {
 func TestTCPToken(t *testing.T) {
 	const token = "0123456789abcdef0123456789abcdef"
 	callers := make(chan string, 1)
-	b := &apitest.Backend{InfoFn: func(ctx context.Context) (api.Info, error) {
+	b := &backendtest.Fake{InfoFn: func(ctx context.Context) (api.Info, error) {
 		callers <- api.CallerFrom(ctx).ID
 		return api.Info{Version: "t", API: "v1", Sandboxes: map[string]int{}}, nil
 	}}
@@ -455,10 +469,10 @@ func TestTCPToken(t *testing.T) {
 	serve(t, srv, l)
 	url := "http://" + l.Addr().String()
 	for _, c := range []struct{ auth, code string }{
-		{"", "missing bearer token"},
-		{"Bearer wrong", "wrong bearer token"},
-		{"Bearer " + token + "x", "wrong bearer token"},
-		{"Basic " + token, "missing bearer token"},
+		{"", `missing token: send the token of the agentbox daemon's --token-file as "Authorization: Bearer TOKEN"`},
+		{"Bearer wrong", "wrong token: "},
+		{"Bearer " + token + "x", "wrong token: "},
+		{"Basic " + token, "missing token: "},
 	} {
 		for _, target := range []string{"/v1/info", "/metrics", "/v1/openapi.yaml", "/v1/nope"} {
 			req, _ := http.NewRequest("GET", url+target, nil)
@@ -535,7 +549,7 @@ func certs(t *testing.T) (pool *x509.CertPool, server, client tls.Certificate) {
 func TestTLSClientCertificateNamesTheCaller(t *testing.T) {
 	pool, serverCert, clientCert := certs(t)
 	callers := make(chan string, 1)
-	b := &apitest.Backend{InfoFn: func(ctx context.Context) (api.Info, error) {
+	b := &backendtest.Fake{InfoFn: func(ctx context.Context) (api.Info, error) {
 		callers <- api.CallerFrom(ctx).ID
 		return api.Info{Version: "t", API: "v1", Sandboxes: map[string]int{}}, nil
 	}}
@@ -558,6 +572,21 @@ func TestTLSClientCertificateNamesTheCaller(t *testing.T) {
 	}
 	if got := <-callers; got != "tls:agent7" {
 		t.Errorf("caller %q, want tls:agent7", got)
+	}
+	// Without a token or tenants a bearer token is not checked at all
+	// (an empty keyring requires none): the certificate still names the
+	// caller.
+	req, _ := http.NewRequest("GET", "https://"+l.Addr().String()+"/v1/info", nil)
+	req.Header.Set("Authorization", "Bearer not-a-token-of-this-daemon")
+	if resp, err = hc.Do(req); err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("with a stray bearer token: status %d, want 200", resp.StatusCode)
+	}
+	if got := <-callers; got != "tls:agent7" {
+		t.Errorf("with a stray bearer token: caller %q, want tls:agent7", got)
 	}
 	// Without a client certificate the handshake fails.
 	hc = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
@@ -594,7 +623,7 @@ func TestListenUnix(t *testing.T) {
 
 	// A second daemon on the same socket is refused while the first answers.
 	callers := make(chan string, 1)
-	b := &apitest.Backend{InfoFn: func(ctx context.Context) (api.Info, error) {
+	b := &backendtest.Fake{InfoFn: func(ctx context.Context) (api.Info, error) {
 		callers <- api.CallerFrom(ctx).ID
 		return api.Info{Version: "t", API: "v1", Sandboxes: map[string]int{}}, nil
 	}}
@@ -646,7 +675,7 @@ func TestListenUnix(t *testing.T) {
 // and a TCP port with it.
 func TestOneServerUnixAndTCP(t *testing.T) {
 	const token = "0123456789abcdef0123456789abcdef"
-	srv := newServer(t, apiserver.Config{Backend: &apitest.Backend{}, Token: token})
+	srv := newServer(t, apiserver.Config{Backend: &backendtest.Fake{}, Token: token})
 	sock := filepath.Join(shortTempDir(t), "a.sock")
 	ul, err := apiserver.ListenUnix(sock, 0, -1)
 	if err != nil {
@@ -681,7 +710,7 @@ func TestOneServerUnixAndTCP(t *testing.T) {
 func TestShutdown(t *testing.T) {
 	execRunning := make(chan struct{})
 	finishExec := make(chan struct{})
-	b := &apitest.Backend{ExecFn: func(ctx context.Context, ref string, req api.ExecRequest, started func(string, int), stdout, stderr io.Writer) (api.ExitStatus, error) {
+	b := &backendtest.Fake{ExecFn: func(ctx context.Context, ref string, req api.ExecRequest, started func(string, int), stdout, stderr io.Writer) (api.ExitStatus, error) {
 		started("e1", 1)
 		close(execRunning)
 		<-finishExec
@@ -738,10 +767,10 @@ func TestShutdown(t *testing.T) {
 	if len(evs) != 3 || evs[2].Type != "exit" {
 		t.Errorf("exec events after Shutdown %+v", evs)
 	}
-	if err := waitFor(t, shut, "Shutdown"); err != nil {
+	if err := testenv.Receive(t, guard, "Shutdown", shut); err != nil {
 		t.Errorf("Shutdown: %v", err)
 	}
-	if err := waitFor(t, served, "Serve to return"); err != nil {
+	if err := testenv.Receive(t, guard, "Serve to return", served); err != nil {
 		t.Errorf("Serve: %v", err)
 	}
 	// Serve after Shutdown (a goroutine that lost the race) serves nothing.
@@ -761,7 +790,7 @@ func TestShutdown(t *testing.T) {
 // connections (the backend's context ends) and returns ctx's error.
 func TestShutdownDeadline(t *testing.T) {
 	execRunning := make(chan struct{})
-	b := &apitest.Backend{ExecFn: func(ctx context.Context, ref string, req api.ExecRequest, started func(string, int), stdout, stderr io.Writer) (api.ExitStatus, error) {
+	b := &backendtest.Fake{ExecFn: func(ctx context.Context, ref string, req api.ExecRequest, started func(string, int), stdout, stderr io.Writer) (api.ExitStatus, error) {
 		started("e1", 1)
 		close(execRunning)
 		<-ctx.Done()
@@ -789,7 +818,7 @@ func TestShutdownDeadline(t *testing.T) {
 	if _, err := io.ReadAll(resp.Body); err == nil {
 		t.Error("the exec stream ended cleanly; want it cut")
 	}
-	if err := waitFor(t, served, "Serve to return"); err != nil {
+	if err := testenv.Receive(t, guard, "Serve to return", served); err != nil {
 		t.Errorf("Serve: %v", err)
 	}
 }
@@ -798,7 +827,7 @@ func TestShutdownDeadline(t *testing.T) {
 // Content-Length reaches the backend as a 400 read error.
 func TestCutUploadIsAnError(t *testing.T) {
 	got := make(chan error, 1)
-	b := &apitest.Backend{UploadFn: func(ctx context.Context, ref string, req api.UploadRequest, r io.Reader) (api.FileInfo, error) {
+	b := &backendtest.Fake{UploadFn: func(ctx context.Context, ref string, req api.UploadRequest, r io.Reader) (api.FileInfo, error) {
 		_, err := io.Copy(io.Discard, r)
 		got <- err
 		return api.FileInfo{}, err
@@ -816,7 +845,7 @@ func TestCutUploadIsAnError(t *testing.T) {
 	}
 	fmt.Fprintf(c, "PUT /v1/sandboxes/w/files?path=/a HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n0123456789")
 	c.(*net.UnixConn).CloseWrite()
-	err = waitFor(t, got, "the upload to fail")
+	err = testenv.Receive(t, guard, "the upload to fail", got)
 	var e *api.Error
 	if !errors.As(err, &e) || e.Status != 400 || !strings.Contains(e.Message, "after 10 bytes") {
 		t.Errorf("backend read error %v", err)

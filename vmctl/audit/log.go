@@ -15,6 +15,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/agentbox/agentbox/vmctl/errdefs"
 )
 
 // FileName is the name of the active log file in the log's directory;
@@ -27,8 +29,10 @@ const (
 	DefaultMaxFiles = 10
 )
 
-// ErrClosed is returned by Append, Sync and Read after Close.
-var ErrClosed = errors.New("audit log is closed")
+// ErrClosed is returned by Append, Sync and Read after Close. It is of
+// errdefs.ErrInternal: a read of the log (GET /v1/audit) racing the
+// daemon's shutdown has always been answered 500 internal.
+var ErrClosed = errdefs.New(errdefs.ErrInternal, "", "audit log is closed")
 
 // Options tunes Open.
 type Options struct {

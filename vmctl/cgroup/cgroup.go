@@ -35,6 +35,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/agentbox/agentbox/vmctl/errdefs"
 )
 
 // DefaultRoot is where the cgroup file systems are mounted.
@@ -42,7 +44,7 @@ const DefaultRoot = "/sys/fs/cgroup"
 
 // ErrUnsupported is wrapped when a controller is not available for the
 // process (not mounted, or on v2 not enabled for its group).
-var ErrUnsupported = errors.New("cgroup controller not available")
+var ErrUnsupported = errdefs.New(errdefs.ErrFailedPrecondition, "", "cgroup controller not available")
 
 // Options tunes [Of].
 type Options struct {

@@ -2,7 +2,6 @@ package client
 
 import (
 	"context"
-	"errors"
 	"io"
 	"net/http"
 	"net/url"
@@ -11,16 +10,17 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/agentbox/agentbox/vmctl/api"
+	"github.com/agentbox/agentbox/vmctl/errdefs"
 )
 
 // ErrDetached is what Wait returns after Detach: the process runs on.
-var ErrDetached = errors.New("detached from the process; it runs on")
+var ErrDetached = errdefs.New(errdefs.ErrCanceled, "", "detached from the process; it runs on")
 
 // ResizeProcess sets the terminal size of detached process pid (started
 // with ExecRequest.Tty) and returns the process with its new size.
 // Errors: 400 invalid_argument for a process without a terminal or a size
 // out of range, 404, 409 process_exited.
-func (c *Client) ResizeProcess(ctx context.Context, ref, pid string, size api.TtySize) (api.Process, error) {
+func (c *processes) ResizeProcess(ctx context.Context, ref, pid string, size api.TtySize) (api.Process, error) {
 	var p api.Process
 	err := c.call(ctx, http.MethodPost, c.endpoint(nil, "v1", "sandboxes", ref, "processes", pid, "resize"), size, &p)
 	return p, err
@@ -49,7 +49,7 @@ type AttachOptions struct {
 //
 // Errors: *api.Error (404 for a missing sandbox or process, 400), the
 // connection's, ctx's.
-func (c *Client) AttachProcess(ctx context.Context, ref, pid string, opts AttachOptions, stdin io.Reader, stdout, stderr io.Writer) (*InteractiveExec, error) {
+func (c *processes) AttachProcess(ctx context.Context, ref, pid string, opts AttachOptions, stdin io.Reader, stdout, stderr io.Writer) (*InteractiveExec, error) {
 	var q url.Values
 	if opts.Offset != nil {
 		q = url.Values{"offset": {strconv.FormatInt(*opts.Offset, 10)}}

@@ -12,9 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentbox/agentbox/tests/testenv"
 	"github.com/agentbox/agentbox/vmctl/api"
-	"github.com/agentbox/agentbox/vmctl/apiserver"
-	"github.com/agentbox/agentbox/vmctl/apiserver/apitest"
+	"github.com/agentbox/agentbox/vmctl/backend"
+	"github.com/agentbox/agentbox/vmctl/backend/backendtest"
 	"github.com/agentbox/agentbox/vmctl/client"
 )
 
@@ -22,13 +23,13 @@ import (
 // offset, a dropped range reaches OnDropped, stdin and resize reach the
 // process, its end is Wait's status; stdin's EOF closes nothing.
 func TestAttachProcess(t *testing.T) {
-	b := &apitest.Backend{}
-	ctl := &apitest.Control{ID: "p2", PID: 42, Tty: true}
+	b := &backendtest.Fake{}
+	ctl := &backendtest.Control{ID: "p2", PID: 42, Tty: true}
 	var gotOffset *int64
 	var stdinEOF atomic.Bool
-	b.Terminals.AttachFn = func(ctx context.Context, ref, pid string, at apiserver.ProcessAttachment) (api.ExitStatus, error) {
+	b.Terminals.AttachFn = func(ctx context.Context, ref, pid string, at backend.ProcessAttachment) (api.ExitStatus, error) {
 		gotOffset = at.Offset
-		p := apitest.Process(pid)
+		p := backendtest.Process(pid)
 		p.Tty = &api.TtySize{Rows: 24, Cols: 80}
 		at.Started(ctl, p, 7)
 		io.WriteString(at.Stdout, "ab")
@@ -62,7 +63,7 @@ func TestAttachProcess(t *testing.T) {
 	var out bytes.Buffer
 	offset := int64(7)
 	pr, pw := io.Pipe()
-	e, err := c.AttachProcess(ctx, apitest.SandboxID, "p2", client.AttachOptions{Offset: &offset, OnDropped: func(o, n int64) {
+	e, err := c.AttachProcess(ctx, backendtest.SandboxID, "p2", client.AttachOptions{Offset: &offset, OnDropped: func(o, n int64) {
 		mu.Lock()
 		defer mu.Unlock()
 		dropped = append(dropped, [2]int64{o, n})
@@ -105,10 +106,10 @@ func TestAttachProcess(t *testing.T) {
 // ends without an exit) and Wait says ErrDetached; a missing process is
 // the daemon's 404.
 func TestAttachDetach(t *testing.T) {
-	b := &apitest.Backend{}
+	b := &backendtest.Fake{}
 	detached := make(chan struct{})
-	b.Terminals.AttachFn = func(ctx context.Context, ref, pid string, at apiserver.ProcessAttachment) (api.ExitStatus, error) {
-		at.Started(&apitest.Control{ID: pid, PID: 1}, apitest.Process(pid), 0)
+	b.Terminals.AttachFn = func(ctx context.Context, ref, pid string, at backend.ProcessAttachment) (api.ExitStatus, error) {
+		at.Started(&backendtest.Control{ID: pid, PID: 1}, backendtest.Process(pid), 0)
 		<-ctx.Done()
 		close(detached)
 		return api.ExitStatus{}, ctx.Err()
@@ -116,7 +117,7 @@ func TestAttachDetach(t *testing.T) {
 	c := start(t, b)
 	ctx, cancel := context.WithTimeout(context.Background(), guard)
 	defer cancel()
-	e, err := c.AttachProcess(ctx, apitest.SandboxID, "p1", client.AttachOptions{}, nil, nil, nil)
+	e, err := c.AttachProcess(ctx, backendtest.SandboxID, "p1", client.AttachOptions{}, nil, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,12 +131,12 @@ func TestAttachDetach(t *testing.T) {
 	if _, err := e.Wait(); !errors.Is(err, client.ErrDetached) {
 		t.Fatalf("Wait after Detach: %v, want ErrDetached", err)
 	}
-	waitFor(t, detached, "the backend's end")
+	testenv.Receive(t, guard, "the backend's end", detached)
 
 	b.GetProcessFn = func(context.Context, string, string) (api.Process, error) {
 		return api.Process{}, api.Errorf(404, api.CodeNotFound, "process p9: process not found")
 	}
-	_, err = c.AttachProcess(ctx, apitest.SandboxID, "p9", client.AttachOptions{}, nil, nil, nil)
+	_, err = c.AttachProcess(ctx, backendtest.SandboxID, "p9", client.AttachOptions{}, nil, nil, nil)
 	var ae *api.Error
 	if !errors.As(err, &ae) || ae.Status != 404 || ae.Message != "process p9: process not found" {
 		t.Fatalf("attach to a missing process: %v, want its 404", err)

@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -24,25 +25,66 @@ import (
 // listens: the socket file is missing (ENOENT) or nobody accepts on it or
 // on the TCP port (ECONNREFUSED). Other dial failures (EACCES on the
 // socket, DNS, TLS) are not ErrUnreachable: a daemon may be there.
+//
+// It is the one sentinel of vmctl/ without an errdefs category, on
+// purpose: a front that answers a client error (MCP's tools through
+// api.ErrorFrom) answers today the missing socket 404 not_found (its
+// fs.ErrNotExist) and the refused connection 500 internal; any category
+// would answer both the same.
 var ErrUnreachable = errors.New("agentbox daemon not reachable")
 
 // Client talks to one agentbox daemon. It is safe for concurrent use; its
 // connections are kept alive between requests.
+//
+// Its calls are declared by resource on the unexported types it embeds
+// (sandboxes, processes, files, snapshots, templates, ports, daemon),
+// which all share its one transport; they are called on the Client.
 type Client struct {
+	*transport
+	sandboxes
+	processes
+	files
+	snapshots
+	templates
+	ports
+	daemon
+}
+
+// transport is what every call of a Client goes through: where the
+// daemon is, the connections, the credentials and headers of a request,
+// and the one turning of error answers into errors (decodeError).
+type transport struct {
 	hc    *http.Client
 	base  url.URL
 	token string
+	// extra is WithHeader's, set on every request after the client's own.
+	extra http.Header
 	// resume asks routes that can resume a paused sandbox to (Resuming).
 	resume bool
+}
+
+// newClient returns the Client whose calls all go through t.
+func newClient(t *transport) *Client {
+	return &Client{
+		transport: t,
+		sandboxes: sandboxes{t},
+		processes: processes{t},
+		files:     files{t},
+		snapshots: snapshots{t},
+		templates: templates{t},
+		ports:     ports{t},
+		daemon:    daemon{t},
+	}
 }
 
 // Option configures a Client.
 type Option func(*options)
 
 type options struct {
-	token string
-	tls   *tls.Config
-	hc    *http.Client
+	token  string
+	tls    *tls.Config
+	hc     *http.Client
+	header http.Header
 }
 
 // WithToken sends "Authorization: Bearer tok" with every request (what a
@@ -56,6 +98,14 @@ func WithTLSConfig(cfg *tls.Config) Option { return func(o *options) { o.tls = c
 // WithHTTPClient replaces the http.Client: its Transport then decides where
 // requests go (New's socket path and WithTLSConfig are not used).
 func WithHTTPClient(hc *http.Client) Option { return func(o *options) { o.hc = hc } }
+
+// WithHeader sends h's fields with every request (REST calls and the
+// WebSocket of an interactive exec), set after the client's own: a
+// "User-Agent" or "Authorization" in h replaces the client's
+// "agentbox-client" and WithToken's bearer token. E.g. the cluster token
+// and identity headers a node sends another (vmctl/clusterproxy). h is
+// copied; later changes to it are not seen.
+func WithHeader(h http.Header) Option { return func(o *options) { o.header = h.Clone() } }
 
 // New returns a client of the daemon listening on the unix socket
 // socketPath. Nothing is dialed yet: the first request does, and fails
@@ -79,7 +129,7 @@ func New(socketPath string, opts ...Option) *Client {
 		}
 		hc = &http.Client{Transport: tr}
 	}
-	return &Client{hc: hc, base: url.URL{Scheme: "http", Host: "agentbox"}, token: o.token}
+	return newClient(&transport{hc: hc, base: url.URL{Scheme: "http", Host: "agentbox"}, token: o.token, extra: o.header})
 }
 
 // NewTCP returns a client of the daemon at baseURL, "http://host:port" or
@@ -114,7 +164,7 @@ func NewTCP(baseURL string, opts ...Option) (*Client, error) {
 		}
 		hc = &http.Client{Transport: tr}
 	}
-	return &Client{hc: hc, base: url.URL{Scheme: u.Scheme, Host: u.Host}, token: o.token}, nil
+	return newClient(&transport{hc: hc, base: url.URL{Scheme: u.Scheme, Host: u.Host}, token: o.token, extra: o.header}), nil
 }
 
 func applyOptions(opts []Option) options {
@@ -141,7 +191,7 @@ func (c *Client) Close() error {
 }
 
 // endpoint returns the URL of the path segments (each escaped) and query.
-func (c *Client) endpoint(q url.Values, segs ...string) *url.URL {
+func (c *transport) endpoint(q url.Values, segs ...string) *url.URL {
 	u := c.base
 	var p, raw strings.Builder
 	for _, s := range segs {
@@ -155,19 +205,29 @@ func (c *Client) endpoint(q url.Values, segs ...string) *url.URL {
 	return &u
 }
 
+// header returns the headers every request carries: the User-Agent and,
+// with a token, its Authorization.
+func (c *transport) header() http.Header {
+	h := http.Header{"User-Agent": {"agentbox-client"}}
+	if c.token != "" {
+		h.Set("Authorization", "Bearer "+c.token)
+	}
+	for k, vs := range c.extra {
+		h[k] = slices.Clone(vs)
+	}
+	return h
+}
+
 // do sends a request and returns the response of a 2xx answer; any other
 // answer becomes its *api.Error. contentType may be "" (no body).
-func (c *Client) do(ctx context.Context, method string, u *url.URL, contentType string, body io.Reader) (*http.Response, error) {
+func (c *transport) do(ctx context.Context, method string, u *url.URL, contentType string, body io.Reader) (*http.Response, error) {
 	req, err := http.NewRequestWithContext(ctx, method, u.String(), body)
 	if err != nil {
 		return nil, err
 	}
+	req.Header = c.header()
 	if contentType != "" {
 		req.Header.Set("Content-Type", contentType)
-	}
-	req.Header.Set("User-Agent", "agentbox-client")
-	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
 	resp, err := c.hc.Do(req)
 	if err != nil {
@@ -217,7 +277,7 @@ func streamError(e *api.Error, what string) error {
 
 // call sends in (if not nil) as JSON and decodes the answer into out (if
 // not nil).
-func (c *Client) call(ctx context.Context, method string, u *url.URL, in, out any) error {
+func (c *transport) call(ctx context.Context, method string, u *url.URL, in, out any) error {
 	var body io.Reader
 	ct := ""
 	if in != nil {

@@ -20,10 +20,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentbox/agentbox/tests/testenv"
 	"github.com/agentbox/agentbox/vmctl/api"
 	"github.com/agentbox/agentbox/vmctl/apiserver"
-	"github.com/agentbox/agentbox/vmctl/apiserver/apitest"
 	"github.com/agentbox/agentbox/vmctl/audit"
+	"github.com/agentbox/agentbox/vmctl/backend/backendtest"
 	"github.com/agentbox/agentbox/vmctl/client"
 	"github.com/agentbox/agentbox/vmctl/errdefs"
 )
@@ -31,17 +32,6 @@ import (
 // guard is how long a test waits for something that must happen before it
 // calls it a hang (a deadlock guard, not a speed assertion).
 const guard = time.Minute
-
-func waitFor[T any](t *testing.T, ch <-chan T, what string) T {
-	t.Helper()
-	select {
-	case v := <-ch:
-		return v
-	case <-time.After(guard):
-		t.Fatalf("gave up waiting for %s", what)
-		panic("unreachable")
-	}
-}
 
 // socketDir is a temp dir short enough for unix socket paths.
 func socketDir(t *testing.T) string {
@@ -55,7 +45,7 @@ func socketDir(t *testing.T) string {
 }
 
 // start serves b on a unix socket and returns a client of it.
-func start(t *testing.T, b *apitest.Backend) *client.Client {
+func start(t *testing.T, b *backendtest.Fake) *client.Client {
 	t.Helper()
 	srv, err := apiserver.NewServer(apiserver.Config{Backend: b})
 	if err != nil {
@@ -91,15 +81,15 @@ func TestRoundTrips(t *testing.T) {
 	got := map[string]any{}
 	put := func(k string, v any) { mu.Lock(); got[k] = v; mu.Unlock() }
 	sp := func(vs ...any) string { return strings.TrimSuffix(fmt.Sprintln(vs...), "\n") }
-	b := &apitest.Backend{
+	b := &backendtest.Fake{
 		CreateSandboxFn: func(ctx context.Context, req api.CreateSandboxRequest) (api.Sandbox, error) {
 			put("create", req)
 			put("caller", api.CallerFrom(ctx).ID)
-			return apitest.Sandbox(apitest.SandboxID), nil
+			return backendtest.Sandbox(backendtest.SandboxID), nil
 		},
 		ListSandboxesFn: func(ctx context.Context, labels map[string]string, state string) ([]api.Sandbox, error) {
 			put("list", sp(labels, state))
-			return []api.Sandbox{apitest.Sandbox("aaaaaaaaaaaa"), apitest.Sandbox("bbbbbbbbbbbb")}, nil
+			return []api.Sandbox{backendtest.Sandbox("aaaaaaaaaaaa"), backendtest.Sandbox("bbbbbbbbbbbb")}, nil
 		},
 		DeleteSandboxFn: func(ctx context.Context, ref string, force bool) error {
 			put("delete", sp(ref, force))
@@ -127,7 +117,7 @@ func TestRoundTrips(t *testing.T) {
 			path, perm, parents := req.Path, req.Mode, req.Parents
 			data, _ := io.ReadAll(r)
 			put("upload", sp(ref, path, perm, parents, string(data)))
-			return apitest.File(path, int64(len(data))), nil
+			return backendtest.File(path, int64(len(data))), nil
 		},
 		WriteStdinFn: func(ctx context.Context, ref, pid string, r io.Reader, closeAfter bool) (int64, error) {
 			data, _ := io.ReadAll(r)
@@ -143,7 +133,7 @@ func TestRoundTrips(t *testing.T) {
 	}
 	req := api.CreateSandboxRequest{Image: "/img", Name: "w1", VCPUs: 2, Labels: map[string]string{"a": "b"}, Limits: api.Limits{TTLSeconds: 9}}
 	sb, err := c.CreateSandbox(ctx, req)
-	if err != nil || !reflect.DeepEqual(sb, apitest.Sandbox(apitest.SandboxID)) {
+	if err != nil || !reflect.DeepEqual(sb, backendtest.Sandbox(backendtest.SandboxID)) {
 		t.Errorf("CreateSandbox = %+v, %v", sb, err)
 	}
 	if !reflect.DeepEqual(got["create"], req) {
@@ -156,7 +146,7 @@ func TestRoundTrips(t *testing.T) {
 	if err != nil || len(list) != 2 || list[1].ID != "bbbbbbbbbbbb" || got["list"] != "map[team:a x:y=z] running" {
 		t.Errorf("ListSandboxes = %+v, %v; backend got %v", list, err, got["list"])
 	}
-	if sb, err := c.GetSandbox(ctx, "w1"); err != nil || sb.ID != apitest.SandboxID {
+	if sb, err := c.GetSandbox(ctx, "w1"); err != nil || sb.ID != backendtest.SandboxID {
 		t.Errorf("GetSandbox = %+v, %v", sb, err)
 	}
 	if sb, err := c.StopSandbox(ctx, "w1"); err != nil || sb.State != api.StateStopped {
@@ -210,7 +200,7 @@ func TestRoundTrips(t *testing.T) {
 	}
 	out.Reset()
 	fi, err = c.Download(ctx, "w1", "/work//f.txt", &out)
-	want := apitest.File("/work/f.txt", 7)
+	want := backendtest.File("/work/f.txt", 7)
 	if err != nil || out.String() != "content" || fi.Size != 7 || fi.Mode != "0644" || fi.Name != "f.txt" || fi.Path != "/work/f.txt" || !fi.ModTime.Equal(want.ModTime) || fi.Type != api.FileRegular {
 		t.Errorf("Download = %+v, %v; %q", fi, err, out.String())
 	}
@@ -244,7 +234,7 @@ func TestRoundTrips(t *testing.T) {
 func TestErrorsAreAPIErrors(t *testing.T) {
 	capErr := api.Errorf(429, api.CodeCapacity, "not enough memory: free some")
 	capErr.Details = map[string]any{"free_memory_mib": 256}
-	b := &apitest.Backend{
+	b := &backendtest.Fake{
 		CreateSandboxFn: func(context.Context, api.CreateSandboxRequest) (api.Sandbox, error) { return api.Sandbox{}, capErr },
 		GetSandboxFn: func(ctx context.Context, ref string) (api.Sandbox, error) {
 			return api.Sandbox{}, api.Errorf(404, api.CodeNotFound, "no sandbox %q: list them with agentbox ls", ref)
@@ -313,7 +303,7 @@ func TestExecStreamsMiBsByteExact(t *testing.T) {
 	for i := range wantErr {
 		wantErr[i] = byte(rng.Uint32())
 	}
-	b := &apitest.Backend{ExecFn: func(ctx context.Context, ref string, req api.ExecRequest, started func(string, int), stdout, stderr io.Writer) (api.ExitStatus, error) {
+	b := &backendtest.Fake{ExecFn: func(ctx context.Context, ref string, req api.ExecRequest, started func(string, int), stdout, stderr io.Writer) (api.ExitStatus, error) {
 		started("e1", 1)
 		o, e := wantOut, wantErr
 		sizes := rand.New(rand.NewPCG(3, 4))
@@ -355,7 +345,7 @@ func (w *cancelWriter) Write(p []byte) (int, error) {
 
 func TestExecCancelReachesTheBackend(t *testing.T) {
 	backendDone := make(chan error, 1)
-	b := &apitest.Backend{ExecFn: func(ctx context.Context, ref string, req api.ExecRequest, started func(string, int), stdout, stderr io.Writer) (api.ExitStatus, error) {
+	b := &backendtest.Fake{ExecFn: func(ctx context.Context, ref string, req api.ExecRequest, started func(string, int), stdout, stderr io.Writer) (api.ExitStatus, error) {
 		started("e1", 1)
 		stdout.Write([]byte("running"))
 		<-ctx.Done() // the real backend kills the command here
@@ -369,7 +359,7 @@ func TestExecCancelReachesTheBackend(t *testing.T) {
 	if !errors.Is(err, context.Canceled) {
 		t.Errorf("Exec = %v, want context.Canceled", err)
 	}
-	if err := waitFor(t, backendDone, "the backend's context to end"); !errors.Is(err, context.Canceled) {
+	if err := testenv.Receive(t, guard, "the backend's context to end", backendDone); !errors.Is(err, context.Canceled) {
 		t.Errorf("backend ctx: %v", err)
 	}
 }
@@ -447,18 +437,18 @@ func TestUploadDownloadStreamed(t *testing.T) {
 	const gateAt, seen = 8 << 20, 1 << 20
 	uploaded := newCounter(seen)
 	download := make(chan struct{}) // closed when the client has seen `seen` bytes
-	b := &apitest.Backend{
+	b := &backendtest.Fake{
 		UploadFn: func(ctx context.Context, ref string, req api.UploadRequest, r io.Reader) (api.FileInfo, error) {
 			path := req.Path
 			n, err := io.Copy(uploaded, r)
 			if err != nil {
 				return api.FileInfo{}, err
 			}
-			return apitest.File(path, n), nil
+			return backendtest.File(path, n), nil
 		},
 		DownloadFn: func(ctx context.Context, ref, path string, open func(api.FileInfo) io.Writer) error {
 			src := newStream(size, gateAt, download)
-			_, err := io.Copy(open(apitest.File(path, size)), src)
+			_, err := io.Copy(open(backendtest.File(path, size)), src)
 			return err
 		},
 	}
@@ -491,7 +481,7 @@ func TestUploadDownloadStreamed(t *testing.T) {
 func TestStdinStreamed(t *testing.T) {
 	const size = 20 << 20
 	got := newCounter(1 << 20)
-	b := &apitest.Backend{WriteStdinFn: func(ctx context.Context, ref, pid string, r io.Reader, closeAfter bool) (int64, error) {
+	b := &backendtest.Fake{WriteStdinFn: func(ctx context.Context, ref, pid string, r io.Reader, closeAfter bool) (int64, error) {
 		return io.Copy(got, r)
 	}}
 	c := start(t, b)
@@ -503,7 +493,7 @@ func TestStdinStreamed(t *testing.T) {
 }
 
 func TestProcessOutputExit(t *testing.T) {
-	c := start(t, &apitest.Backend{})
+	c := start(t, &backendtest.Fake{})
 	var out bytes.Buffer
 	exit, err := c.ProcessOutput(context.Background(), "w", "p1", 0, false, &out, nil)
 	if err != nil || exit == nil || exit.ExitCode != 0 || exit.DurationMs != 9 || out.String() != "hello" {
@@ -512,9 +502,9 @@ func TestProcessOutputExit(t *testing.T) {
 }
 
 func TestEvents(t *testing.T) {
-	c := start(t, &apitest.Backend{EventsFn: func(ctx context.Context, emit func(api.Event) error) error {
+	c := start(t, &backendtest.Fake{EventsFn: func(ctx context.Context, emit func(api.Event) error) error {
 		for i := range 3 {
-			if err := emit(api.Event{Time: apitest.Epoch, Type: api.EventSandboxState, Sandbox: fmt.Sprintf("%012d", i)}); err != nil {
+			if err := emit(api.Event{Time: backendtest.Epoch, Type: api.EventSandboxState, Sandbox: fmt.Sprintf("%012d", i)}); err != nil {
 				return err
 			}
 		}
@@ -597,7 +587,7 @@ func TestUnreachable(t *testing.T) {
 		t.Errorf("stale socket: %v", err)
 	}
 	// A daemon that answers with an error is not unreachable.
-	c := start(t, &apitest.Backend{GetSandboxFn: func(context.Context, string) (api.Sandbox, error) {
+	c := start(t, &backendtest.Fake{GetSandboxFn: func(context.Context, string) (api.Sandbox, error) {
 		return api.Sandbox{}, api.Errorf(404, api.CodeNotFound, "no")
 	}})
 	if _, err := c.GetSandbox(context.Background(), "x"); errors.Is(err, client.ErrUnreachable) {
@@ -618,7 +608,7 @@ func TestUnreachable(t *testing.T) {
 
 func TestTCPToken(t *testing.T) {
 	const token = "0123456789abcdef0123456789abcdef"
-	srv, err := apiserver.NewServer(apiserver.Config{Backend: &apitest.Backend{}, Token: token})
+	srv, err := apiserver.NewServer(apiserver.Config{Backend: &backendtest.Fake{}, Token: token})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -658,7 +648,7 @@ func TestTCPToken(t *testing.T) {
 }
 
 func TestTCPWithoutTokenOrTLSRefused(t *testing.T) {
-	srv, err := apiserver.NewServer(apiserver.Config{Backend: &apitest.Backend{}})
+	srv, err := apiserver.NewServer(apiserver.Config{Backend: &backendtest.Fake{}})
 	if err != nil {
 		t.Fatal(err)
 	}

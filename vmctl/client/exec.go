@@ -18,6 +18,11 @@ import (
 // command's exit status.
 var errExecCut = errors.New("daemon closed the exec stream before the command's exit status")
 
+// processes holds the Client's calls that run commands in a sandbox: the
+// streamed exec, detached processes (start, list, output, stdin, kill,
+// resize, attach), the interactive exec and the exec history.
+type processes struct{ *transport }
+
 // Exec runs req.Cmd in sandbox ref, streaming its output to stdout and
 // stderr (nil discards) as it arrives, and returns its exit status.
 // Cancelling ctx aborts the request; the daemon then kills the command.
@@ -25,7 +30,7 @@ var errExecCut = errors.New("daemon closed the exec stream before the command's 
 // 404, 409 sandbox_not_running, 429 exec_limit_reached) or after it (an
 // "error" event: 503 guest_died); a write error of stdout/stderr (the
 // request is aborted); a stream cut before the exit status.
-func (c *Client) Exec(ctx context.Context, ref string, req api.ExecRequest, stdout, stderr io.Writer) (api.ExitStatus, error) {
+func (c *processes) Exec(ctx context.Context, ref string, req api.ExecRequest, stdout, stderr io.Writer) (api.ExitStatus, error) {
 	body, err := json.Marshal(req)
 	if err != nil {
 		return api.ExitStatus{}, err
@@ -94,21 +99,21 @@ func readEvents(ctx context.Context, body io.Reader, path string, stdout, stderr
 
 // StartProcess starts req.Cmd detached in sandbox ref and returns at once
 // (POST .../processes). With req.StdinOpen, WriteStdin feeds it later.
-func (c *Client) StartProcess(ctx context.Context, ref string, req api.ExecRequest) (api.Process, error) {
+func (c *processes) StartProcess(ctx context.Context, ref string, req api.ExecRequest) (api.Process, error) {
 	var p api.Process
 	err := c.call(ctx, http.MethodPost, c.resumable(nil, "v1", "sandboxes", ref, "processes"), req, &p)
 	return p, err
 }
 
 // ListProcesses lists sandbox ref's detached processes, oldest first.
-func (c *Client) ListProcesses(ctx context.Context, ref string) ([]api.Process, error) {
+func (c *processes) ListProcesses(ctx context.Context, ref string) ([]api.Process, error) {
 	var list api.ProcessList
 	err := c.call(ctx, http.MethodGet, c.endpoint(nil, "v1", "sandboxes", ref, "processes"), nil, &list)
 	return list.Processes, err
 }
 
 // GetProcess returns detached process pid of sandbox ref. Errors: 404.
-func (c *Client) GetProcess(ctx context.Context, ref, pid string) (api.Process, error) {
+func (c *processes) GetProcess(ctx context.Context, ref, pid string) (api.Process, error) {
 	var p api.Process
 	err := c.call(ctx, http.MethodGet, c.endpoint(nil, "v1", "sandboxes", ref, "processes", pid), nil, &p)
 	return p, err
@@ -121,7 +126,7 @@ func (c *Client) GetProcess(ctx context.Context, ref, pid string) (api.Process, 
 // The status is nil when the process had not ended (or the daemon ended
 // the stream while shutting down: resume from the offset reached). Errors:
 // 404, 410 output_dropped (offset older than the daemon's buffer).
-func (c *Client) ProcessOutput(ctx context.Context, ref, pid string, offset int64, follow bool, stdout, stderr io.Writer) (*api.ExitStatus, error) {
+func (c *processes) ProcessOutput(ctx context.Context, ref, pid string, offset int64, follow bool, stdout, stderr io.Writer) (*api.ExitStatus, error) {
 	q := url.Values{}
 	if offset > 0 {
 		q.Set("offset", strconv.FormatInt(offset, 10))
@@ -144,7 +149,7 @@ func (c *Client) ProcessOutput(ctx context.Context, ref, pid string, offset int6
 // WriteStdin streams r to a detached process's stdin (no size limit) and
 // closes the stdin after when closeAfter; it returns the bytes the
 // process got. Errors: 409 stdin_closed, 409 process_exited.
-func (c *Client) WriteStdin(ctx context.Context, ref, pid string, r io.Reader, closeAfter bool) (int64, error) {
+func (c *processes) WriteStdin(ctx context.Context, ref, pid string, r io.Reader, closeAfter bool) (int64, error) {
 	var q url.Values
 	if closeAfter {
 		q = url.Values{"close": {"true"}}
@@ -166,13 +171,13 @@ func (c *Client) WriteStdin(ctx context.Context, ref, pid string, r io.Reader, c
 
 // KillProcess sends signal (a name such as "TERM" or a number; "" means
 // KILL) to a detached process's process group.
-func (c *Client) KillProcess(ctx context.Context, ref, pid, signal string) error {
+func (c *processes) KillProcess(ctx context.Context, ref, pid, signal string) error {
 	return c.call(ctx, http.MethodPost, c.resumable(nil, "v1", "sandboxes", ref, "processes", pid, "kill"), api.KillRequest{Signal: signal}, nil)
 }
 
 // ExecHistory returns sandbox ref's exec history from the daemon's store,
 // oldest first; the newest limit entries when limit > 0. Errors: 404.
-func (c *Client) ExecHistory(ctx context.Context, ref string, limit int) ([]api.ExecRecord, error) {
+func (c *processes) ExecHistory(ctx context.Context, ref string, limit int) ([]api.ExecRecord, error) {
 	var q url.Values
 	if limit > 0 {
 		q = url.Values{"limit": {strconv.Itoa(limit)}}

@@ -56,7 +56,7 @@ type InteractiveExec struct {
 // Errors: *api.Error from the daemon before the command started (404,
 // 409 sandbox_not_running, 429 exec_limit_reached, 400 for a bad
 // request), ErrUnreachable, ctx's.
-func (c *Client) StartInteractive(ctx context.Context, ref string, req api.ExecRequest, stdin io.Reader, stdout, stderr io.Writer) (*InteractiveExec, error) {
+func (c *processes) StartInteractive(ctx context.Context, ref string, req api.ExecRequest, stdin io.Reader, stdout, stderr io.Writer) (*InteractiveExec, error) {
 	e, err := c.dialInteractive(ctx, c.resumable(nil, "v1", "sandboxes", ref, "exec", "ws"), stdout, stderr)
 	if err != nil {
 		return nil, err
@@ -70,12 +70,8 @@ func (c *Client) StartInteractive(ctx context.Context, ref string, req api.ExecR
 
 // dialInteractive opens the WebSocket of u for a session whose output
 // goes to stdout and stderr (nil discards).
-func (c *Client) dialInteractive(ctx context.Context, u *url.URL, stdout, stderr io.Writer) (*InteractiveExec, error) {
-	h := http.Header{"User-Agent": {"agentbox-client"}}
-	if c.token != "" {
-		h.Set("Authorization", "Bearer "+c.token)
-	}
-	conn, resp, err := websocket.Dial(ctx, u.String(), &websocket.DialOptions{HTTPClient: c.hc, HTTPHeader: h})
+func (c *transport) dialInteractive(ctx context.Context, u *url.URL, stdout, stderr io.Writer) (*InteractiveExec, error) {
+	conn, resp, err := websocket.Dial(ctx, u.String(), &websocket.DialOptions{HTTPClient: c.hc, HTTPHeader: c.header()})
 	if err != nil {
 		if resp != nil && resp.StatusCode != http.StatusSwitchingProtocols {
 			return nil, decodeError(resp)
@@ -137,7 +133,7 @@ func (e *InteractiveExec) untilStarted(stdin io.Reader) (*InteractiveExec, error
 }
 
 // ExecInteractive is StartInteractive followed by Wait.
-func (c *Client) ExecInteractive(ctx context.Context, ref string, req api.ExecRequest, stdin io.Reader, stdout, stderr io.Writer) (api.ExitStatus, error) {
+func (c *processes) ExecInteractive(ctx context.Context, ref string, req api.ExecRequest, stdin io.Reader, stdout, stderr io.Writer) (api.ExitStatus, error) {
 	e, err := c.StartInteractive(ctx, ref, req, stdin, stdout, stderr)
 	if err != nil {
 		return api.ExitStatus{}, err

@@ -10,24 +10,25 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentbox/agentbox/tests/testenv"
 	"github.com/agentbox/agentbox/vmctl/api"
-	"github.com/agentbox/agentbox/vmctl/apiserver"
-	"github.com/agentbox/agentbox/vmctl/apiserver/apitest"
+	"github.com/agentbox/agentbox/vmctl/backend"
+	"github.com/agentbox/agentbox/vmctl/backend/backendtest"
 )
 
 func TestInteractiveStdinEcho(t *testing.T) {
-	b := &apitest.Backend{}
+	b := &backendtest.Fake{}
 	c := start(t, b)
 	ctx, cancel := context.WithTimeout(context.Background(), guard)
 	defer cancel()
 	// More than one message's worth, plus the request's own stdin first.
 	in := bytes.Repeat([]byte("0123456789abcdef"), 20000)
 	var out bytes.Buffer
-	st, err := c.ExecInteractive(ctx, apitest.SandboxID, api.ExecRequest{Cmd: []string{"cat"}, Stdin: []byte("head:")}, bytes.NewReader(in), &out, nil)
+	st, err := c.ExecInteractive(ctx, backendtest.SandboxID, api.ExecRequest{Cmd: []string{"cat"}, Stdin: []byte("head:")}, bytes.NewReader(in), &out, nil)
 	if err != nil || st.ExitCode != 0 {
 		t.Fatalf("ExecInteractive: %+v, %v", st, err)
 	}
-	// apitest's default copies the stdin it is given; the request's Stdin
+	// backendtest's default copies the stdin it is given; the request's Stdin
 	// is the daemon's to prepend (checked in vmctl/daemon), not the fake's.
 	if !bytes.Equal(out.Bytes(), in) {
 		t.Fatalf("got %d bytes back, want %d", out.Len(), len(in))
@@ -35,10 +36,10 @@ func TestInteractiveStdinEcho(t *testing.T) {
 }
 
 func TestInteractiveControls(t *testing.T) {
-	b := &apitest.Backend{}
-	ctl := make(chan *apitest.Control, 1)
-	b.ExecInteractiveFn = func(ctx context.Context, ref string, req api.ExecRequest, stdin io.Reader, started func(apiserver.ExecControl), stdout, stderr io.Writer) (api.ExitStatus, error) {
-		c := &apitest.Control{ID: "e3", PID: 9, Tty: req.Tty != nil}
+	b := &backendtest.Fake{}
+	ctl := make(chan *backendtest.Control, 1)
+	b.ExecInteractiveFn = func(ctx context.Context, ref string, req api.ExecRequest, stdin io.Reader, started func(backend.ExecControl), stdout, stderr io.Writer) (api.ExitStatus, error) {
+		c := &backendtest.Control{ID: "e3", PID: 9, Tty: req.Tty != nil}
 		started(c)
 		ctl <- c
 		io.Copy(io.Discard, stdin) // until stdin_close
@@ -50,14 +51,14 @@ func TestInteractiveControls(t *testing.T) {
 	defer cancel()
 	pr, pw := io.Pipe()
 	var out bytes.Buffer
-	e, err := c.StartInteractive(ctx, apitest.SandboxID, api.ExecRequest{Cmd: []string{"bash"}, Tty: &api.TtySize{Rows: 24, Cols: 80}}, pr, &out, nil)
+	e, err := c.StartInteractive(ctx, backendtest.SandboxID, api.ExecRequest{Cmd: []string{"bash"}, Tty: &api.TtySize{Rows: 24, Cols: 80}}, pr, &out, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if e.ExecID() != "e3" || e.Pid() != 9 {
 		t.Errorf("started %s %d, want e3 9", e.ExecID(), e.Pid())
 	}
-	control := waitFor(t, ctl, "the control")
+	control := testenv.Receive(t, guard, "the control", ctl)
 	if err := e.Resize(ctx, api.TtySize{Rows: 50, Cols: 132}); err != nil {
 		t.Fatal(err)
 	}
@@ -78,12 +79,12 @@ func TestInteractiveControls(t *testing.T) {
 }
 
 func TestInteractiveResizeWithoutTty(t *testing.T) {
-	b := &apitest.Backend{}
+	b := &backendtest.Fake{}
 	c := start(t, b)
 	ctx, cancel := context.WithTimeout(context.Background(), guard)
 	defer cancel()
 	pr, pw := io.Pipe()
-	e, err := c.StartInteractive(ctx, apitest.SandboxID, api.ExecRequest{Cmd: []string{"cat"}}, pr, nil, nil)
+	e, err := c.StartInteractive(ctx, backendtest.SandboxID, api.ExecRequest{Cmd: []string{"cat"}}, pr, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,21 +99,21 @@ func TestInteractiveResizeWithoutTty(t *testing.T) {
 }
 
 func TestInteractiveErrors(t *testing.T) {
-	b := &apitest.Backend{}
+	b := &backendtest.Fake{}
 	b.GetSandboxFn = func(ctx context.Context, ref string) (api.Sandbox, error) {
 		if ref == "nope" {
 			return api.Sandbox{}, &api.Error{Status: 404, Code: api.CodeNotFound, Message: `no sandbox "nope"`}
 		}
-		return apitest.Sandbox(apitest.SandboxID), nil
+		return backendtest.Sandbox(backendtest.SandboxID), nil
 	}
-	b.ExecInteractiveFn = func(ctx context.Context, ref string, req api.ExecRequest, stdin io.Reader, started func(apiserver.ExecControl), stdout, stderr io.Writer) (api.ExitStatus, error) {
+	b.ExecInteractiveFn = func(ctx context.Context, ref string, req api.ExecRequest, stdin io.Reader, started func(backend.ExecControl), stdout, stderr io.Writer) (api.ExitStatus, error) {
 		switch req.Cmd[0] {
 		case "missing": // could not start: a status, no "started"
 			return api.ExitStatus{ExitCode: 127, Error: "missing: command not found"}, nil
 		case "limit":
 			return api.ExitStatus{}, &api.Error{Status: 429, Code: api.CodeExecLimit, Message: "max_execs"}
 		}
-		started(&apitest.Control{ID: "e1", PID: 1})
+		started(&backendtest.Control{ID: "e1", PID: 1})
 		<-ctx.Done() // until the client goes
 		return api.ExitStatus{}, ctx.Err()
 	}
@@ -125,22 +126,22 @@ func TestInteractiveErrors(t *testing.T) {
 		t.Errorf("unknown sandbox: %v", err)
 	}
 	// A bad request: its "error" message.
-	if _, err := c.ExecInteractive(ctx, apitest.SandboxID, api.ExecRequest{Cmd: []string{}}, nil, nil, nil); !api.HasCode(err, api.CodeInvalidArgument) || !strings.Contains(err.Error(), "cmd is empty") {
+	if _, err := c.ExecInteractive(ctx, backendtest.SandboxID, api.ExecRequest{Cmd: []string{}}, nil, nil, nil); !api.HasCode(err, api.CodeInvalidArgument) || !strings.Contains(err.Error(), "cmd is empty") {
 		t.Errorf("empty cmd: %v", err)
 	}
-	if _, err := c.ExecInteractive(ctx, apitest.SandboxID, api.ExecRequest{Cmd: []string{"x"}, Tty: &api.TtySize{Rows: 1}}, nil, nil, nil); !api.HasCode(err, api.CodeInvalidArgument) || !strings.Contains(err.Error(), "terminal size") {
+	if _, err := c.ExecInteractive(ctx, backendtest.SandboxID, api.ExecRequest{Cmd: []string{"x"}, Tty: &api.TtySize{Rows: 1}}, nil, nil, nil); !api.HasCode(err, api.CodeInvalidArgument) || !strings.Contains(err.Error(), "terminal size") {
 		t.Errorf("tty 1x0: %v", err)
 	}
-	if st, err := c.ExecInteractive(ctx, apitest.SandboxID, api.ExecRequest{Cmd: []string{"missing"}}, nil, nil, nil); err != nil || st.ExitCode != 127 {
+	if st, err := c.ExecInteractive(ctx, backendtest.SandboxID, api.ExecRequest{Cmd: []string{"missing"}}, nil, nil, nil); err != nil || st.ExitCode != 127 {
 		t.Errorf("missing: %+v, %v", st, err)
 	}
-	if _, err := c.ExecInteractive(ctx, apitest.SandboxID, api.ExecRequest{Cmd: []string{"limit"}}, nil, nil, nil); !api.HasCode(err, api.CodeExecLimit) {
+	if _, err := c.ExecInteractive(ctx, backendtest.SandboxID, api.ExecRequest{Cmd: []string{"limit"}}, nil, nil, nil); !api.HasCode(err, api.CodeExecLimit) {
 		t.Errorf("limit: %v", err)
 	}
 	// An unknown signal name is the daemon's to refuse (the fake takes
 	// all); a cancelled ctx ends the session with ctx's error.
 	cctx, ccancel := context.WithCancel(ctx)
-	e, err := c.StartInteractive(cctx, apitest.SandboxID, api.ExecRequest{Cmd: []string{"sleep"}}, nil, nil, nil)
+	e, err := c.StartInteractive(cctx, backendtest.SandboxID, api.ExecRequest{Cmd: []string{"sleep"}}, nil, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,10 +155,10 @@ func TestInteractiveErrors(t *testing.T) {
 // holds the command's writes up; nothing buffers more than the
 // connection's socket buffers.
 func TestInteractiveBackPressure(t *testing.T) {
-	b := &apitest.Backend{}
+	b := &backendtest.Fake{}
 	var written atomic.Int64
-	b.ExecInteractiveFn = func(ctx context.Context, ref string, req api.ExecRequest, stdin io.Reader, started func(apiserver.ExecControl), stdout, stderr io.Writer) (api.ExitStatus, error) {
-		started(&apitest.Control{ID: "e1", PID: 1})
+	b.ExecInteractiveFn = func(ctx context.Context, ref string, req api.ExecRequest, stdin io.Reader, started func(backend.ExecControl), stdout, stderr io.Writer) (api.ExitStatus, error) {
+		started(&backendtest.Control{ID: "e1", PID: 1})
 		chunk := make([]byte, 64<<10)
 		for range 1024 { // 64 MiB
 			if _, err := stdout.Write(chunk); err != nil {
@@ -177,7 +178,7 @@ func TestInteractiveBackPressure(t *testing.T) {
 		got.Add(int64(len(p)))
 		return len(p), nil
 	})
-	e, err := c.StartInteractive(ctx, apitest.SandboxID, api.ExecRequest{Cmd: []string{"yes"}}, nil, out, nil)
+	e, err := c.StartInteractive(ctx, backendtest.SandboxID, api.ExecRequest{Cmd: []string{"yes"}}, nil, out, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

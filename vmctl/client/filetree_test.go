@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/agentbox/agentbox/vmctl/api"
-	"github.com/agentbox/agentbox/vmctl/apiserver/apitest"
+	"github.com/agentbox/agentbox/vmctl/backend/backendtest"
 )
 
 // TestMoveListDepthOwner: Move, ListDepth and UploadFile's owner reach
@@ -19,19 +19,19 @@ func TestMoveListDepthOwner(t *testing.T) {
 	var moved api.MoveRequest
 	var depth int
 	var up api.UploadRequest
-	b := &apitest.Backend{
+	b := &backendtest.Fake{
 		MoveFn: func(ctx context.Context, ref string, req api.MoveRequest) (api.FileInfo, error) {
 			moved = req
-			return apitest.File(req.Destination, 3), nil
+			return backendtest.File(req.Destination, 3), nil
 		},
 		ListFn: func(ctx context.Context, ref, p string, d int) ([]api.FileInfo, error) {
 			depth = d
-			return []api.FileInfo{apitest.File(p+"/a", 1)}, nil
+			return []api.FileInfo{backendtest.File(p+"/a", 1)}, nil
 		},
 		UploadFn: func(ctx context.Context, ref string, req api.UploadRequest, r io.Reader) (api.FileInfo, error) {
 			up = req
 			n, err := io.Copy(io.Discard, r)
-			return apitest.File(req.Path, n), err
+			return backendtest.File(req.Path, n), err
 		},
 	}
 	c := start(t, b)

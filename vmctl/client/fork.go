@@ -12,7 +12,7 @@ import (
 // /v1/sandboxes/{id}/timeout; E2B's setTimeout) and returns it, with
 // ExpiresAt the new expiry. d is rounded up to whole seconds. Errors: 400
 // outside 1 s..api.MaxTimeoutSeconds, 404.
-func (c *Client) SetTimeout(ctx context.Context, ref string, d time.Duration) (api.Sandbox, error) {
+func (c *sandboxes) SetTimeout(ctx context.Context, ref string, d time.Duration) (api.Sandbox, error) {
 	var sb api.Sandbox
 	req := api.TimeoutRequest{TimeoutSeconds: int64((d + time.Second - 1) / time.Second)}
 	err := c.call(ctx, http.MethodPost, c.endpoint(nil, "v1", "sandboxes", ref, "timeout"), req, &sb)
@@ -24,7 +24,7 @@ func (c *Client) SetTimeout(ctx context.Context, ref string, d time.Duration) (a
 // req.Name-N when there are several (RestoreSnapshot's request and
 // answer for one). All or nothing: on error none is left. Errors as
 // RestoreSnapshot's; 429 capacity_exceeded when all of them do not fit.
-func (c *Client) RestoreSnapshots(ctx context.Context, ref string, req api.RestoreRequest) ([]api.Sandbox, error) {
+func (c *snapshots) RestoreSnapshots(ctx context.Context, ref string, req api.RestoreRequest) ([]api.Sandbox, error) {
 	if req.Count <= 1 {
 		sb, err := c.RestoreSnapshot(ctx, ref, req)
 		if err != nil {

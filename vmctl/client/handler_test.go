@@ -11,7 +11,7 @@ import (
 
 	"github.com/agentbox/agentbox/vmctl/api"
 	"github.com/agentbox/agentbox/vmctl/apiserver"
-	"github.com/agentbox/agentbox/vmctl/apiserver/apitest"
+	"github.com/agentbox/agentbox/vmctl/backend/backendtest"
 	"github.com/agentbox/agentbox/vmctl/client"
 )
 
@@ -24,7 +24,7 @@ func TestNewHandler(t *testing.T) {
 	var stored []byte
 	cancelled := make(chan struct{})
 	var caller string
-	b := &apitest.Backend{
+	b := &backendtest.Fake{
 		ExecFn: func(ctx context.Context, ref string, req api.ExecRequest, started func(string, int), stdout, stderr io.Writer) (api.ExitStatus, error) {
 			caller = api.CallerFrom(ctx).ID
 			started("e1", 1)

@@ -10,7 +10,7 @@ import (
 // ListNodes returns the cluster's nodes by name (GET /v1/nodes). Errors:
 // 501 not_implemented from a daemon outside a cluster, 503
 // cluster_unavailable while NATS is unreachable.
-func (c *Client) ListNodes(ctx context.Context) ([]api.Node, error) {
+func (c *daemon) ListNodes(ctx context.Context) ([]api.Node, error) {
 	var list api.NodeList
 	err := c.call(ctx, http.MethodGet, c.endpoint(nil, "v1", "nodes"), nil, &list)
 	return list.Nodes, err
@@ -19,7 +19,7 @@ func (c *Client) ListNodes(ctx context.Context) ([]api.Node, error) {
 // DrainNode stops (drain) or resumes (!drain) the named node's pulls of
 // creates (POST /v1/nodes/{node}/drain or /undrain) and returns the node.
 // Errors: 404 for an unknown node.
-func (c *Client) DrainNode(ctx context.Context, name string, drain bool) (api.Node, error) {
+func (c *daemon) DrainNode(ctx context.Context, name string, drain bool) (api.Node, error) {
 	op := "undrain"
 	if drain {
 		op = "drain"

@@ -16,14 +16,14 @@ import (
 // fails is the call's error: 429 capacity_exceeded (the sandbox stays
 // paused), 412 snapshot_unusable (it is failed then).
 func (c *Client) Resuming() *Client {
-	r := *c
-	r.resume = true
-	return &r
+	t := *c.transport
+	t.resume = true
+	return newClient(&t)
 }
 
 // resumable is endpoint for a route that takes ?resume=true: with it when
 // c is Resuming.
-func (c *Client) resumable(q url.Values, segs ...string) *url.URL {
+func (c *transport) resumable(q url.Values, segs ...string) *url.URL {
 	if c.resume {
 		if q == nil {
 			q = url.Values{}

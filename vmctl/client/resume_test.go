@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/agentbox/agentbox/vmctl/api"
-	"github.com/agentbox/agentbox/vmctl/apiserver/apitest"
+	"github.com/agentbox/agentbox/vmctl/backend/backendtest"
 	"github.com/agentbox/agentbox/vmctl/client"
 )
 
@@ -18,7 +18,7 @@ import (
 // daemon refuses unknown query parameters, so a stray ?resume would fail
 // them).
 func TestResuming(t *testing.T) {
-	b := &apitest.Backend{}
+	b := &backendtest.Fake{}
 	plain := start(t, b)
 	ctx := context.Background()
 	const ref = "work1"

@@ -8,20 +8,20 @@ import (
 	"testing"
 
 	"github.com/agentbox/agentbox/vmctl/api"
-	"github.com/agentbox/agentbox/vmctl/apiserver/apitest"
+	"github.com/agentbox/agentbox/vmctl/backend/backendtest"
 )
 
 func TestSnapshotRoundTrips(t *testing.T) {
 	ctx := context.Background()
 	var got []string
-	b := &apitest.Backend{}
+	b := &backendtest.Fake{}
 	b.Snapshot.SaveFn = func(ctx context.Context, ref string, req api.SaveSnapshotRequest) (api.Snapshot, error) {
 		got = append(got, "save "+ref+" "+req.Name)
-		return apitest.Snapshot(req.Name), nil
+		return backendtest.Snapshot(req.Name), nil
 	}
 	b.Snapshot.ListFn = func(ctx context.Context, sandbox string) ([]api.Snapshot, error) {
 		got = append(got, "list "+sandbox)
-		return []api.Snapshot{apitest.Snapshot("a"), apitest.Snapshot("b")}, nil
+		return []api.Snapshot{backendtest.Snapshot("a"), backendtest.Snapshot("b")}, nil
 	}
 	b.Snapshot.DeleteFn = func(ctx context.Context, name string) error {
 		got = append(got, "delete "+name)
@@ -35,10 +35,10 @@ func TestSnapshotRoundTrips(t *testing.T) {
 		if req.Limits.TTLSeconds != 60 {
 			t.Errorf("restore limits %+v", req.Limits)
 		}
-		return apitest.Sandbox(apitest.SandboxID), nil
+		return backendtest.Sandbox(backendtest.SandboxID), nil
 	}
 	c := start(t, b)
-	if s, err := c.SaveSnapshot(ctx, "work1", "before"); err != nil || !reflect.DeepEqual(s, apitest.Snapshot("before")) {
+	if s, err := c.SaveSnapshot(ctx, "work1", "before"); err != nil || !reflect.DeepEqual(s, backendtest.Snapshot("before")) {
 		t.Errorf("SaveSnapshot = %+v, %v", s, err)
 	}
 	if l, err := c.ListSnapshots(ctx, ""); err != nil || len(l) != 2 || l[1].Name != "b" {
@@ -57,7 +57,7 @@ func TestSnapshotRoundTrips(t *testing.T) {
 	if err := c.DeleteSnapshot(ctx, "gone"); !errors.As(err, &ae) || ae.Status != 404 || ae.Code != api.CodeNotFound {
 		t.Errorf("DeleteSnapshot of a missing one = %v", err)
 	}
-	if sb, err := c.RestoreSnapshot(ctx, "before", api.RestoreRequest{Name: "w2", Labels: map[string]string{"k": "v"}, Limits: api.Limits{TTLSeconds: 60}}); err != nil || sb.ID != apitest.SandboxID {
+	if sb, err := c.RestoreSnapshot(ctx, "before", api.RestoreRequest{Name: "w2", Labels: map[string]string{"k": "v"}, Limits: api.Limits{TTLSeconds: 60}}); err != nil || sb.ID != backendtest.SandboxID {
 		t.Errorf("RestoreSnapshot = %+v, %v", sb, err)
 	}
 	want := []string{"save work1 before", "list ", "list work1", "delete before", "delete gone", "restore before w2 v"}

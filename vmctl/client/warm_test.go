@@ -8,12 +8,12 @@ import (
 	"testing"
 
 	"github.com/agentbox/agentbox/vmctl/api"
-	"github.com/agentbox/agentbox/vmctl/apiserver/apitest"
+	"github.com/agentbox/agentbox/vmctl/backend/backendtest"
 )
 
 func TestWarmRoundTrips(t *testing.T) {
 	ctx := context.Background()
-	b := &apitest.Backend{}
+	b := &backendtest.Fake{}
 	var deleted []string
 	b.Warm.DeleteFn = func(ctx context.Context, key string) error {
 		deleted = append(deleted, key)
@@ -23,10 +23,10 @@ func TestWarmRoundTrips(t *testing.T) {
 		return nil
 	}
 	c := start(t, b)
-	if l, err := c.ListWarm(ctx); err != nil || len(l) != 1 || !reflect.DeepEqual(l[0], apitest.WarmTemplate()) {
+	if l, err := c.ListWarm(ctx); err != nil || len(l) != 1 || !reflect.DeepEqual(l[0], backendtest.WarmTemplate()) {
 		t.Errorf("ListWarm = %+v, %v", l, err)
 	}
-	if err := c.DeleteWarm(ctx, apitest.WarmKey); err != nil {
+	if err := c.DeleteWarm(ctx, backendtest.WarmKey); err != nil {
 		t.Error(err)
 	}
 	var ae *api.Error
@@ -36,7 +36,7 @@ func TestWarmRoundTrips(t *testing.T) {
 	if err := c.DeleteWarm(ctx, "x"); !errors.As(err, &ae) || ae.Status != 400 || ae.Code != api.CodeInvalidArgument {
 		t.Errorf("DeleteWarm of a bad key = %v", err)
 	}
-	if !reflect.DeepEqual(deleted, []string{apitest.WarmKey, "ffffffffffffffffffffffff"}) {
+	if !reflect.DeepEqual(deleted, []string{backendtest.WarmKey, "ffffffffffffffffffffffff"}) {
 		t.Errorf("backend deletes %v", deleted)
 	}
 }

@@ -22,7 +22,7 @@ import (
 // sandbox_not_running when the sandbox stopped, 503 guest_died). Errors
 // before ready: 404 not_found (no such sandbox, or no such path in it),
 // 409 sandbox_not_running, 501 not_implemented.
-func (c *Client) Watch(ctx context.Context, ref, guestPath string, recursive bool, ready func(), emit func(api.WatchEvent) error) error {
+func (c *files) Watch(ctx context.Context, ref, guestPath string, recursive bool, ready func(), emit func(api.WatchEvent) error) error {
 	q := url.Values{"path": {guestPath}}
 	if recursive {
 		q.Set("recursive", "true")

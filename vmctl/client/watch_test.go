@@ -6,13 +6,13 @@ import (
 	"testing"
 
 	"github.com/agentbox/agentbox/vmctl/api"
-	"github.com/agentbox/agentbox/vmctl/apiserver/apitest"
+	"github.com/agentbox/agentbox/vmctl/backend/backendtest"
 )
 
 // TestWatch: ready comes before the events, which arrive in order; the
 // ERROR event and an error before the start are *api.Error.
 func TestWatch(t *testing.T) {
-	c := start(t, &apitest.Backend{})
+	c := start(t, &backendtest.Fake{})
 	var got []string
 	ready := false
 	err := c.Watch(context.Background(), "work1", "/work", true, func() { ready = true }, func(ev api.WatchEvent) error {
@@ -32,7 +32,7 @@ func TestWatch(t *testing.T) {
 		}
 	}
 
-	b := &apitest.Backend{WatchFn: func(_ context.Context, _, _ string, _ bool, ready func() error, _ func(api.WatchEvent) error) error {
+	b := &backendtest.Fake{WatchFn: func(_ context.Context, _, _ string, _ bool, ready func() error, _ func(api.WatchEvent) error) error {
 		if err := ready(); err != nil {
 			return err
 		}
@@ -45,7 +45,7 @@ func TestWatch(t *testing.T) {
 		t.Fatalf("error after start: %v", err)
 	}
 
-	b = &apitest.Backend{WatchFn: func(context.Context, string, string, bool, func() error, func(api.WatchEvent) error) error {
+	b = &backendtest.Fake{WatchFn: func(context.Context, string, string, bool, func() error, func(api.WatchEvent) error) error {
 		return api.Errorf(404, api.CodeNotFound, "watch /nope: no such file or directory")
 	}}
 	c = start(t, b)

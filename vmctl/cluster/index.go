@@ -87,23 +87,44 @@ func (n *Node) Lookup(ctx context.Context, ref string) (Entry, error) {
 		if err == nil && !strings.HasPrefix(string(kv.Value()), pendingPrefix) {
 			return n.entry(ctx, h, string(kv.Value()))
 		}
-		if err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+		if errors.Is(err, jetstream.ErrKeyNotFound) { // or a lagging replica's miss
+			v, ok, lerr := n.leaderGet(ctx, bucketNames, nameKey(ref))
+			if lerr != nil {
+				return Entry{}, unavailable(lerr)
+			}
+			if ok && !strings.HasPrefix(string(v), pendingPrefix) {
+				return n.entry(ctx, h, string(v))
+			}
+		} else if err != nil {
 			return Entry{}, unavailable(err)
 		}
 	}
 	return Entry{}, ErrSandboxNotFound.WithMessage(fmt.Sprintf("sandbox %q not found in the cluster", ref))
 }
 
+// entry reads sandbox id's directory entry; a miss of the (direct, maybe
+// lagging) KV read is confirmed by the stream's leader (leaderGet) before
+// it is ErrSandboxNotFound.
 func (n *Node) entry(ctx context.Context, h handles, id string) (Entry, error) {
+	var value []byte
 	kv, err := h.sbs.Get(ctx, id)
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return Entry{}, ErrSandboxNotFound.WithMessage(fmt.Sprintf("sandbox %q not found in the cluster", id))
-	}
-	if err != nil {
+	switch {
+	case errors.Is(err, jetstream.ErrKeyNotFound):
+		v, ok, lerr := n.leaderGet(ctx, bucketSandboxes, id)
+		if lerr != nil {
+			return Entry{}, unavailable(lerr)
+		}
+		if !ok {
+			return Entry{}, ErrSandboxNotFound.WithMessage(fmt.Sprintf("sandbox %q not found in the cluster", id))
+		}
+		value = v
+	case err != nil:
 		return Entry{}, unavailable(err)
+	default:
+		value = kv.Value()
 	}
 	var r entryRecord
-	if err := json.Unmarshal(kv.Value(), &r); err != nil {
+	if err := json.Unmarshal(value, &r); err != nil {
 		return Entry{}, fmt.Errorf("directory entry %s: %w", id, err)
 	}
 	return Entry{ID: r.ID, Name: r.Name, Node: r.Node, Tenant: r.Tenant}, nil

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentbox/agentbox/tests/testenv"
 	"github.com/agentbox/agentbox/vmctl/api"
 )
 
@@ -71,7 +72,7 @@ func TestNameClaimsAreClusterUnique(t *testing.T) {
 		t.Fatalf("%d sandboxes made, want 20", got)
 	}
 	// The directory knows every sandbox by ID and name, from any node.
-	waitFor(t, 30*time.Second, "20 directory entries", func() bool {
+	testenv.WaitFor(t, 30*time.Second, "20 directory entries", func() bool {
 		list, err := nodes[1].List(ctx)
 		return err == nil && len(list) == 20
 	})
@@ -100,7 +101,7 @@ func TestNameClaimsAreClusterUnique(t *testing.T) {
 	if err := owner.DeleteSandbox(ctx, e.ID, true); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 30*time.Second, "box-3 released", func() bool {
+	testenv.WaitFor(t, 30*time.Second, "box-3 released", func() bool {
 		_, err := nodes[1].Lookup(ctx, "box-3")
 		return isNotFound(err)
 	})
@@ -133,7 +134,7 @@ func TestReconcile(t *testing.T) {
 	made, _ := local.CreateLocal(ctx, apiReq("made", 1))
 
 	a2 := joinNode(t, nc, "a", local, nil)
-	waitFor(t, 30*time.Second, "directory reconciled", func() bool {
+	testenv.WaitFor(t, 30*time.Second, "directory reconciled", func() bool {
 		list, err := a2.List(ctx)
 		if err != nil || len(list) != 2 {
 			return false

@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/agentbox/agentbox/tests/testenv"
 	"github.com/agentbox/agentbox/vmctl/api"
 	"github.com/agentbox/agentbox/vmctl/errdefs"
 )
@@ -84,7 +85,7 @@ func TestQueueWaitsForRoom(t *testing.T) {
 		t.Fatalf("a has %d, b %d sandboxes", la.count(), lb.count())
 	}
 	waiting := placeAsync(a, apiReq("late", 1), "")
-	waitFor(t, 30*time.Second, "the create queued", func() bool { return queued(t, a, PriorityNormal) == 1 })
+	testenv.WaitFor(t, 30*time.Second, "the create queued", func() bool { return queued(t, a, PriorityNormal) == 1 })
 	select {
 	case r := <-waiting:
 		t.Fatalf("create into a full cluster returned: %+v %v", r.sb, r.err)
@@ -101,7 +102,7 @@ func TestQueueWaitsForRoom(t *testing.T) {
 		t.Fatalf("late placed at %+v, %v; want b", e, err)
 	}
 	// Acked after the answer: the queue empties right after.
-	waitFor(t, 30*time.Second, "the queue empty", func() bool { return queued(t, a, PriorityNormal) == 0 })
+	testenv.WaitFor(t, 30*time.Second, "the queue empty", func() bool { return queued(t, a, PriorityNormal) == 0 })
 
 	// The queue timeout: 429 queue_timeout, nothing left behind.
 	short := joinNode(t, nc, "short", newFakeLocal(0), func(c *Config) { c.QueueTimeout = time.Second })
@@ -132,9 +133,9 @@ func TestPriorities(t *testing.T) {
 		t.Fatal(err)
 	}
 	low := placeAsync(a, apiReq("low", 1), PriorityLow)
-	waitFor(t, 30*time.Second, "low queued", func() bool { return queued(t, a, PriorityLow) == 1 })
+	testenv.WaitFor(t, 30*time.Second, "low queued", func() bool { return queued(t, a, PriorityLow) == 1 })
 	high := placeAsync(a, apiReq("high", 1), PriorityHigh)
-	waitFor(t, 30*time.Second, "high queued", func() bool { return queued(t, a, PriorityHigh) == 1 })
+	testenv.WaitFor(t, 30*time.Second, "high queued", func() bool { return queued(t, a, PriorityHigh) == 1 })
 
 	local.DeleteSandbox(ctx, first.ID, true)
 	r := <-high
@@ -169,7 +170,7 @@ func TestBreaker(t *testing.T) {
 			t.Fatalf("create %d: %v", i, err)
 		}
 	}
-	waitFor(t, 30*time.Second, "a breaker-open", func() bool {
+	testenv.WaitFor(t, 30*time.Second, "a breaker-open", func() bool {
 		nodes, err := a.ListNodes(ctx)
 		return err == nil && nodes[0].State == NodeBreakerOpen
 	})
@@ -240,7 +241,7 @@ func TestDrain(t *testing.T) {
 	if err != nil || node.State != NodeDraining {
 		t.Fatalf("drain: %+v %v", node, err)
 	}
-	waitFor(t, 30*time.Second, "a stops pulling", func() bool { return a.draining.Load() })
+	testenv.WaitFor(t, 30*time.Second, "a stops pulling", func() bool { return a.draining.Load() })
 	for range 6 {
 		if _, err := a.Place(ctx, apiReq("", 1)); err != nil {
 			t.Fatal(err)
@@ -249,7 +250,7 @@ func TestDrain(t *testing.T) {
 	if la.count() != held || lb.count() != 7-held {
 		t.Fatalf("a has %d (had %d), b %d", la.count(), held, lb.count())
 	}
-	waitFor(t, 30*time.Second, "a listed draining with its sandboxes", func() bool {
+	testenv.WaitFor(t, 30*time.Second, "a listed draining with its sandboxes", func() bool {
 		nodes, err := b.ListNodes(ctx)
 		return err == nil && nodes[0].State == NodeDraining && nodes[0].Sandboxes == held
 	})

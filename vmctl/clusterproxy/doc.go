@@ -18,9 +18,9 @@
 //     strips them from any other request. X-Agentbox-Forwarded-By marks a
 //     forwarded request, which is never forwarded again (loop guard).
 //   - List: GET /v1/sandboxes merges this node's sandboxes with each
-//     other node's (asked with the caller's identity); the entries of a
-//     node that does not answer come from the directory, in state
-//     "unknown" with reason node_unreachable.
+//     other node's (asked through vmctl/client, with the caller's
+//     identity); the entries of a node that does not answer come from the
+//     directory, in state "unknown" with reason node_unreachable.
 //
 // Without --cluster nothing here is installed: a single host serves
 // exactly as before.

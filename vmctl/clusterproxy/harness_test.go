@@ -13,7 +13,8 @@ import (
 
 	"github.com/agentbox/agentbox/vmctl/api"
 	"github.com/agentbox/agentbox/vmctl/apiserver"
-	"github.com/agentbox/agentbox/vmctl/apiserver/apitest"
+	"github.com/agentbox/agentbox/vmctl/auth"
+	"github.com/agentbox/agentbox/vmctl/backend/backendtest"
 	"github.com/agentbox/agentbox/vmctl/client"
 	"github.com/agentbox/agentbox/vmctl/cluster"
 	"github.com/agentbox/agentbox/vmctl/clusterproxy"
@@ -122,7 +123,7 @@ func tenantFrom(ctx context.Context) string {
 type node struct {
 	name    string
 	url     string
-	backend *apitest.Backend
+	backend *backendtest.Fake
 	proxy   *clusterproxy.Proxy
 	srv     *apiserver.Server
 }
@@ -132,7 +133,7 @@ type node struct {
 // (as a --tenants file mapping the client token would make it).
 func startNode(t testing.TB, f *fakeCluster, name, clientTenant string) *node {
 	t.Helper()
-	b := &apitest.Backend{}
+	b := &backendtest.Fake{}
 	p, err := clusterproxy.New(clusterproxy.Config{
 		Directory: f,
 		Nodes:     nodesOf{f, name},
@@ -155,7 +156,8 @@ func startNode(t testing.TB, f *fakeCluster, name, clientTenant string) *node {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := apiserver.NewServer(apiserver.Config{Backend: b, Token: clientToken, Router: p})
+	keys := auth.New(auth.Config{Admin: clientToken, Peer: clusterToken + "\n"})
+	srv, err := apiserver.NewServer(apiserver.Config{Backend: b, Token: clientToken, Keyring: keys, Router: p})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,15 +2,14 @@ package clusterproxy
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"slices"
 	"strings"
 	"sync"
 
 	"github.com/agentbox/agentbox/vmctl/api"
+	"github.com/agentbox/agentbox/vmctl/client"
 	"github.com/agentbox/agentbox/vmctl/cluster"
 )
 
@@ -73,7 +72,10 @@ func (p *Proxy) List(r *http.Request, local []api.Sandbox) ([]api.Sandbox, error
 	return merge(local, remote), nil
 }
 
-// listNode asks node for its sandboxes with r's query, as r's caller.
+// listNode asks node for its sandboxes with r's query, as r's caller:
+// vmctl/client's list over the proxy's transport (redirects not followed),
+// with the headers of a forwarded request (setIdentity) and User-Agent
+// "agentbox-cluster". Its sandboxes without a Node are node's.
 func (p *Proxy) listNode(ctx context.Context, r *http.Request, node string) ([]api.Sandbox, error) {
 	info, err := p.nodes.Node(ctx, node)
 	if err != nil {
@@ -84,35 +86,27 @@ func (p *Proxy) listNode(ctx context.Context, r *http.Request, node string) ([]a
 	}
 	ctx, cancel := context.WithTimeout(ctx, p.listTO)
 	defer cancel()
-	u := strings.TrimSuffix(info.Advertise, "/") + "/v1/sandboxes"
-	if r.URL.RawQuery != "" {
-		u += "?" + r.URL.RawQuery
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	// One client per call, never closed: its connections are the proxy's
+	// transport's, kept for the next call and for Route.
+	h := http.Header{"User-Agent": {"agentbox-cluster"}}
+	p.setIdentity(r.Context(), h)
+	c, err := client.NewTCP(strings.TrimSuffix(info.Advertise, "/"), client.WithHeader(h), client.WithHTTPClient(&http.Client{
+		Transport:     p.tr,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}))
 	if err != nil {
 		return nil, fmt.Errorf("node %s advertises %q: %w", node, info.Advertise, err)
 	}
-	req.Header.Set("User-Agent", "agentbox-cluster")
-	p.setIdentity(r.Context(), req.Header)
-	resp, err := p.tr.RoundTrip(req)
+	list, err := c.ListSandboxesQuery(ctx, r.URL.Query())
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("node %s: %w", node, err)
 	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		body, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
-		return nil, fmt.Errorf("node %s answered %s: %s", node, resp.Status, strings.TrimSpace(string(body)))
-	}
-	var list api.SandboxList
-	if err := json.NewDecoder(resp.Body).Decode(&list); err != nil {
-		return nil, fmt.Errorf("node %s: decoding its list: %w", node, err)
-	}
-	for i := range list.Sandboxes {
-		if list.Sandboxes[i].Node == "" {
-			list.Sandboxes[i].Node = node
+	for i := range list {
+		if list[i].Node == "" {
+			list[i].Node = node
 		}
 	}
-	return list.Sandboxes, nil
+	return list, nil
 }
 
 // unknownEntries renders the directory entries of a node that does not

@@ -2,8 +2,6 @@ package clusterproxy
 
 import (
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -66,8 +64,10 @@ type Config struct {
 	Nodes cluster.Nodes
 	// Token is the cluster token every node shares (serve
 	// --cluster-token-file): sent as "Authorization: Bearer" with every
-	// forwarded request, and what Peer accepts. Surrounding white space
-	// is ignored; at least apiserver.MinTokenBytes long. Required.
+	// forwarded request. The receiving node's keyring (vmctl/auth,
+	// auth.Config.Peer: the same token) accepts it; Peer believes what
+	// such a request says. Surrounding white space is ignored; at least
+	// apiserver.MinTokenBytes long. Required.
 	Token string
 	// TLS configures the connections to nodes advertised at https:// URLs
 	// (e.g. RootCAs with the cluster's CA, a client certificate); nil:
@@ -106,7 +106,6 @@ type Proxy struct {
 	dir        cluster.Directory
 	nodes      cluster.Nodes
 	token      string
-	tokenSum   [32]byte
 	local      func(string) bool
 	tenantOf   func(context.Context) string
 	withTenant func(context.Context, string) (context.Context, error)
@@ -135,7 +134,6 @@ func New(cfg Config) (*Proxy, error) {
 		dir:        cfg.Directory,
 		nodes:      cfg.Nodes,
 		token:      token,
-		tokenSum:   sha256.Sum256([]byte(token)),
 		local:      cfg.Local,
 		tenantOf:   cfg.TenantOf,
 		withTenant: cfg.WithTenant,
@@ -195,14 +193,15 @@ func forwarded(ctx context.Context) bool {
 	return by != ""
 }
 
-// Peer implements apiserver.Router: r is a peer's when its bearer token
-// is the cluster token; then its identity headers are believed.
-func (p *Proxy) Peer(r *http.Request) (context.Context, bool, error) {
-	if !p.isPeer(r) {
+// Peer implements apiserver.Router: r is a peer's when the server's
+// keyring found the cluster token on it (peer); then its identity headers
+// are believed, else removed.
+func (p *Proxy) Peer(r *http.Request, peer bool) (context.Context, error) {
+	if !peer {
 		for _, k := range identityHeaders {
 			r.Header.Del(k)
 		}
-		return nil, false, nil
+		return nil, nil
 	}
 	caller := r.Header.Get(HeaderCaller)
 	if caller == "" {
@@ -211,29 +210,18 @@ func (p *Proxy) Peer(r *http.Request) (context.Context, bool, error) {
 	ctx := api.WithCaller(r.Context(), api.Caller{ID: caller})
 	if t := r.Header.Get(HeaderTenant); t != "" {
 		if p.withTenant == nil {
-			return nil, false, api.Errorf(http.StatusForbidden, api.CodePermissionDenied,
+			return nil, api.Errorf(http.StatusForbidden, api.CodePermissionDenied,
 				"node %s forwarded a request of tenant %q but this node has no tenants: give every node the same --tenants file", api.QuoteShort(r.Header.Get(HeaderForwardedBy)), t)
 		}
 		var err error
 		if ctx, err = p.withTenant(ctx, t); err != nil {
-			return nil, false, err
+			return nil, err
 		}
 	}
 	if by := r.Header.Get(HeaderForwardedBy); by != "" {
 		ctx = context.WithValue(ctx, forwardedKey{}, by)
 	}
-	return ctx, true, nil
-}
-
-// isPeer reports whether r carries the cluster token (compared in
-// constant time, hashed first so its length does not leak either).
-func (p *Proxy) isPeer(r *http.Request) bool {
-	scheme, tok, ok := strings.Cut(r.Header.Get("Authorization"), " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") {
-		return false
-	}
-	sum := sha256.Sum256([]byte(strings.TrimSpace(tok)))
-	return subtle.ConstantTimeCompare(sum[:], p.tokenSum[:]) == 1
+	return ctx, nil
 }
 
 // Route implements apiserver.Router.

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/agentbox/agentbox/vmctl/api"
-	"github.com/agentbox/agentbox/vmctl/apiserver/apitest"
+	"github.com/agentbox/agentbox/vmctl/backend/backendtest"
 	"github.com/agentbox/agentbox/vmctl/cluster"
 	"github.com/agentbox/agentbox/vmctl/errdefs"
 )
@@ -94,7 +94,7 @@ func TestFilesByteExactThroughTheOwner(t *testing.T) {
 	rng := rand.NewChaCha8([32]byte{1, 2, 3})
 	rng.Read(data)
 	b.backend.DownloadFn = func(ctx context.Context, ref, path string, open func(api.FileInfo) io.Writer) error {
-		w := open(apitest.File(path, int64(len(data))))
+		w := open(backendtest.File(path, int64(len(data))))
 		for off := 0; off < len(data); off += 64 << 10 {
 			if _, err := w.Write(data[off : off+64<<10]); err != nil {
 				return err
@@ -115,7 +115,7 @@ func TestFilesByteExactThroughTheOwner(t *testing.T) {
 	b.backend.UploadFn = func(ctx context.Context, ref string, req api.UploadRequest, r io.Reader) (api.FileInfo, error) {
 		var err error
 		uploaded, err = io.ReadAll(r)
-		return apitest.File(req.Path, int64(len(uploaded))), err
+		return backendtest.File(req.Path, int64(len(uploaded))), err
 	}
 	if _, err := a.client(t).Upload(context.Background(), idB, "/data/up.bin", bytes.NewReader(data), 0o644, false); err != nil {
 		t.Fatal(err)
@@ -156,7 +156,7 @@ func TestIdentityHeaders(t *testing.T) {
 	var seen callers
 	b.backend.GetSandboxFn = func(ctx context.Context, ref string) (api.Sandbox, error) {
 		seen.record(ctx)
-		return apitest.Sandbox(idB), nil
+		return backendtest.Sandbox(idB), nil
 	}
 	get := func(base, token string, h map[string]string) int {
 		t.Helper()
@@ -369,9 +369,9 @@ func TestListAcrossNodes(t *testing.T) {
 	f.place("ccccccccccc2", "", "c", "other") // another tenant's: still listed without tenants
 	f.setNode(cluster.NodeInfo{Name: "c", Advertise: "http://127.0.0.1:9", State: cluster.NodeUnreachable, LastSeen: time.Now().Add(-30 * time.Second)})
 	at := func(id, node string, sec int) api.Sandbox {
-		sb := apitest.Sandbox(id)
+		sb := backendtest.Sandbox(id)
 		sb.Node = node
-		sb.CreatedAt = apitest.Epoch.Add(time.Duration(sec) * time.Second)
+		sb.CreatedAt = backendtest.Epoch.Add(time.Duration(sec) * time.Second)
 		return sb
 	}
 	a.backend.ListSandboxesFn = func(ctx context.Context, labels map[string]string, state string) ([]api.Sandbox, error) {

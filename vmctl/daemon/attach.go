@@ -10,25 +10,25 @@ import (
 
 	"github.com/agentbox/agentbox/vmctl/agentproto"
 	"github.com/agentbox/agentbox/vmctl/api"
-	"github.com/agentbox/agentbox/vmctl/apiserver"
 	"github.com/agentbox/agentbox/vmctl/audit"
+	"github.com/agentbox/agentbox/vmctl/backend"
 	"github.com/agentbox/agentbox/vmctl/errdefs"
 	"github.com/agentbox/agentbox/vmctl/process"
 	"github.com/agentbox/agentbox/vmctl/sandbox"
 )
 
-var _ apiserver.ProcessTerminalBackend = (*Daemon)(nil)
+var _ backend.ProcessTerminalBackend = (*Daemon)(nil)
 
 // attachStdinChunk is the most stdin bytes one write to an attached
 // process carries (one proc-stdin request to the guest).
 const attachStdinChunk = 32 << 10
 
-// ResizeProcess implements apiserver.ProcessTerminalBackend.
-func (d *Daemon) ResizeProcess(ctx context.Context, ref, pid string, size api.TtySize) (api.Process, error) {
+// ResizeProcess implements backend.ProcessTerminalBackend.
+func (s *execService) ResizeProcess(ctx context.Context, ref, pid string, size api.TtySize) (api.Process, error) {
 	if err := size.Validate(); err != nil {
 		return api.Process{}, err
 	}
-	b, err := d.procs(ctx, ref)
+	b, err := s.procs(ctx, ref)
 	if err != nil {
 		return api.Process{}, err
 	}
@@ -39,15 +39,15 @@ func (d *Daemon) ResizeProcess(ctx context.Context, ref, pid string, size api.Tt
 	return apiProcess(info), nil
 }
 
-// AttachProcess implements apiserver.ProcessTerminalBackend on the process
+// AttachProcess implements backend.ProcessTerminalBackend on the process
 // table: output through Output from the offset on (a dropped range is
 // reported and skipped), stdin through WriteStdin piece by piece (so that
 // other writers and attached clients interleave, and a detach leaves
 // nothing pending), resize and signal through procControl. The session
 // is one audit entry (process.attach) with its stdin digest and, on a
 // terminal, the recorded session for `audit --replay`.
-func (d *Daemon) AttachProcess(ctx context.Context, ref, pid string, at apiserver.ProcessAttachment) (api.ExitStatus, error) {
-	b, err := d.procs(ctx, ref)
+func (s *execService) AttachProcess(ctx context.Context, ref, pid string, at backend.ProcessAttachment) (api.ExitStatus, error) {
+	b, err := s.procs(ctx, ref)
 	if err != nil {
 		return api.ExitStatus{}, err
 	}
@@ -70,9 +70,9 @@ func (d *Daemon) AttachProcess(ctx context.Context, ref, pid string, at apiserve
 	from, start := offset, time.Now()
 	var rec *audit.TtyRecorder
 	if info.Tty != nil {
-		rec = audit.NewTtyRecorder(int(info.Tty.Rows), int(info.Tty.Cols), d.cfg.AuditFullTty)
+		rec = audit.NewTtyRecorder(int(info.Tty.Rows), int(info.Tty.Cols), s.cfg.AuditFullTty)
 	}
-	ctl := &procControl{d: d, b: b, id: pid, pid: info.Pid, rec: rec}
+	ctl := &procControl{s: s, b: b, id: pid, pid: info.Pid, rec: rec}
 	at.Started(ctl, apiProcess(info), offset)
 
 	// A stdin failure (stdin closed) ends the session with its error.
@@ -84,7 +84,7 @@ func (d *Daemon) AttachProcess(ctx context.Context, ref, pid string, at apiserve
 	if at.Stdin != nil {
 		go func() {
 			defer close(stdinDone)
-			if err := d.forwardStdin(outCtx, b, pid, in); err != nil {
+			if err := s.forwardStdin(outCtx, b, pid, in); err != nil {
 				stdinErr = err
 				stopOut()
 			}
@@ -134,7 +134,7 @@ func (d *Daemon) AttachProcess(ctx context.Context, ref, pid string, at apiserve
 		err = ctx.Err()
 	case err != nil:
 		end, err = "error", pausedErr(b.sb, err)
-		if lost, ok := d.lostWithStop(ctx, b, pid); ok {
+		if lost, ok := s.lostWithStop(ctx, b, pid); ok {
 			end, err = "lost", lostError(b.sb, pid, lost)
 		}
 	case info.Exit != nil:
@@ -144,17 +144,17 @@ func (d *Daemon) AttachProcess(ctx context.Context, ref, pid string, at apiserve
 	default:
 		err = fmt.Errorf("process %s: output ended while it runs", pid)
 	}
-	e := audit.Entry{Time: start.UTC(), Sandbox: b.sb.ID, Caller: api.CallerFrom(ctx).ID, Action: audit.ActionProcessAttach, ExecID: pid,
-		Args: map[string]any{"offset": from, "end": end}, DurationMs: ms(time.Since(start)),
-		BytesIn: in.n.Load(), Stdin: in.digest.Digest(), BytesOut: out.n.Load(), Stdout: out.digest.Digest()}
+	audited := err
+	if end == "detached" {
+		audited = nil // the client left; the process runs on
+	}
+	e := s.requestEntry(ctx, b.sb.ID, audit.ActionProcessAttach, map[string]any{"offset": from, "end": end}, start, audited)
+	e.ExecID, e.BytesIn, e.Stdin, e.BytesOut, e.Stdout = pid, in.n.Load(), in.digest.Digest(), out.n.Load(), out.digest.Digest()
 	if rec != nil {
 		e.Tty = rec.Session()
 	}
-	if err != nil && end != "detached" {
-		e.Error, e.ErrorMessage = auditError(err)
-	}
-	d.appendAudit(e)
-	d.metrics.bytes.WithLabelValues("in", "stdio").Add(float64(e.BytesIn))
+	s.appendAudit(e)
+	s.metrics.bytes.WithLabelValues("in", "stdio").Add(float64(e.BytesIn))
 	return status, err
 }
 
@@ -162,7 +162,7 @@ func (d *Daemon) AttachProcess(ctx context.Context, ref, pid string, at apiserve
 // read at a time, until the client's EOF (the process's stdin stays open)
 // or ctx's end. Errors: WriteStdin's, except that of a process that ended
 // (its exit follows).
-func (d *Daemon) forwardStdin(ctx context.Context, b *box, pid string, r io.Reader) error {
+func (s *execService) forwardStdin(ctx context.Context, b *box, pid string, r io.Reader) error {
 	buf := make([]byte, attachStdinChunk)
 	for {
 		n, rerr := r.Read(buf)
@@ -181,21 +181,21 @@ func (d *Daemon) forwardStdin(ctx context.Context, b *box, pid string, r io.Read
 	}
 }
 
-// procControl is apiserver.ExecControl on an attached detached process.
+// procControl is backend.ExecControl on an attached detached process.
 type procControl struct {
-	d   *Daemon
+	s   *execService
 	b   *box
 	id  string
 	pid int
 	rec *audit.TtyRecorder // nil without a terminal
 }
 
-var _ apiserver.ExecControl = (*procControl)(nil)
+var _ backend.ExecControl = (*procControl)(nil)
 
 func (c *procControl) ExecID() string { return c.id }
 func (c *procControl) Pid() int       { return c.pid }
 
-// Resize implements apiserver.ExecControl as ResizeProcess; the new size
+// Resize implements backend.ExecControl as ResizeProcess; the new size
 // is recorded in the session's audit.
 func (c *procControl) Resize(size api.TtySize) error {
 	if err := size.Validate(); err != nil {
@@ -216,12 +216,12 @@ func (c *procControl) Resize(size api.TtySize) error {
 	return nil
 }
 
-// Signal implements apiserver.ExecControl as KillProcess (audited).
+// Signal implements backend.ExecControl as KillProcess (audited).
 func (c *procControl) Signal(ctx context.Context, signal string) error {
 	if signal == "" {
 		return errdefs.ErrInvalidArgument.WithMessage("signal is empty: give a name like INT or TERM, or a number 1-64")
 	}
-	if err := c.d.KillProcess(ctx, c.b.sb.ID, c.id, signal); err != nil && !errors.Is(err, process.ErrExited) {
+	if err := c.s.KillProcess(ctx, c.b.sb.ID, c.id, signal); err != nil && !errors.Is(err, process.ErrExited) {
 		return err
 	}
 	return nil

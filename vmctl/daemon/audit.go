@@ -13,45 +13,89 @@ import (
 
 // appendAudit writes e to the audit log; a failed write is logged and
 // counted, never fails the action it records.
-func (d *Daemon) appendAudit(e audit.Entry) {
+func (c *core) appendAudit(e audit.Entry) {
 	if e.Tenant == "" && e.Sandbox != "" {
-		e.Tenant = d.tenants.owner(e.Sandbox) // tenants.go
+		e.Tenant = c.tenants.owner(e.Sandbox) // tenants.go
 	}
-	if err := d.audit.Append(e); err != nil {
-		d.log.Error("audit log write failed", "err", err, "action", e.Action, "sandbox", e.Sandbox)
-		d.metrics.errors.WithLabelValues("audit_write").Inc()
+	if err := c.audit.Append(e); err != nil {
+		c.log.Error("audit log write failed", "err", err, "action", e.Action, "sandbox", e.Sandbox)
+		c.metrics.errors.WithLabelValues("audit_write").Inc()
 	}
 }
 
-// auditAction records a simple action by the request's caller.
-func (d *Daemon) auditAction(ctx context.Context, id, action string, args map[string]any, start time.Time, err error) {
-	e := audit.Entry{Time: start.UTC(), Sandbox: id, Caller: api.CallerFrom(ctx).ID, Tenant: d.auditTenant(ctx, id), Action: action, Args: args, DurationMs: ms(time.Since(start)), Policy: policyAudit(ctx)}
+// auditEntry is the one builder of the daemon's audit entries: action on
+// sandbox id ("" for none) by caller at at, with args. Every entry starts
+// here; requestEntry adds what a request's entries carry, and each
+// caller adds what is its own (duration, bytes, digests, exit codes)
+// before appendAudit writes it (and fills in the tenant from the
+// sandbox's owner when it has none).
+func auditEntry(at time.Time, id, caller, action string, args map[string]any) audit.Entry {
+	return audit.Entry{Time: at.UTC(), Sandbox: id, Caller: caller, Action: action, Args: args}
+}
+
+// requestEntry is auditEntry for an action a request asked for, begun at
+// start: by the request's caller, for its tenant (auditTenant), with its
+// policy decisions (withPolicyTrail) and its duration up to now; err,
+// when set, is recorded with the code and message of its API answer
+// (auditError).
+func (c *core) requestEntry(ctx context.Context, id, action string, args map[string]any, start time.Time, err error) audit.Entry {
+	e := auditEntry(start, id, api.CallerFrom(ctx).ID, action, args)
+	e.Tenant, e.DurationMs, e.Policy = c.auditTenant(ctx, id), ms(time.Since(start)), policyAudit(ctx)
 	if err != nil {
 		e.Error, e.ErrorMessage = auditError(err)
 	}
-	d.appendAudit(e)
+	return e
+}
+
+// auditAction records a simple action by the request's caller.
+func (c *core) auditAction(ctx context.Context, id, action string, args map[string]any, start time.Time, err error) {
+	c.appendAudit(c.requestEntry(ctx, id, action, args, start, err))
+}
+
+// auditMade is the one audit tail of the actions that make a sandbox, a
+// create and a restore (action), begun at start with the request's
+// settings in args (requestEntry): the entry carries the request's
+// tenant (a failed one has no sandbox to take it from) and its policy
+// decisions. A failure (err) is audited with its
+// code, message and failed step (sandbox.FailedStep), logged and counted
+// in createFailures; a success with sb's ID and the arguments made adds
+// to args once the sandbox is there.
+func (c *core) auditMade(ctx context.Context, action string, start time.Time, args map[string]any, sb *sandbox.Sandbox, err error, made func(sb *sandbox.Sandbox)) {
+	e := c.requestEntry(ctx, "", action, args, start, err)
+	if err != nil {
+		if step := sandbox.FailedStep(err); step != "" {
+			args["step"] = step // the message leaves it out when the request was refused
+		}
+		c.log.Info(action+" failed", "step", sandbox.FailedStep(err), "err", err)
+		c.appendAudit(e)
+		c.metrics.createFailures.Inc()
+		return
+	}
+	e.Sandbox = sb.ID
+	made(sb)
+	c.appendAudit(e)
 }
 
 // auditReconcile records what the start-up reconciliation did.
-func (d *Daemon) auditReconcile() {
+func (c *core) auditReconcile() {
 	now := time.Now().UTC()
-	for _, id := range d.report.Adopted {
-		d.appendAudit(audit.Entry{Time: now, Sandbox: id, Caller: "daemon", Action: audit.ActionReconcile, Args: map[string]any{"result": "adopted"}})
+	for _, id := range c.report.Adopted {
+		c.appendAudit(auditEntry(now, id, "daemon", audit.ActionReconcile, map[string]any{"result": "adopted"}))
 	}
-	for id, reason := range d.report.Failed {
-		d.appendAudit(audit.Entry{Time: now, Sandbox: id, Caller: "daemon", Action: audit.ActionReconcile, Args: map[string]any{"result": "failed", "reason": reason}})
+	for id, reason := range c.report.Failed {
+		c.appendAudit(auditEntry(now, id, "daemon", audit.ActionReconcile, map[string]any{"result": "failed", "reason": reason}))
 	}
-	for _, what := range d.report.Cleaned {
-		d.appendAudit(audit.Entry{Time: now, Caller: "daemon", Action: audit.ActionReconcile, Args: map[string]any{"result": "cleaned", "what": what}})
+	for _, what := range c.report.Cleaned {
+		c.appendAudit(auditEntry(now, "", "daemon", audit.ActionReconcile, map[string]any{"result": "cleaned", "what": what}))
 	}
 }
 
-// Audit implements apiserver.Backend: the entries of one sandbox (by ID or
+// Audit implements backend.Backend: the entries of one sandbox (by ID or
 // name; by ID also after it was removed) or of all.
-func (d *Daemon) Audit(ctx context.Context, ref string, emit func(audit.Entry) error) error {
+func (c *core) Audit(ctx context.Context, ref string, emit func(audit.Entry) error) error {
 	f := audit.Filter{}
 	if ref != "" {
-		if sb, err := d.get(ctx, ref); err == nil {
+		if sb, err := c.get(ctx, ref); err == nil {
 			f.Sandbox = sb.ID
 		} else if isID(ref) {
 			f.Sandbox = ref
@@ -59,7 +103,7 @@ func (d *Daemon) Audit(ctx context.Context, ref string, emit func(audit.Entry) e
 			return sandbox.ErrNotFound.WithMessage(fmt.Sprintf("no sandbox named %q: the audit of a removed sandbox is kept by its ID (find it in `agentbox audit`, GET /v1/audit)", ref))
 		}
 	}
-	return d.audit.Read(f, func(e audit.Entry) error {
+	return c.audit.Read(f, func(e audit.Entry) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}

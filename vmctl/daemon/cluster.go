@@ -34,39 +34,39 @@ type clusterSeam struct {
 	c  Cluster
 }
 
-func (d *Daemon) cluster() Cluster {
-	d.cl.mu.Lock()
-	defer d.cl.mu.Unlock()
-	return d.cl.c
+func (c *core) cluster() Cluster {
+	c.cl.mu.Lock()
+	defer c.cl.mu.Unlock()
+	return c.cl.c
 }
 
 // SetCluster makes the daemon a node of c: from now on CreateSandbox
 // places through c.Place (CreateLocal is the create on this host, what the
 // cluster's puller calls), and ListNodes and DrainNode are c's. Call it
 // before the API serves; nil leaves the cluster.
-func (d *Daemon) SetCluster(c Cluster) {
-	d.cl.mu.Lock()
-	d.cl.c = c
-	d.cl.mu.Unlock()
+func (c *core) SetCluster(cl Cluster) {
+	c.cl.mu.Lock()
+	c.cl.c = cl
+	c.cl.mu.Unlock()
 }
 
 type localCreateKey struct{}
 
 // placed returns the cluster to place a create through: nil for a
 // create on this host (CreateLocal, or no cluster).
-func (d *Daemon) placed(ctx context.Context) Cluster {
+func (c *core) placed(ctx context.Context) Cluster {
 	if ctx.Value(localCreateKey{}) != nil {
 		return nil
 	}
-	return d.cluster()
+	return c.cluster()
 }
 
 // CreateLocal creates a sandbox on this host, whether or not the daemon is
 // in a cluster: CreateSandbox's own path (image, policy, ceilings,
 // admission, audit). The cluster's puller calls it for a create it took
 // from the queue.
-func (d *Daemon) CreateLocal(ctx context.Context, req api.CreateSandboxRequest) (api.Sandbox, error) {
-	return d.CreateSandbox(context.WithValue(ctx, localCreateKey{}, true), req)
+func (s *lifecycleService) CreateLocal(ctx context.Context, req api.CreateSandboxRequest) (api.Sandbox, error) {
+	return s.CreateSandbox(context.WithValue(ctx, localCreateKey{}, true), req)
 }
 
 // Room reports whether the daemon would admit a create of req's shape
@@ -76,45 +76,45 @@ func (d *Daemon) CreateLocal(ctx context.Context, req api.CreateSandboxRequest) 
 // those it leaves zero; a request whose image does not load fits (its
 // create reports the image error). It commits nothing: the create's own
 // admission decides in the end.
-func (d *Daemon) Room(ctx context.Context, req api.CreateSandboxRequest) error {
-	if err := d.adm.admitting(); err != nil {
+func (s *lifecycleService) Room(ctx context.Context, req api.CreateSandboxRequest) error {
+	if err := s.adm.admitting(); err != nil {
 		return err
 	}
 	vcpus, mem := req.VCPUs, req.MemoryMiB
 	if vcpus <= 0 || mem <= 0 {
-		dir, _, err := d.templateImage(req)
+		dir, _, err := s.templateImage(req)
 		if err != nil || !filepath.IsAbs(dir) {
 			return nil
 		}
-		img, err := image.Load(ctx, dir, image.LoadOptions{VerifyCacheDir: d.cfg.ImageVerifyCacheDir})
+		img, err := image.Load(ctx, dir, image.LoadOptions{VerifyCacheDir: s.cfg.ImageVerifyCacheDir})
 		if err != nil {
 			return nil
 		}
 		vcpus, mem, _ = resources.Resolve(img, vcpus, mem, sandbox.ResourceRequest{})
 	}
-	r := d.mgr.Resources()
+	r := s.mgr.Resources()
 	r.VCPUs, r.MemoryMiB = vcpus, mem
-	return d.adm.check(r)
+	return s.adm.check(r)
 }
 
-// ListNodes implements apiserver.NodeBackend: the cluster's nodes.
+// ListNodes implements backend.NodeBackend: the cluster's nodes.
 // Errors: 501 not_implemented outside a cluster.
-func (d *Daemon) ListNodes(ctx context.Context) ([]api.Node, error) {
-	c := d.cluster()
-	if c == nil {
+func (c *core) ListNodes(ctx context.Context) ([]api.Node, error) {
+	cl := c.cluster()
+	if cl == nil {
 		return nil, errNoCluster
 	}
-	return c.ListNodes(ctx)
+	return cl.ListNodes(ctx)
 }
 
-// DrainNode implements apiserver.NodeBackend. Errors: 501 outside a
+// DrainNode implements backend.NodeBackend. Errors: 501 outside a
 // cluster, 404 for an unknown node.
-func (d *Daemon) DrainNode(ctx context.Context, name string, drain bool) (api.Node, error) {
-	c := d.cluster()
-	if c == nil {
+func (c *core) DrainNode(ctx context.Context, name string, drain bool) (api.Node, error) {
+	cl := c.cluster()
+	if cl == nil {
 		return api.Node{}, errNoCluster
 	}
-	return c.DrainNode(ctx, name, drain)
+	return cl.DrainNode(ctx, name, drain)
 }
 
 var errNoCluster = errdefs.ErrNotImplemented.WithMessage("this daemon is not in a cluster: start it with `agentbox serve --cluster nats://HOST:4222 --node NAME --advertise URL`")

@@ -1,11 +1,16 @@
 package daemon
 
 import (
+	"context"
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentbox/agentbox/vmctl/api"
+	"github.com/agentbox/agentbox/vmctl/audit"
+	"github.com/agentbox/agentbox/vmctl/sandbox"
+	"github.com/agentbox/agentbox/vmctl/tenant"
 )
 
 // TestCreateArgsRecordEverySetting: the create audit entry's arguments
@@ -49,5 +54,24 @@ func TestCreateArgsRecordEverySetting(t *testing.T) {
 	}
 	if got := createArgs(api.CreateSandboxRequest{Image: "/img"}); len(got) != 1 {
 		t.Errorf("args of a request with the image only: %v, want the image alone", got)
+	}
+}
+
+// TestRequestEntry: every entry of a request's action carries its
+// caller, its tenant (also without a sandbox: a refused create or
+// restore), its duration and its error's API code and message.
+func TestRequestEntry(t *testing.T) {
+	c := &core{}
+	ctx := tenant.With(api.WithCaller(context.Background(), api.Caller{ID: "tenant:a"}), &tenant.Tenant{Name: "a"})
+	start := time.Now().Add(-1500 * time.Millisecond)
+	e := c.requestEntry(ctx, "", audit.ActionRestore, map[string]any{"snapshot": "s"}, start, sandbox.ErrNotFound.WithMessage("no snapshot \"s\""))
+	if e.Caller != "tenant:a" || e.Tenant != "a" || e.Action != audit.ActionRestore || e.DurationMs < 1500 || !e.Time.Equal(start) || e.Time.Location() != time.UTC {
+		t.Errorf("entry %+v", e)
+	}
+	if e.Error != api.CodeNotFound || e.ErrorMessage != `no snapshot "s"` {
+		t.Errorf("entry error %q %q, want not_found and the message", e.Error, e.ErrorMessage)
+	}
+	if e := c.requestEntry(context.Background(), "", audit.ActionCreate, nil, start, nil); e.Tenant != "" || e.Error != "" || e.Policy != nil {
+		t.Errorf("the admin's entry without error: %+v", e)
 	}
 }

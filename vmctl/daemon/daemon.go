@@ -14,7 +14,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -23,7 +22,6 @@ import (
 	"github.com/agentbox/agentbox/vmctl/api"
 	"github.com/agentbox/agentbox/vmctl/audit"
 	"github.com/agentbox/agentbox/vmctl/image"
-	"github.com/agentbox/agentbox/vmctl/process"
 	"github.com/agentbox/agentbox/vmctl/revert"
 	"github.com/agentbox/agentbox/vmctl/sandbox"
 	"github.com/agentbox/agentbox/vmctl/sandbox/resources"
@@ -142,53 +140,35 @@ type Config struct {
 
 // Daemon is the running service core. Create it with New, serve its
 // Backend through vmctl/api, and end it with Shutdown.
+//
+// It is a façade: the core (core.go: the sandbox registry, admission,
+// policy asks, tenancy, events, metrics and the audit) and the services
+// by resource (exec, files, lifecycle, ports, snapshots; see DESIGN.md)
+// are embedded, so their methods are its methods and it satisfies
+// backend.Backend and its capability interfaces. The services take the
+// core, never the Daemon.
 type Daemon struct {
-	cfg     Config
-	log     *slog.Logger
-	mgr     *sandbox.Manager
-	limits  *resources.Enforcer // Config.Limits of mgr; samples usage
-	snaps   *snapshot.Service
-	warm    *warm.Service
-	store   *store.Store
-	audit   *audit.Log
-	metrics *metrics
-	events  *hub
-	report  sandbox.Report
-	adm     *admission    // capacity, ceilings, shutdown refusal (admission.go)
-	usage   *usageMonitor // usage samples and thresholds (usage.go)
-
-	mu       sync.Mutex
-	boxes    map[string]*box   // by sandbox ID
-	seen     map[string]string // sandbox ID → last state published as an event
-	inflight sync.WaitGroup    // execs and file transfers
-
-	stopReaper context.CancelFunc
-	reaperDone chan struct{}
-
-	snapMetricsOnce sync.Once // snapshots.go
-	snapM           *snapshotMetrics
-
-	ports portTable // port forwards (ports.go)
-
-	secretViews sync.Map    // sandbox ID → []api.SecretInfo (secrets.go)
-	qemuPIDs    sync.Map    // sandbox ID → its QEMU's pid, until its record changes (qemuuser.go)
-	tenants     *tenancy    // owners and quota holds (tenants.go)
-	cl          clusterSeam // the cluster this daemon is a node of (cluster.go)
+	*core
+	*execService      // exec.go, attach.go, interactive.go, procs.go
+	*filesService     // files.go, watch.go
+	*lifecycleService // sandboxes.go, lifecycle.go, reaper.go, templates.go, fork.go's SetTimeout, cluster.go's creates
+	*portsService     // ports.go
+	*snapshotService  // snapshots.go, fork.go
 }
 
-// box is the daemon's side of one sandbox: its detached processes. The
-// sandbox's exec accounting (limits, counts, activity, expiry) is the
-// sandbox's own (sandbox.ExecAccount), persisted in its record; the
-// process table is the daemon's view of the processes the guest agent
-// keeps, like the audit and the metrics its OnExit feeds: a restarted
-// daemon adopts them (adoptProcesses).
-type box struct {
-	sb    *sandbox.Sandbox
-	procs *process.Table
-	// life ends when the sandbox is stopped or removed; detached
-	// processes run under it.
-	life   context.Context
-	cancel context.CancelFunc
+// assemble builds the Daemon's services on c and wires the core's seams
+// to them (core.processes, core.forwards).
+func assemble(c *core) *Daemon {
+	d := &Daemon{
+		core:             c,
+		execService:      &execService{core: c},
+		filesService:     &filesService{core: c},
+		lifecycleService: &lifecycleService{core: c},
+		portsService:     &portsService{core: c},
+		snapshotService:  &snapshotService{core: c},
+	}
+	c.processes, c.forwards = d.execService, d.portsService
+	return d
 }
 
 // New opens the store and the audit log under cfg.StateDir, builds the
@@ -227,7 +207,7 @@ func New(ctx context.Context, cfg Config) (_ *Daemon, err error) {
 	if err := checkTemplates(ctx, cfg.Templates, image.LoadOptions{VerifyCacheDir: cfg.ImageVerifyCacheDir}); err != nil { // templates.go
 		return nil, err
 	}
-	d := &Daemon{cfg: cfg, log: log, boxes: map[string]*box{}, seen: map[string]string{}, events: newHub(), tenants: newTenancy(cfg)}
+	d := assemble(&core{cfg: cfg, log: log, boxes: map[string]*box{}, seen: map[string]string{}, events: newHub(), tenants: newTenancy(cfg)})
 	d.events.owner = d.tenants.owner
 
 	undo := revert.New()
@@ -242,7 +222,7 @@ func New(ctx context.Context, cfg Config) (_ *Daemon, err error) {
 		return nil, err
 	}
 	undo.Add("audit log", func(context.Context) error { return d.audit.Close() })
-	d.metrics = newMetrics(cfg.Registerer, d)
+	d.metrics = newMetrics(cfg.Registerer, d.core)
 	d.adm = newAdmission(cfg, d.metrics.admissionRefused)
 	d.snapMetrics() // registered now, so /metrics shows them before the first snapshot
 	d.limits = resources.New(cfg.Driver, log, resources.WithTCGCacheMiB(cfg.TCGCacheMiB))
@@ -300,11 +280,11 @@ func New(ctx context.Context, cfg Config) (_ *Daemon, err error) {
 }
 
 // Report returns what the start-up reconciliation did.
-func (d *Daemon) Report() sandbox.Report { return d.report }
+func (c *core) Report() sandbox.Report { return c.report }
 
 // Instance returns the daemon's instance id (the store's), written into
 // its domains' metadata.
-func (d *Daemon) Instance() string { return d.store.Instance() }
+func (c *core) Instance() string { return c.store.Instance() }
 
 // Shutdown ends the daemon gracefully: new requests that need a sandbox
 // get 503, in-flight execs and transfers may finish until ctx ends (then
@@ -340,110 +320,4 @@ func (d *Daemon) Shutdown(ctx context.Context) error {
 	}
 	d.events.close()
 	return errors.Join(d.warm.Drain(context.WithoutCancel(ctx)), d.audit.Close(), d.store.Close())
-}
-
-// addBox creates the daemon's state for sb.
-func (d *Daemon) addBox(sb *sandbox.Sandbox) *box {
-	sb.ExecAccount() // read from the record now: an unreadable one is logged at start-up
-	b := &box{sb: sb}
-	b.life, b.cancel = context.WithCancel(context.Background())
-	b.procs = process.NewTable(sb, process.Options{OnExit: func(info process.Info) { d.processExited(b, info) }})
-	d.mu.Lock()
-	d.boxes[sb.ID] = b
-	d.mu.Unlock()
-	return b
-}
-
-func (d *Daemon) allBoxes() []*box {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	out := make([]*box, 0, len(d.boxes))
-	for _, b := range d.boxes {
-		out = append(out, b)
-	}
-	return out
-}
-
-// onChange is the manager's observer: events, metrics, and the end of a
-// sandbox's detached processes once its domain is gone.
-func (d *Daemon) onChange(r sandbox.Record, removed bool) {
-	now := time.Now().UTC()
-	d.tenants.seen(r)
-	d.qemuPIDs.Delete(r.ID) // a start, stop or pause may have changed the process
-	if removed {
-		d.tenants.removed(r.ID)    // its quota back
-		d.secretViews.Delete(r.ID) // secrets.go: the cache holds live sandboxes only
-	}
-	d.mu.Lock()
-	last, known := d.seen[r.ID]
-	switch {
-	case removed:
-		delete(d.seen, r.ID)
-	default:
-		d.seen[r.ID] = string(r.State)
-	}
-	b := d.boxes[r.ID]
-	if removed {
-		delete(d.boxes, r.ID)
-	}
-	d.mu.Unlock()
-	// One event per change: a record write that only updated counters
-	// (SaveExecAccount) publishes nothing; the first sight of a sandbox is its
-	// "created".
-	switch {
-	case removed:
-		d.events.publish(api.Event{Time: now, Type: api.EventSandboxRemoved, Sandbox: r.ID, Name: r.Name, Tenant: r.Tenant})
-	case !known:
-		d.events.publish(api.Event{Time: now, Type: api.EventSandboxCreated, Sandbox: r.ID, Name: r.Name, State: string(r.State), Reason: r.Reason})
-	case last != string(r.State):
-		d.events.publish(api.Event{Time: now, Type: api.EventSandboxState, Sandbox: r.ID, Name: r.Name, State: string(r.State), Reason: r.Reason})
-	}
-	if r.State.Final() || removed {
-		if b != nil {
-			// CloseAll takes the table's lock only; it must not wait here
-			// for OnExit callbacks that take d.mu (they do not).
-			go func() {
-				b.procs.CloseAll("sandbox " + string(r.State))
-				if !removed {
-					d.endUnadopted(r.ID, "sandbox "+string(r.State)) // procs.go
-				}
-				b.cancel()
-				d.closePorts(r.ID, portsEnd(r, removed), removed) // ports.go
-			}()
-		}
-	}
-}
-
-// closeLostExecs ends the history entries of commands that were running
-// when the previous daemon stopped: attached ones' agent streams ended
-// with it, so the guest killed them; detached ones the guest no longer
-// keeps (adoptProcesses took over the others). A paused sandbox's
-// detached ones are left open: its guest keeps them, and they are
-// adopted when it resumes (resumeProcesses).
-func (d *Daemon) closeLostExecs() {
-	now := time.Now().UTC()
-	for _, sb := range d.mgr.List() {
-		execs, err := d.store.Execs(sb.ID, 0)
-		if err != nil {
-			continue
-		}
-		b := d.box(sb.ID)
-		for _, e := range execs {
-			if !e.EndedAt.IsZero() {
-				continue
-			}
-			if b != nil && e.Detached {
-				if sb.State() == sandbox.StatePaused {
-					continue // adopted on resume
-				}
-				if _, err := b.procs.Get(context.Background(), e.ID); err == nil {
-					continue // adopted: its end is recorded when it comes
-				}
-			}
-			e.EndedAt, e.Error = now, "lost: the daemon stopped while it ran"
-			if err := d.store.PutExec(e); err != nil {
-				d.log.Warn("close lost exec", "sandbox", sb.ID, "exec", e.ID, "err", err)
-			}
-		}
-	}
 }

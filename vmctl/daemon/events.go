@@ -68,10 +68,10 @@ func (h *hub) close() {
 	}
 }
 
-// Events implements apiserver.Backend: sandbox events until ctx ends. It ends
+// Events implements backend.Backend: sandbox events until ctx ends. It ends
 // with 503 when the daemon shuts down or the client fell too far behind.
-func (d *Daemon) Events(ctx context.Context, emit func(api.Event) error) error {
-	ch, cancel := d.events.subscribe()
+func (c *core) Events(ctx context.Context, emit func(api.Event) error) error {
+	ch, cancel := c.events.subscribe()
 	defer cancel()
 	for {
 		select {

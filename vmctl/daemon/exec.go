@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -22,18 +23,31 @@ import (
 	"github.com/agentbox/agentbox/vmctl/store"
 )
 
-// beginExec begins a command on b's sandbox (sandbox.BeginExec: counted
-// against its max_execs, busy until endExec) and returns its exec ID and
-// the agent request with the sandbox's default timeout; errors:
+// execService is the daemon's commands, one home for all of their
+// bookkeeping: attached execs (Exec, ExecInteractive: exec.go,
+// interactive.go), detached processes and their terminals (StartProcess
+// and the process calls: exec.go, attach.go; their tables across pauses
+// and daemon restarts: procs.go), the exec history, their audit entries
+// and metrics. It takes the core (and through it the manager), never the
+// Daemon.
+type execService struct{ *core }
+
+// beginExec begins a command on b's sandbox (sandbox.BeginExec: busy
+// until endExec, counted by execCount) and returns its exec ID and the
+// agent request with the sandbox's defaults; errors:
 // sandbox.ErrExecLimit; ErrNotRunning when an idle action paused or
 // stopped the sandbox meanwhile (paused: the message says how to
 // resume). An attached command also holds up Shutdown until endExec.
-func (d *Daemon) beginExec(b *box, req api.ExecRequest, attached bool) (string, agentproto.ExecRequest, error) {
+func (s *execService) beginExec(b *box, req api.ExecRequest, attached bool) (string, agentproto.ExecRequest, error) {
 	areq := agentproto.ExecRequest{Argv: req.Cmd, Env: req.Env, Dir: req.Cwd, UID: req.UID, GID: req.GID, User: req.User, TimeoutMs: req.TimeoutMs}
 	if req.Tty != nil {
 		areq.Tty = &agentproto.TtySize{Rows: uint16(req.Tty.Rows), Cols: uint16(req.Tty.Cols)}
 	}
-	id, areq, err := b.sb.BeginExec(areq)
+	var id string
+	err := b.sb.BeginExec(func(a *sandbox.ExecAccount) (err error) {
+		id, areq, err = execCount(a, b.sb.ID, areq)
+		return err
+	})
 	if errors.Is(err, sandbox.ErrNotRunning) && b.sb.State() == sandbox.StatePaused {
 		err = sandbox.ErrNotRunning.WithMessage(pausedMessage(b.sb)) // lifecycle.go
 	}
@@ -41,16 +55,39 @@ func (d *Daemon) beginExec(b *box, req api.ExecRequest, attached bool) (string, 
 		return "", areq, err
 	}
 	if attached {
-		d.inflight.Add(1)
+		s.inflight.Add(1)
 	}
 	return id, areq, nil
 }
 
+// execCount counts one command of sandbox id in a, its accounting (under
+// the sandbox's lock: sandbox.BeginExec). It returns the command's exec
+// ID ("e" and 6 digits, in start order) and req with the sandbox's
+// default timeout (ExecLimits.ExecTimeoutMs) when req gives none and its
+// default environment (ExecAccount.Env) before req's own, which
+// overrides it key by key. Errors: sandbox.ErrExecLimit, nothing
+// counted, when MaxExecs commands have begun (its details say
+// max_execs).
+func execCount(a *sandbox.ExecAccount, id string, req agentproto.ExecRequest) (string, agentproto.ExecRequest, error) {
+	if lim := a.Limits.MaxExecs; lim > 0 && a.ExecCount >= lim {
+		msg := fmt.Sprintf("sandbox %s has run its %d commands (max_execs): create a new sandbox", id, lim)
+		return "", req, errdefs.WithDetails(sandbox.ErrExecLimit.WithMessage(msg), map[string]any{"max_execs": lim})
+	}
+	a.ExecCount++
+	if req.TimeoutMs == 0 {
+		req.TimeoutMs = a.Limits.ExecTimeoutMs
+	}
+	if len(a.Env) > 0 {
+		req.Env = append(slices.Clip(a.Env), req.Env...)
+	}
+	return fmt.Sprintf("e%06d", a.ExecCount), req, nil
+}
+
 // endExec ends what beginExec began.
-func (d *Daemon) endExec(b *box, attached bool) {
+func (s *execService) endExec(b *box, attached bool) {
 	b.sb.EndExec()
 	if attached {
-		d.inflight.Done()
+		s.inflight.Done()
 	}
 }
 
@@ -151,11 +188,11 @@ type attachment struct {
 	started        func(execID string, p *agent.Process, rec *audit.TtyRecorder)
 }
 
-// Exec implements apiserver.Backend: an attached command whose output streams
+// Exec implements backend.Backend: an attached command whose output streams
 // to stdout and stderr. The audit entry and the exec history are written
 // when it ends.
-func (d *Daemon) Exec(ctx context.Context, ref string, req api.ExecRequest, started func(execID string, pid int), stdout, stderr io.Writer) (api.ExitStatus, error) {
-	return d.execAttached(ctx, ref, req, attachment{stdout: stdout, stderr: stderr, started: func(id string, p *agent.Process, _ *audit.TtyRecorder) {
+func (s *execService) Exec(ctx context.Context, ref string, req api.ExecRequest, started func(execID string, pid int), stdout, stderr io.Writer) (api.ExitStatus, error) {
+	return s.execAttached(ctx, ref, req, attachment{stdout: stdout, stderr: stderr, started: func(id string, p *agent.Process, _ *audit.TtyRecorder) {
 		started(id, p.Pid())
 	}})
 }
@@ -164,23 +201,23 @@ func (d *Daemon) Exec(ctx context.Context, ref string, req api.ExecRequest, star
 // exec): admission and exec accounting, the guest command, its audit
 // entry (with stdin's digest and, on a terminal, the recorded session)
 // and history, and metrics.
-func (d *Daemon) execAttached(ctx context.Context, ref string, req api.ExecRequest, at attachment) (api.ExitStatus, error) {
-	b, err := d.running(ctx, ref)
+func (s *execService) execAttached(ctx context.Context, ref string, req api.ExecRequest, at attachment) (api.ExitStatus, error) {
+	b, err := s.running(ctx, ref)
 	if err != nil {
 		return api.ExitStatus{}, err
 	}
-	if ctx, err = d.policyExec(ctx, b, &req, execMode(at.stdin != nil)); err != nil { // policy.go
+	if ctx, err = s.policyExec(ctx, b, &req, execMode(at.stdin != nil)); err != nil { // policy.go
 		return api.ExitStatus{}, err
 	}
-	id, areq, err := d.beginExec(b, req, true)
+	id, areq, err := s.beginExec(b, req, true)
 	if err != nil {
 		return api.ExitStatus{}, err
 	}
-	defer d.endExec(b, true)
+	defer s.endExec(b, true)
 	start := time.Now()
 	var rec *audit.TtyRecorder
 	if areq.Tty != nil {
-		rec = audit.NewTtyRecorder(int(areq.Tty.Rows), int(areq.Tty.Cols), d.cfg.AuditFullTty)
+		rec = audit.NewTtyRecorder(int(areq.Tty.Rows), int(areq.Tty.Cols), s.cfg.AuditFullTty)
 	}
 	var stdin *countingReader
 	switch {
@@ -231,11 +268,9 @@ func (d *Daemon) execAttached(ctx context.Context, ref string, req api.ExecReque
 		status.TimeoutMs = areq.TimeoutMs // after defaults and the policy's cap
 	}
 
-	e := audit.Entry{
-		Time: start.UTC(), Sandbox: b.sb.ID, Caller: api.CallerFrom(ctx).ID, Action: audit.ActionExec,
-		Args: execArgs(areq, false), ExecID: id, DurationMs: ms(dur), BytesOut: out.n.Load() + errw.n.Load(),
-		Stdout: out.digest.Digest(), Stderr: errw.digest.Digest(), Policy: policyAudit(ctx),
-	}
+	e := s.requestEntry(ctx, b.sb.ID, audit.ActionExec, execArgs(areq, false), start, nil) // the error below
+	e.ExecID, e.DurationMs, e.BytesOut = id, ms(dur), out.n.Load()+errw.n.Load()
+	e.Stdout, e.Stderr = out.digest.Digest(), errw.digest.Digest()
 	if stdin != nil {
 		e.BytesIn, e.Stdin = stdin.n.Load(), stdin.digest.Digest()
 	}
@@ -258,12 +293,12 @@ func (d *Daemon) execAttached(ctx context.Context, ref string, req api.ExecReque
 			result = "exit"
 		}
 	}
-	d.appendAudit(e)
-	d.finishExec(b, h)
-	d.metrics.exec.Observe(dur.Seconds())
-	d.metrics.execs.WithLabelValues("attached", result).Inc()
-	d.metrics.bytes.WithLabelValues("in", "stdio").Add(float64(e.BytesIn))
-	d.metrics.bytes.WithLabelValues("out", "stdio").Add(float64(e.BytesOut))
+	s.appendAudit(e)
+	s.finishExec(b, h)
+	s.metrics.exec.Observe(dur.Seconds())
+	s.metrics.execs.WithLabelValues("attached", result).Inc()
+	s.metrics.bytes.WithLabelValues("in", "stdio").Add(float64(e.BytesIn))
+	s.metrics.bytes.WithLabelValues("out", "stdio").Add(float64(e.BytesOut))
 	switch {
 	case err != nil && ctx.Err() != nil:
 		return status, ctx.Err() // the caller is gone; nobody reads an error
@@ -276,12 +311,12 @@ func (d *Daemon) execAttached(ctx context.Context, ref string, req api.ExecReque
 // finishExec stores the exec's history entry and the sandbox's accounting
 // in the background: two bbolt commits (each an fsync) would otherwise
 // delay the exit status the caller waits for. Shutdown waits for them.
-func (d *Daemon) finishExec(b *box, h store.Exec) {
-	d.inflight.Add(1)
+func (s *execService) finishExec(b *box, h store.Exec) {
+	s.inflight.Add(1)
 	go func() {
-		defer d.inflight.Done()
-		if err := d.store.PutExec(h); err != nil && !errors.Is(err, store.ErrNotFound) {
-			d.log.Warn("store exec history", "sandbox", b.sb.ID, "exec", h.ID, "err", err)
+		defer s.inflight.Done()
+		if err := s.store.PutExec(h); err != nil && !errors.Is(err, store.ErrNotFound) {
+			s.log.Warn("store exec history", "sandbox", b.sb.ID, "exec", h.ID, "err", err)
 		}
 		if !b.sb.State().Final() {
 			b.sb.SaveExecAccount()
@@ -289,18 +324,18 @@ func (d *Daemon) finishExec(b *box, h store.Exec) {
 	}()
 }
 
-// StartProcess implements apiserver.Backend: a detached command the guest
+// StartProcess implements backend.Backend: a detached command the guest
 // agent keeps (not bound to the request, the agent connection or this
 // daemon; see vmctl/process).
-func (d *Daemon) StartProcess(ctx context.Context, ref string, req api.ExecRequest) (api.Process, error) {
-	b, err := d.running(ctx, ref)
+func (s *execService) StartProcess(ctx context.Context, ref string, req api.ExecRequest) (api.Process, error) {
+	b, err := s.running(ctx, ref)
 	if err != nil {
 		return api.Process{}, err
 	}
-	if ctx, err = d.policyExec(ctx, b, &req, execDetached); err != nil { // policy.go
+	if ctx, err = s.policyExec(ctx, b, &req, execDetached); err != nil { // policy.go
 		return api.Process{}, err
 	}
-	id, areq, err := d.beginExec(b, req, false)
+	id, areq, err := s.beginExec(b, req, false)
 	if err != nil {
 		return api.Process{}, err
 	}
@@ -309,18 +344,19 @@ func (d *Daemon) StartProcess(ctx context.Context, ref string, req api.ExecReque
 	// The history entry exists before the command can end, so that
 	// processExited always finds (and ends) it.
 	h := store.Exec{ID: id, Sandbox: b.sb.ID, Cmd: areq.Argv, Cwd: areq.Dir, Detached: true, StartedAt: start.UTC(), Caller: caller, BytesIn: int64(len(req.Stdin))}
-	if err := d.store.PutExec(h); err != nil {
-		d.log.Warn("store exec history", "sandbox", b.sb.ID, "exec", id, "err", err)
+	if err := s.store.PutExec(h); err != nil {
+		s.log.Warn("store exec history", "sandbox", b.sb.ID, "exec", id, "err", err)
 	}
 	// The guest keeps the command: the request only bounds the spawn.
 	info, err := b.procs.Start(context.WithoutCancel(ctx), id, areq, req.Stdin, req.StdinOpen)
-	d.appendAudit(audit.Entry{Time: start.UTC(), Sandbox: b.sb.ID, Caller: caller, Action: audit.ActionProcessStart,
-		Args: execArgs(areq, true), ExecID: id, BytesIn: int64(len(req.Stdin)), DurationMs: ms(time.Since(start)), Policy: policyAudit(ctx)})
+	e := s.requestEntry(ctx, b.sb.ID, audit.ActionProcessStart, execArgs(areq, true), start, nil)
+	e.ExecID, e.BytesIn = id, int64(len(req.Stdin))
+	s.appendAudit(e)
 	if err != nil {
-		d.endExec(b, false)
+		s.endExec(b, false)
 		err = b.sb.Explain(err)
 		h.EndedAt, h.Error = time.Now().UTC(), err.Error()
-		d.store.PutExec(h)
+		s.store.PutExec(h)
 		return api.Process{}, err
 	}
 	b.sb.SaveExecAccount()
@@ -331,26 +367,26 @@ func (d *Daemon) StartProcess(ctx context.Context, ref string, req api.ExecReque
 // The audit entry is written before the history entry is ended: a daemon
 // killed between the two finds the entry at its next start (adopted) and
 // only ends the history, so the end is audited exactly once.
-func (d *Daemon) processExited(b *box, info process.Info) {
-	d.endExec(b, false)
-	e, h, result := d.processEnd(b, info)
-	d.appendAudit(e)
-	if err := d.store.PutExec(h); err != nil && !errors.Is(err, store.ErrNotFound) {
-		d.log.Warn("store exec history", "sandbox", b.sb.ID, "exec", h.ID, "err", err)
+func (s *execService) processExited(b *box, info process.Info) {
+	s.endExec(b, false)
+	e, h, result := s.processEnd(b, info)
+	s.appendAudit(e)
+	if err := s.store.PutExec(h); err != nil && !errors.Is(err, store.ErrNotFound) {
+		s.log.Warn("store exec history", "sandbox", b.sb.ID, "exec", h.ID, "err", err)
 	}
-	d.metrics.execs.WithLabelValues("detached", result).Inc()
-	d.metrics.bytes.WithLabelValues("out", "stdio").Add(float64(info.OutputBytes))
+	s.metrics.execs.WithLabelValues("detached", result).Inc()
+	s.metrics.bytes.WithLabelValues("out", "stdio").Add(float64(info.OutputBytes))
 }
 
 // processEnd returns what the end of b's detached process info records:
 // its process.exit audit entry, its history entry ended (the one
 // StartProcess wrote, else a new one) and its metrics result ("ok",
 // "exit", "error").
-func (d *Daemon) processEnd(b *box, info process.Info) (audit.Entry, store.Exec, string) {
-	e := audit.Entry{Time: info.EndedAt.UTC(), Sandbox: b.sb.ID, Caller: "daemon", Action: audit.ActionProcessExit, ExecID: info.ID,
-		Args: map[string]any{"cmd": info.Argv}, DurationMs: ms(info.EndedAt.Sub(info.StartedAt)), BytesOut: info.OutputBytes}
+func (s *execService) processEnd(b *box, info process.Info) (audit.Entry, store.Exec, string) {
+	e := auditEntry(info.EndedAt, b.sb.ID, "daemon", audit.ActionProcessExit, map[string]any{"cmd": info.Argv})
+	e.ExecID, e.DurationMs, e.BytesOut = info.ID, ms(info.EndedAt.Sub(info.StartedAt)), info.OutputBytes
 	// The entry StartProcess wrote has the caller and cwd; end it.
-	h, err := d.store.Exec(b.sb.ID, info.ID)
+	h, err := s.store.Exec(b.sb.ID, info.ID)
 	if err != nil {
 		h = store.Exec{ID: info.ID, Sandbox: b.sb.ID, Cmd: info.Argv, Detached: true, StartedAt: info.StartedAt.UTC()}
 	}
@@ -391,21 +427,21 @@ func apiProcess(info process.Info) api.Process {
 // procs resolves ref's process table; it works for stopped sandboxes too
 // (their processes are listed as lost or ended; their output is gone with
 // the guest).
-func (d *Daemon) procs(ctx context.Context, ref string) (*box, error) {
-	sb, err := d.get(ctx, ref)
+func (s *execService) procs(ctx context.Context, ref string) (*box, error) {
+	sb, err := s.get(ctx, ref)
 	if err != nil {
 		return nil, err
 	}
-	b := d.box(sb.ID)
+	b := s.box(sb.ID)
 	if b == nil {
 		return nil, errdefs.ErrNotFound.WithMessage(fmt.Sprintf("sandbox %s has no processes", sb.ID))
 	}
 	return b, nil
 }
 
-// ListProcesses implements apiserver.Backend.
-func (d *Daemon) ListProcesses(ctx context.Context, ref string) ([]api.Process, error) {
-	b, err := d.procs(ctx, ref)
+// ListProcesses implements backend.Backend.
+func (s *execService) ListProcesses(ctx context.Context, ref string) ([]api.Process, error) {
+	b, err := s.procs(ctx, ref)
 	if err != nil {
 		return nil, err
 	}
@@ -416,9 +452,9 @@ func (d *Daemon) ListProcesses(ctx context.Context, ref string) ([]api.Process, 
 	return out, nil
 }
 
-// GetProcess implements apiserver.Backend.
-func (d *Daemon) GetProcess(ctx context.Context, ref, pid string) (api.Process, error) {
-	b, err := d.procs(ctx, ref)
+// GetProcess implements backend.Backend.
+func (s *execService) GetProcess(ctx context.Context, ref, pid string) (api.Process, error) {
+	b, err := s.procs(ctx, ref)
 	if err != nil {
 		return api.Process{}, err
 	}
@@ -429,11 +465,11 @@ func (d *Daemon) GetProcess(ctx context.Context, ref, pid string) (api.Process, 
 	return apiProcess(info), nil
 }
 
-// ProcessOutput implements apiserver.Backend. A follow rides across a
+// ProcessOutput implements backend.Backend. A follow rides across a
 // pause of the sandbox (procs.go, followPaused): it waits while the
 // sandbox is paused and goes on from the offset reached once it runs.
-func (d *Daemon) ProcessOutput(ctx context.Context, ref, pid string, offset int64, follow bool, emit func(api.ExecEvent) error) error {
-	b, err := d.procs(ctx, ref)
+func (s *execService) ProcessOutput(ctx context.Context, ref, pid string, offset int64, follow bool, emit func(api.ExecEvent) error) error {
+	b, err := s.procs(ctx, ref)
 	if err != nil {
 		return err
 	}
@@ -447,19 +483,19 @@ func (d *Daemon) ProcessOutput(ctx context.Context, ref, pid string, offset int6
 			next = c.Offset + int64(len(c.Data))
 			return nil
 		})
-		if err == nil || ctx.Err() != nil || !follow || !d.followPaused(ctx, b.sb) {
+		if err == nil || ctx.Err() != nil || !follow || !s.followPaused(ctx, b.sb) {
 			break
 		}
 		// The table may not know the process yet (a daemon restarted
 		// while the sandbox was paused adopts on resume, which may not
 		// have run yet): adopting twice is harmless.
-		d.resumeProcesses(ctx, b)
+		s.resumeProcesses(ctx, b)
 	}
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil
 		}
-		if lost, ok := d.lostWithStop(ctx, b, pid); ok {
+		if lost, ok := s.lostWithStop(ctx, b, pid); ok {
 			return emit(api.ExecEvent{Type: api.EventError, Error: api.ErrorFrom(lostError(b.sb, pid, lost))})
 		}
 		return pausedErr(b.sb, err)
@@ -474,31 +510,30 @@ func (d *Daemon) ProcessOutput(ctx context.Context, ref, pid string, offset int6
 	return nil
 }
 
-// WriteStdin implements apiserver.Backend.
-func (d *Daemon) WriteStdin(ctx context.Context, ref, pid string, r io.Reader, closeAfter bool) (int64, error) {
-	b, err := d.procs(ctx, ref)
+// WriteStdin implements backend.Backend.
+func (s *execService) WriteStdin(ctx context.Context, ref, pid string, r io.Reader, closeAfter bool) (int64, error) {
+	b, err := s.procs(ctx, ref)
 	if err != nil {
 		return 0, err
 	}
 	start := time.Now()
 	n, err := b.procs.WriteStdin(ctx, pid, r, closeAfter)
 	err = pausedErr(b.sb, err)
-	e := audit.Entry{Time: start.UTC(), Sandbox: b.sb.ID, Caller: api.CallerFrom(ctx).ID, Action: audit.ActionProcessStdin, ExecID: pid,
-		Args: map[string]any{"close": closeAfter}, BytesIn: n, DurationMs: ms(time.Since(start))}
+	e := s.requestEntry(ctx, b.sb.ID, audit.ActionProcessStdin, map[string]any{"close": closeAfter}, start, err)
+	e.ExecID, e.BytesIn = pid, n
 	if err != nil {
-		e.Error, e.ErrorMessage = auditError(err)
-		d.appendAudit(e)
+		s.appendAudit(e)
 		return n, err
 	}
-	d.appendAudit(e)
+	s.appendAudit(e)
 	b.sb.Touch()
-	d.metrics.bytes.WithLabelValues("in", "stdio").Add(float64(n))
+	s.metrics.bytes.WithLabelValues("in", "stdio").Add(float64(n))
 	return n, nil
 }
 
-// KillProcess implements apiserver.Backend.
-func (d *Daemon) KillProcess(ctx context.Context, ref, pid, signal string) error {
-	b, err := d.procs(ctx, ref)
+// KillProcess implements backend.Backend.
+func (s *execService) KillProcess(ctx context.Context, ref, pid, signal string) error {
+	b, err := s.procs(ctx, ref)
 	if err != nil {
 		return err
 	}
@@ -508,7 +543,7 @@ func (d *Daemon) KillProcess(ctx context.Context, ref, pid, signal string) error
 	}
 	start := time.Now()
 	err = pausedErr(b.sb, b.procs.Signal(ctx, pid, sig))
-	d.auditAction(ctx, b.sb.ID, audit.ActionProcessKill, map[string]any{"process": pid, "signal": int(sig)}, start, err)
+	s.auditAction(ctx, b.sb.ID, audit.ActionProcessKill, map[string]any{"process": pid, "signal": int(sig)}, start, err)
 	if err != nil {
 		return err
 	}
@@ -536,14 +571,14 @@ func parseSignal(s string) (syscall.Signal, error) {
 	return 0, errdefs.ErrInvalidArgument.WithMessage(fmt.Sprintf("signal %q: use a name like TERM or KILL, or a number 1-64", s))
 }
 
-// ExecHistory implements apiserver.Backend: the sandbox's exec history from the
+// ExecHistory implements backend.Backend: the sandbox's exec history from the
 // store (attached and detached commands, newest limit when limit > 0).
-func (d *Daemon) ExecHistory(ctx context.Context, ref string, limit int) ([]api.ExecRecord, error) {
-	sb, err := d.get(ctx, ref)
+func (s *execService) ExecHistory(ctx context.Context, ref string, limit int) ([]api.ExecRecord, error) {
+	sb, err := s.get(ctx, ref)
 	if err != nil {
 		return nil, err
 	}
-	execs, err := d.store.Execs(sb.ID, limit)
+	execs, err := s.store.Execs(sb.ID, limit)
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return nil, err
 	}

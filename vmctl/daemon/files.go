@@ -17,32 +17,36 @@ import (
 	"github.com/agentbox/agentbox/vmctl/sandbox"
 )
 
+// filesService is the daemon's file operations on a sandbox's guest:
+// transfers, listings, moves, directories, removals (files.go), watches
+// (watch.go) and the console log; each is one busy, audited action.
+type filesService struct{ *core }
+
 // fileOp runs op on b's sandbox as one busy (sandbox.Busy), audited
 // action on path; op's errors come explained from the sandbox's file
-// methods (ErrNotRunning when it stopped since d.running looked).
-func (d *Daemon) fileOp(ctx context.Context, ref, action string, args map[string]any, op func(sb *sandbox.Sandbox) (in, out int64, err error)) error {
-	b, err := d.running(ctx, ref)
+// methods (ErrNotRunning when it stopped since running looked).
+func (s *filesService) fileOp(ctx context.Context, ref, action string, args map[string]any, op func(sb *sandbox.Sandbox) (in, out int64, err error)) error {
+	b, err := s.running(ctx, ref)
 	if err != nil {
 		return err
 	}
 	done := b.sb.Busy()
-	d.inflight.Add(1)
+	s.inflight.Add(1)
 	defer func() {
 		done()
-		d.inflight.Done()
+		s.inflight.Done()
 	}()
 	start := time.Now()
 	in, out, err := op(b.sb)
-	e := audit.Entry{Time: start.UTC(), Sandbox: b.sb.ID, Caller: api.CallerFrom(ctx).ID, Action: action, Args: args,
-		BytesIn: in, BytesOut: out, DurationMs: ms(time.Since(start)), Policy: policyAudit(ctx)}
+	e := s.requestEntry(ctx, b.sb.ID, action, args, start, err)
+	e.BytesIn, e.BytesOut = in, out
 	if err != nil {
-		e.Error, e.ErrorMessage = auditError(err)
-		d.appendAudit(e)
+		s.appendAudit(e)
 		return err
 	}
-	d.appendAudit(e)
-	d.metrics.bytes.WithLabelValues("in", "file").Add(float64(in))
-	d.metrics.bytes.WithLabelValues("out", "file").Add(float64(out))
+	s.appendAudit(e)
+	s.metrics.bytes.WithLabelValues("in", "file").Add(float64(in))
+	s.metrics.bytes.WithLabelValues("out", "file").Add(float64(out))
 	return nil
 }
 
@@ -70,10 +74,10 @@ func (c *countWriter) Write(p []byte) (int, error) {
 	return n, err
 }
 
-// Upload implements apiserver.Backend: the guest agent writes the file
+// Upload implements backend.Backend: the guest agent writes the file
 // atomically (temporary file, fsync, rename).
-func (d *Daemon) Upload(ctx context.Context, ref string, req api.UploadRequest, r io.Reader) (api.FileInfo, error) {
-	ctx, err := d.policyFile(ctx, ref, audit.ActionUpload, req.Path, "", &req.Owner) // policy.go
+func (s *filesService) Upload(ctx context.Context, ref string, req api.UploadRequest, r io.Reader) (api.FileInfo, error) {
+	ctx, err := s.policyFile(ctx, ref, audit.ActionUpload, req.Path, "", &req.Owner) // policy.go
 	if err != nil {
 		return api.FileInfo{}, err
 	}
@@ -86,7 +90,7 @@ func (d *Daemon) Upload(ctx context.Context, ref string, req api.UploadRequest, 
 	if req.Owner != "" {
 		args["owner"] = req.Owner
 	}
-	err = d.fileOp(ctx, ref, audit.ActionUpload, args, func(sb *sandbox.Sandbox) (int64, int64, error) {
+	err = s.fileOp(ctx, ref, audit.ActionUpload, args, func(sb *sandbox.Sandbox) (int64, int64, error) {
 		cr := &countReader{r: r}
 		if err := sb.WriteFile(ctx, p, cr, perm, req.Parents, req.Owner); err != nil {
 			return cr.n, 0, err
@@ -101,13 +105,13 @@ func (d *Daemon) Upload(ctx context.Context, ref string, req api.UploadRequest, 
 	return info, err
 }
 
-// Download implements apiserver.Backend.
-func (d *Daemon) Download(ctx context.Context, ref, p string, open func(api.FileInfo) io.Writer) error {
-	ctx, err := d.policyFile(ctx, ref, audit.ActionDownload, p, "", nil) // policy.go
+// Download implements backend.Backend.
+func (s *filesService) Download(ctx context.Context, ref, p string, open func(api.FileInfo) io.Writer) error {
+	ctx, err := s.policyFile(ctx, ref, audit.ActionDownload, p, "", nil) // policy.go
 	if err != nil {
 		return err
 	}
-	return d.fileOp(ctx, ref, audit.ActionDownload, map[string]any{"path": p}, func(sb *sandbox.Sandbox) (int64, int64, error) {
+	return s.fileOp(ctx, ref, audit.ActionDownload, map[string]any{"path": p}, func(sb *sandbox.Sandbox) (int64, int64, error) {
 		fi, err := sb.Stat(ctx, p)
 		if err != nil {
 			return 0, 0, err
@@ -121,14 +125,14 @@ func (d *Daemon) Download(ctx context.Context, ref, p string, open func(api.File
 	})
 }
 
-// Stat implements apiserver.Backend.
-func (d *Daemon) Stat(ctx context.Context, ref, p string) (api.FileInfo, error) {
-	ctx, err := d.policyFile(ctx, ref, audit.ActionStat, p, "", nil) // policy.go
+// Stat implements backend.Backend.
+func (s *filesService) Stat(ctx context.Context, ref, p string) (api.FileInfo, error) {
+	ctx, err := s.policyFile(ctx, ref, audit.ActionStat, p, "", nil) // policy.go
 	if err != nil {
 		return api.FileInfo{}, err
 	}
 	var info api.FileInfo
-	err = d.fileOp(ctx, ref, audit.ActionStat, map[string]any{"path": p}, func(sb *sandbox.Sandbox) (int64, int64, error) {
+	err = s.fileOp(ctx, ref, audit.ActionStat, map[string]any{"path": p}, func(sb *sandbox.Sandbox) (int64, int64, error) {
 		fi, err := sb.Stat(ctx, p)
 		info = fileInfo(p, fi)
 		return 0, 0, err
@@ -136,10 +140,10 @@ func (d *Daemon) Stat(ctx context.Context, ref, p string) (api.FileInfo, error) 
 	return info, err
 }
 
-// List implements apiserver.Backend: one agent listing per directory,
+// List implements backend.Backend: one agent listing per directory,
 // depth first, so a directory's entries follow it.
-func (d *Daemon) List(ctx context.Context, ref, p string, depth int) ([]api.FileInfo, error) {
-	ctx, err := d.policyFile(ctx, ref, audit.ActionList, p, "", nil) // policy.go
+func (s *filesService) List(ctx context.Context, ref, p string, depth int) ([]api.FileInfo, error) {
+	ctx, err := s.policyFile(ctx, ref, audit.ActionList, p, "", nil) // policy.go
 	if err != nil {
 		return nil, err
 	}
@@ -148,7 +152,7 @@ func (d *Daemon) List(ctx context.Context, ref, p string, depth int) ([]api.File
 	if depth > 1 {
 		args["depth"] = depth
 	}
-	err = d.fileOp(ctx, ref, audit.ActionList, args, func(sb *sandbox.Sandbox) (int64, int64, error) {
+	err = s.fileOp(ctx, ref, audit.ActionList, args, func(sb *sandbox.Sandbox) (int64, int64, error) {
 		fi, err := sb.Stat(ctx, p)
 		if err != nil {
 			return 0, 0, err
@@ -181,9 +185,9 @@ func (d *Daemon) List(ctx context.Context, ref, p string, depth int) ([]api.File
 	return out, err
 }
 
-// Move implements apiserver.Backend.
-func (d *Daemon) Move(ctx context.Context, ref string, req api.MoveRequest) (api.FileInfo, error) {
-	ctx, err := d.policyFile(ctx, ref, audit.ActionMove, req.Source, req.Destination, &req.Owner) // policy.go
+// Move implements backend.Backend.
+func (s *filesService) Move(ctx context.Context, ref string, req api.MoveRequest) (api.FileInfo, error) {
+	ctx, err := s.policyFile(ctx, ref, audit.ActionMove, req.Source, req.Destination, &req.Owner) // policy.go
 	if err != nil {
 		return api.FileInfo{}, err
 	}
@@ -192,7 +196,7 @@ func (d *Daemon) Move(ctx context.Context, ref string, req api.MoveRequest) (api
 	if req.Owner != "" {
 		args["owner"] = req.Owner
 	}
-	err = d.fileOp(ctx, ref, audit.ActionMove, args, func(sb *sandbox.Sandbox) (int64, int64, error) {
+	err = s.fileOp(ctx, ref, audit.ActionMove, args, func(sb *sandbox.Sandbox) (int64, int64, error) {
 		fi, err := sb.Move(ctx, agentproto.MoveRequest{Source: req.Source, Destination: req.Destination, Parents: req.Parents, Owner: req.Owner})
 		info = fileInfo(req.Destination, fi)
 		return 0, 0, err
@@ -200,9 +204,9 @@ func (d *Daemon) Move(ctx context.Context, ref string, req api.MoveRequest) (api
 	return info, err
 }
 
-// Mkdir implements apiserver.Backend.
-func (d *Daemon) Mkdir(ctx context.Context, ref string, req api.MkdirRequest) error {
-	ctx, err := d.policyFile(ctx, ref, audit.ActionMkdir, req.Path, "", &req.Owner) // policy.go
+// Mkdir implements backend.Backend.
+func (s *filesService) Mkdir(ctx context.Context, ref string, req api.MkdirRequest) error {
+	ctx, err := s.policyFile(ctx, ref, audit.ActionMkdir, req.Path, "", &req.Owner) // policy.go
 	if err != nil {
 		return err
 	}
@@ -218,21 +222,21 @@ func (d *Daemon) Mkdir(ctx context.Context, ref string, req api.MkdirRequest) er
 	if req.Owner != "" {
 		args["owner"] = req.Owner
 	}
-	return d.fileOp(ctx, ref, audit.ActionMkdir, args, func(sb *sandbox.Sandbox) (int64, int64, error) {
+	return s.fileOp(ctx, ref, audit.ActionMkdir, args, func(sb *sandbox.Sandbox) (int64, int64, error) {
 		return 0, 0, sb.Mkdir(ctx, agentproto.MkdirRequest{Path: req.Path, Mode: perm, Parents: req.Parents, Owner: req.Owner})
 	})
 }
 
-// RemoveFile implements apiserver.Backend.
-func (d *Daemon) RemoveFile(ctx context.Context, ref, p string, recursive bool) error {
+// RemoveFile implements backend.Backend.
+func (s *filesService) RemoveFile(ctx context.Context, ref, p string, recursive bool) error {
 	if p == "/" {
 		return errdefs.ErrInvalidArgument.WithMessage("refusing to remove / : remove the sandbox instead")
 	}
-	ctx, err := d.policyFile(ctx, ref, audit.ActionDelete, p, "", nil) // policy.go
+	ctx, err := s.policyFile(ctx, ref, audit.ActionDelete, p, "", nil) // policy.go
 	if err != nil {
 		return err
 	}
-	return d.fileOp(ctx, ref, audit.ActionDelete, map[string]any{"path": p, "recursive": recursive}, func(sb *sandbox.Sandbox) (int64, int64, error) {
+	return s.fileOp(ctx, ref, audit.ActionDelete, map[string]any{"path": p, "recursive": recursive}, func(sb *sandbox.Sandbox) (int64, int64, error) {
 		return 0, 0, sb.RemoveFile(ctx, p, recursive)
 	})
 }
@@ -253,10 +257,10 @@ func fileInfo(p string, fi agentproto.FileInfo) api.FileInfo {
 		Owner: fi.Owner, Group: fi.Group, LinkTarget: fi.LinkTarget}
 }
 
-// Console implements apiserver.Backend: the serial console log, also of
+// Console implements backend.Backend: the serial console log, also of
 // stopped and failed sandboxes.
-func (d *Daemon) Console(ctx context.Context, ref string, tail int64, w io.Writer) error {
-	sb, err := d.get(ctx, ref)
+func (s *filesService) Console(ctx context.Context, ref string, tail int64, w io.Writer) error {
+	sb, err := s.get(ctx, ref)
 	if err != nil {
 		return err
 	}

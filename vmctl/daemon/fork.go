@@ -8,23 +8,23 @@ import (
 	"time"
 
 	"github.com/agentbox/agentbox/vmctl/api"
-	"github.com/agentbox/agentbox/vmctl/apiserver"
 	"github.com/agentbox/agentbox/vmctl/audit"
+	"github.com/agentbox/agentbox/vmctl/backend"
 	"github.com/agentbox/agentbox/vmctl/errdefs"
 	"github.com/agentbox/agentbox/vmctl/sandbox"
 )
 
 var (
-	_ apiserver.TimeoutBackend = (*Daemon)(nil)
-	_ apiserver.ForkBackend    = (*Daemon)(nil)
+	_ backend.TimeoutBackend = (*Daemon)(nil)
+	_ backend.ForkBackend    = (*Daemon)(nil)
 )
 
-// SetTimeout implements apiserver.TimeoutBackend: the sandbox expires
+// SetTimeout implements backend.TimeoutBackend: the sandbox expires
 // req.TimeoutSeconds from now (sandbox.SetTimeout); the reaper removes it
 // then, as for any TTL.
-func (d *Daemon) SetTimeout(ctx context.Context, ref string, req api.TimeoutRequest) (api.Sandbox, error) {
+func (s *lifecycleService) SetTimeout(ctx context.Context, ref string, req api.TimeoutRequest) (api.Sandbox, error) {
 	start := time.Now()
-	sb, err := d.get(ctx, ref)
+	sb, err := s.get(ctx, ref)
 	if err != nil {
 		return api.Sandbox{}, err
 	}
@@ -33,32 +33,32 @@ func (d *Daemon) SetTimeout(ctx context.Context, ref string, req api.TimeoutRequ
 	if err == nil {
 		args["expires_at"] = exp.UTC()
 	}
-	d.auditAction(ctx, sb.ID, audit.ActionTimeout, args, start, err)
+	s.auditAction(ctx, sb.ID, audit.ActionTimeout, args, start, err)
 	if err != nil {
 		return api.Sandbox{}, err
 	}
-	return d.view(sb), nil
+	return s.view(sb), nil
 }
 
-// RestoreSnapshots implements apiserver.ForkBackend: req.Count restores
+// RestoreSnapshots implements backend.ForkBackend: req.Count restores
 // of one snapshot, started concurrently, named NAME-1 … NAME-N. They are
 // admitted together first (429 with the numbers for all of them, before
 // anything is made); then each is an ordinary restore (its own audit
 // entry and identity). All or nothing: when one fails, the others are
 // cancelled, those made are removed, and the first failure is answered.
-func (d *Daemon) RestoreSnapshots(ctx context.Context, name string, req api.RestoreRequest) ([]api.Sandbox, error) {
+func (s *snapshotService) RestoreSnapshots(ctx context.Context, name string, req api.RestoreRequest) ([]api.Sandbox, error) {
 	n := req.Count
 	if n < 1 {
 		return nil, errdefs.ErrInvalidArgument.WithMessage(fmt.Sprintf("count %d: restore at least one sandbox", n))
 	}
-	if err := d.adm.admitting(); err != nil {
+	if err := s.adm.admitting(); err != nil {
 		return nil, err
 	}
-	rec, err := d.snapshot(ctx, name) // tenants.go
+	rec, err := s.snapshot(ctx, name) // tenants.go
 	if err != nil {
 		return nil, err
 	}
-	if err := d.adm.admitCount(d.mgr.Resources(), n, rec.VCPUs, rec.MemoryMiB); err != nil {
+	if err := s.adm.admitCount(s.mgr.Resources(), n, rec.VCPUs, rec.MemoryMiB); err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(ctx)
@@ -75,7 +75,7 @@ func (d *Daemon) RestoreSnapshots(ctx context.Context, name string, req api.Rest
 			r.Name = api.ForkName(req.Name, i+1)
 		}
 		wg.Go(func() {
-			out[i], errs[i] = d.RestoreSnapshot(ctx, name, r)
+			out[i], errs[i] = s.RestoreSnapshot(ctx, name, r)
 			if errs[i] != nil {
 				first.Do(func() { firstErr = errs[i]; cancel() })
 			}
@@ -91,7 +91,7 @@ func (d *Daemon) RestoreSnapshots(ctx context.Context, name string, req api.Rest
 		if errs[i] != nil || v.ID == "" {
 			continue
 		}
-		if err := d.removeFork(context.WithoutCancel(ctx), v.ID, n); err != nil {
+		if err := s.removeFork(context.WithoutCancel(ctx), v.ID, n); err != nil {
 			undo = append(undo, err)
 		}
 	}
@@ -103,19 +103,19 @@ func (d *Daemon) RestoreSnapshots(ctx context.Context, name string, req api.Rest
 
 // removeFork removes sandbox id, made by a restore of n that failed
 // elsewhere, and audits why.
-func (d *Daemon) removeFork(ctx context.Context, id string, n int) error {
+func (s *snapshotService) removeFork(ctx context.Context, id string, n int) error {
 	start := time.Now()
-	sb, err := d.mgr.Get(id)
+	sb, err := s.mgr.Get(id)
 	if err != nil {
 		return nil // already gone
 	}
-	err = d.mgr.Remove(ctx, sb, true)
-	d.auditAction(ctx, id, audit.ActionRemove, map[string]any{"force": true, "reason": fmt.Sprintf("another sandbox of a restore of %d failed", n)}, start, err)
+	err = s.mgr.Remove(ctx, sb, true)
+	s.auditAction(ctx, id, audit.ActionRemove, map[string]any{"force": true, "reason": fmt.Sprintf("another sandbox of a restore of %d failed", n)}, start, err)
 	if err != nil {
 		return fmt.Errorf("remove sandbox %s of the failed restore: %w", id, err)
 	}
-	if err := d.store.DeleteExecs(id); err != nil {
-		d.log.Warn("delete exec history", "sandbox", id, "err", err)
+	if err := s.store.DeleteExecs(id); err != nil {
+		s.log.Warn("delete exec history", "sandbox", id, "err", err)
 	}
 	return nil
 }

@@ -9,32 +9,32 @@ import (
 	"github.com/agentbox/agentbox/vmctl/agent"
 	"github.com/agentbox/agentbox/vmctl/agentproto"
 	"github.com/agentbox/agentbox/vmctl/api"
-	"github.com/agentbox/agentbox/vmctl/apiserver"
 	"github.com/agentbox/agentbox/vmctl/audit"
+	"github.com/agentbox/agentbox/vmctl/backend"
 	"github.com/agentbox/agentbox/vmctl/errdefs"
 )
 
-// ExecInteractive implements apiserver.Backend: an attached command whose
+// ExecInteractive implements backend.Backend: an attached command whose
 // stdin streams from stdin, through the same path as Exec (execAttached).
-func (d *Daemon) ExecInteractive(ctx context.Context, ref string, req api.ExecRequest, stdin io.Reader, started func(apiserver.ExecControl), stdout, stderr io.Writer) (api.ExitStatus, error) {
-	return d.execAttached(ctx, ref, req, attachment{stdin: stdin, stdout: stdout, stderr: stderr, started: func(id string, p *agent.Process, rec *audit.TtyRecorder) {
+func (s *execService) ExecInteractive(ctx context.Context, ref string, req api.ExecRequest, stdin io.Reader, started func(backend.ExecControl), stdout, stderr io.Writer) (api.ExitStatus, error) {
+	return s.execAttached(ctx, ref, req, attachment{stdin: stdin, stdout: stdout, stderr: stderr, started: func(id string, p *agent.Process, rec *audit.TtyRecorder) {
 		started(&execControl{id: id, p: p, rec: rec})
 	}})
 }
 
-// execControl is apiserver.ExecControl on the agent's process.
+// execControl is backend.ExecControl on the agent's process.
 type execControl struct {
 	id  string
 	p   *agent.Process
 	rec *audit.TtyRecorder // nil without a terminal
 }
 
-var _ apiserver.ExecControl = (*execControl)(nil)
+var _ backend.ExecControl = (*execControl)(nil)
 
 func (c *execControl) ExecID() string { return c.id }
 func (c *execControl) Pid() int       { return c.p.Pid() }
 
-// Resize implements apiserver.ExecControl; the new size is recorded in the
+// Resize implements backend.ExecControl; the new size is recorded in the
 // session's audit.
 func (c *execControl) Resize(size api.TtySize) error {
 	if err := size.Validate(); err != nil {
@@ -54,7 +54,7 @@ func (c *execControl) Resize(size api.TtySize) error {
 	return nil
 }
 
-// Signal implements apiserver.ExecControl.
+// Signal implements backend.ExecControl.
 func (c *execControl) Signal(ctx context.Context, signal string) error {
 	if signal == "" {
 		return errdefs.ErrInvalidArgument.WithMessage("signal is empty: give a name like INT or TERM, or a number 1-64")

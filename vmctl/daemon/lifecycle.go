@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/agentbox/agentbox/vmctl/api"
-	"github.com/agentbox/agentbox/vmctl/apiserver"
 	"github.com/agentbox/agentbox/vmctl/audit"
+	"github.com/agentbox/agentbox/vmctl/backend"
 	"github.com/agentbox/agentbox/vmctl/image"
 	"github.com/agentbox/agentbox/vmctl/sandbox"
 )
@@ -18,82 +18,89 @@ import (
 // resume and start, the resume an exec, file or process call asks for
 // with ?resume=true, and the idle timeout's actions other than remove.
 
-var _ apiserver.LifecycleBackend = (*Daemon)(nil)
+// lifecycleService is a sandbox's life on the manager: create
+// (sandboxes.go, with the cluster's CreateLocal and Room: cluster.go),
+// stop, remove, start, pause and resume (lifecycle.go), the timeout
+// (fork.go's SetTimeout), the reaper and the one lapse of idle and TTL
+// actions (reaper.go, lifecycle.go) and the templates (templates.go).
+type lifecycleService struct{ *core }
 
-// PauseSandbox implements apiserver.LifecycleBackend: it pauses a running
+var _ backend.LifecycleBackend = (*Daemon)(nil)
+
+// PauseSandbox implements backend.LifecycleBackend: it pauses a running
 // sandbox in memory or, with req.ToDisk, to disk. Errors: 409 conflict
 // when it is not running (the message says what to do).
-func (d *Daemon) PauseSandbox(ctx context.Context, ref string, req api.PauseRequest) (api.Sandbox, error) {
+func (s *lifecycleService) PauseSandbox(ctx context.Context, ref string, req api.PauseRequest) (api.Sandbox, error) {
 	start := time.Now()
-	sb, err := d.get(ctx, ref)
+	sb, err := s.get(ctx, ref)
 	if err != nil {
 		return api.Sandbox{}, err
 	}
-	err = d.pause(ctx, sb, req.ToDisk, "paused by "+api.CallerFrom(ctx).ID)
+	err = s.pause(ctx, sb, req.ToDisk, "paused by "+api.CallerFrom(ctx).ID)
 	args := map[string]any{"to_disk": req.ToDisk}
 	if req.EndTTL {
 		args["end_ttl"] = true
 	}
-	d.auditAction(ctx, sb.ID, audit.ActionPause, args, start, err)
+	s.auditAction(ctx, sb.ID, audit.ActionPause, args, start, err)
 	if err != nil {
 		return api.Sandbox{}, err
 	}
 	if req.EndTTL {
 		sb.ClearTTL()
 	}
-	return d.view(sb), nil
+	return s.view(sb), nil
 }
 
 // pause pauses sb through the manager. Before a pause to disk its
 // detached processes are no longer followed (procs.go): they continue in
 // the saved guest; a pause that fails follows them again.
-func (d *Daemon) pause(ctx context.Context, sb *sandbox.Sandbox, toDisk bool, reason string) error {
-	suspended, err := d.pauseSuspending(ctx, sb, toDisk, reason)
-	d.followAgain(ctx, sb, suspended)
+func (s *lifecycleService) pause(ctx context.Context, sb *sandbox.Sandbox, toDisk bool, reason string) error {
+	suspended, err := s.pauseSuspending(ctx, sb, toDisk, reason)
+	s.followAgain(ctx, sb, suspended)
 	return err
 }
 
 // pauseSuspending is pause without following the processes again after
 // a failed pause to disk: it returns the box whose processes it stopped
 // following, or nil, for followAgain.
-func (d *Daemon) pauseSuspending(ctx context.Context, sb *sandbox.Sandbox, toDisk bool, reason string) (*box, error) {
-	b := d.box(sb.ID)
+func (s *lifecycleService) pauseSuspending(ctx context.Context, sb *sandbox.Sandbox, toDisk bool, reason string) (*box, error) {
+	b := s.box(sb.ID)
 	if b == nil || sb.State() != sandbox.StateRunning {
 		b = nil
 	} else {
-		d.saveProcesses(ctx, b) // procs.go: for a daemon restarted while it is paused
+		s.processes.saveProcesses(ctx, b) // procs.go: for a daemon restarted while it is paused
 	}
 	if !toDisk {
-		return nil, d.mgr.Pause(ctx, sb, false, reason)
+		return nil, s.mgr.Pause(ctx, sb, false, reason)
 	}
 	if b != nil {
-		d.suspendProcesses(b)
+		s.processes.suspendProcesses(b)
 	}
-	return b, d.mgr.Pause(ctx, sb, true, reason+" (to disk)")
+	return b, s.mgr.Pause(ctx, sb, true, reason+" (to disk)")
 }
 
 // followAgain follows the detached processes of b (pauseSuspending's
 // result; nil: none) again when its sandbox still runs: its pause to
 // disk failed. Outside an idle action: adopting a process marks the
 // sandbox busy, which waits for the idle action (sandbox.RunIfIdle).
-func (d *Daemon) followAgain(ctx context.Context, sb *sandbox.Sandbox, b *box) {
+func (s *lifecycleService) followAgain(ctx context.Context, sb *sandbox.Sandbox, b *box) {
 	if b != nil && sb.State() == sandbox.StateRunning {
-		d.resumeProcesses(ctx, b)
+		s.processes.resumeProcesses(ctx, b)
 	}
 }
 
-// ResumeSandbox implements apiserver.LifecycleBackend: a paused sandbox
+// ResumeSandbox implements backend.LifecycleBackend: a paused sandbox
 // runs again in place. With ifPaused a sandbox that is not paused is left
 // as it is and no error (the ?resume=true of an exec, file or process
 // call), also when a concurrent call resumed it first. Errors: 409
 // conflict when it is not paused; 429 capacity_exceeded when a sandbox
 // paused to disk does not fit; 422 snapshot_unusable when its saved
 // state cannot be loaded (it is failed then).
-func (d *Daemon) ResumeSandbox(ctx context.Context, ref string, ifPaused bool) (api.Sandbox, error) {
-	if err := d.adm.admitting(); err != nil {
+func (s *lifecycleService) ResumeSandbox(ctx context.Context, ref string, ifPaused bool) (api.Sandbox, error) {
+	if err := s.adm.admitting(); err != nil {
 		return api.Sandbox{}, err
 	}
-	sb, err := d.get(ctx, ref)
+	sb, err := s.get(ctx, ref)
 	if err != nil {
 		return api.Sandbox{}, err
 	}
@@ -103,79 +110,79 @@ func (d *Daemon) ResumeSandbox(ctx context.Context, ref string, ifPaused bool) (
 		// clock starts again.
 		sb.KeepAwake()
 		if sb.State() != sandbox.StatePaused {
-			return d.view(sb), nil
+			return s.view(sb), nil
 		}
 	}
 	start := time.Now()
 	r := sb.Record()
-	opts := sandbox.ResumeOptions{Admit: d.adm.admit}
+	opts := sandbox.ResumeOptions{Admit: s.adm.admit}
 	if r.PausedToDisk() {
-		opts.Image, opts.ImageErr = image.Load(ctx, r.ImageDir, image.LoadOptions{VerifyCacheDir: d.cfg.ImageVerifyCacheDir})
+		opts.Image, opts.ImageErr = image.Load(ctx, r.ImageDir, image.LoadOptions{VerifyCacheDir: s.cfg.ImageVerifyCacheDir})
 	}
 	args := map[string]any{"to_disk": r.PausedToDisk()}
 	if ifPaused {
 		args["on"] = "request"
 	}
-	err = d.mgr.Resume(ctx, sb, opts)
+	err = s.mgr.Resume(ctx, sb, opts)
 	if ifPaused && errors.Is(err, sandbox.ErrConflict) && sb.State() == sandbox.StateRunning {
 		// Another call resumed it while this one waited for its turn
 		// (concurrent ?resume=true calls): it runs, as asked.
-		return d.view(sb), nil
+		return s.view(sb), nil
 	}
-	d.auditAction(ctx, sb.ID, audit.ActionResume, args, start, err)
+	s.auditAction(ctx, sb.ID, audit.ActionResume, args, start, err)
 	if err != nil {
 		return api.Sandbox{}, err
 	}
-	d.resumeProcesses(ctx, d.renewBox(sb)) // procs.go
-	return d.view(sb), nil
+	s.processes.resumeProcesses(ctx, s.renewBox(sb)) // procs.go
+	return s.view(sb), nil
 }
 
-// StartSandbox implements apiserver.LifecycleBackend: a stopped (or
+// StartSandbox implements backend.LifecycleBackend: a stopped (or
 // failed) sandbox boots again on its kept overlay. Errors: 409 conflict
 // when it is running or paused; 422 invalid_image when its image cannot
 // be loaded, 422 invalid_argument when its disk is gone or its image
 // changed (sandbox.ErrCannotStart); 429 capacity_exceeded.
-func (d *Daemon) StartSandbox(ctx context.Context, ref string) (api.Sandbox, error) {
-	if err := d.adm.admitting(); err != nil {
+func (s *lifecycleService) StartSandbox(ctx context.Context, ref string) (api.Sandbox, error) {
+	if err := s.adm.admitting(); err != nil {
 		return api.Sandbox{}, err
 	}
 	start := time.Now()
-	sb, err := d.get(ctx, ref)
+	sb, err := s.get(ctx, ref)
 	if err != nil {
 		return api.Sandbox{}, err
 	}
-	err = d.start(ctx, sb)
-	d.auditAction(ctx, sb.ID, audit.ActionStart, nil, start, err)
+	err = s.start(ctx, sb)
+	s.auditAction(ctx, sb.ID, audit.ActionStart, nil, start, err)
 	if err != nil {
 		return api.Sandbox{}, err
 	}
-	return d.view(sb), nil
+	return s.view(sb), nil
 }
 
-func (d *Daemon) start(ctx context.Context, sb *sandbox.Sandbox) error {
+func (s *lifecycleService) start(ctx context.Context, sb *sandbox.Sandbox) error {
 	if st := sb.State(); st == sandbox.StateRunning || st == sandbox.StatePaused {
-		return d.mgr.Start(ctx, sb, sandbox.StartOptions{}) // the manager's conflict error
+		return s.mgr.Start(ctx, sb, sandbox.StartOptions{}) // the manager's conflict error
 	}
 	r := sb.Record()
-	img, err := image.Load(ctx, r.ImageDir, image.LoadOptions{VerifyCacheDir: d.cfg.ImageVerifyCacheDir})
+	img, err := image.Load(ctx, r.ImageDir, image.LoadOptions{VerifyCacheDir: s.cfg.ImageVerifyCacheDir})
 	if err != nil {
 		return image.ErrInvalid.WithMessage(fmt.Sprintf("start sandbox %s: %v", sb.ID, err))
 	}
-	if err := d.mgr.Start(ctx, sb, sandbox.StartOptions{Image: img, Admit: d.adm.admit}); err != nil {
+	if err := s.mgr.Start(ctx, sb, sandbox.StartOptions{Image: img, Admit: s.adm.admit}); err != nil {
 		return err
 	}
-	d.openRecordedPorts(d.renewBox(sb)) // ports.go
+	s.forwards.openRecordedPorts(s.renewBox(sb)) // ports.go
 	return nil
 }
 
 // renewBox gives sb a new process table and life when its old one ended
 // (a sandbox started again after it stopped; see onChange), and returns
 // sb's box.
-func (d *Daemon) renewBox(sb *sandbox.Sandbox) *box {
-	if b := d.box(sb.ID); b != nil && b.life.Err() == nil {
+func (s *lifecycleService) renewBox(sb *sandbox.Sandbox) *box {
+	if b := s.box(sb.ID); b != nil && b.life.Err() == nil {
 		return b
 	}
-	return d.addBox(sb)
+	return s.addBox(sb)
 }
 
 // pausedMessage is the 409 an exec, file or process call on a paused
@@ -188,90 +195,86 @@ func pausedMessage(sb *sandbox.Sandbox) string {
 	return fmt.Sprintf("sandbox %s is paused: resume it first: agentbox resume %s (POST /v1/sandboxes/%s/resume), or pass ?resume=true (agentbox exec, cp and port: --resume)", sb.ID, ref, sb.ID)
 }
 
-// idle takes the idle action of b's sandbox (Limits.IdleAction) when its
-// idle timeout is reached at now: remove (the default, reap), stop, pause
-// or pause-to-disk; audited as a reap with the action. The action runs
-// only if the sandbox is still idle, and no command or file operation
-// begins while it runs (sandbox.RunIfIdle): one that began since the
-// check keeps it running, one that begins during the action waits and
-// finds it paused (with ?resume=true it resumes it) or stopped. A failed
-// action is retried after another idle timeout.
-func (d *Daemon) idle(b *box, now time.Time) {
-	ctx := context.Background()
-	action := b.sb.ExecAccount().Limits.IdleAction
-	why := sandbox.ExpiredIdle
+// lapse takes the action of b's sandbox when its idle timeout
+// (why = sandbox.ExpiredIdle, Limits.IdleAction) or its TTL
+// (sandbox.ExpiredTTL, Limits.TTLAction) is reached at now: remove (the
+// default, reap), stop, pause or pause-to-disk; audited as a reap with
+// the action. The one path of both, with their two differences:
+//
+//   - The idle action runs only if the sandbox is still idle, and no
+//     command or file operation begins while it runs (sandbox.RunIfIdle):
+//     one that began since the check keeps it running, one that begins
+//     during the action waits and finds it paused (with ?resume=true it
+//     resumes it) or stopped. A failed idle action is retried after
+//     another idle timeout (sandbox.Touch).
+//   - The TTL is a deadline: its action does not wait for commands to
+//     end, and it ends the TTL (sandbox.ClearTTL) so that the sandbox
+//     stays until a new timeout or its removal (E2B's autoPause: connect
+//     resumes it and sets a new timeout). A sandbox already paused or
+//     stopped has nothing more to do; a failed action is logged and
+//     audited, the TTL ended all the same (the sandbox is left as the
+//     failure left it, never removed against its TTL action).
+func (s *lifecycleService) lapse(b *box, why string, now time.Time) {
+	lim := b.sb.ExecAccount().Limits
+	action, idle := lim.TTLAction, why == sandbox.ExpiredIdle
+	if idle {
+		action = lim.IdleAction
+	}
 	if action == "" || action == api.IdleActionRemove {
-		b.sb.RunIfIdle(now, func() error { d.reap(b, why); return nil })
+		if idle {
+			b.sb.RunIfIdle(now, func() error { s.reap(b, why); return nil })
+		} else {
+			s.reap(b, why)
+		}
 		return
 	}
+	ctx := context.Background()
 	start := time.Now()
 	var suspended *box
-	ran, err := b.sb.RunIfIdle(now, func() (err error) {
-		switch action {
-		case api.IdleActionStop:
-			return d.mgr.Stop(ctx, b.sb, why)
-		case api.IdleActionPause, api.IdleActionPauseToDisk:
-			suspended, err = d.pauseSuspending(ctx, b.sb, action == api.IdleActionPauseToDisk, why)
+	act := func() (err error) {
+		switch {
+		case !idle && b.sb.State() != sandbox.StateRunning:
+			return nil // already paused or stopped: the TTL's end is all there is to do
+		case action == api.IdleActionStop:
+			return s.mgr.Stop(ctx, b.sb, why)
+		case action == api.IdleActionPause, action == api.IdleActionPauseToDisk:
+			suspended, err = s.pauseSuspending(ctx, b.sb, action == api.IdleActionPauseToDisk, why)
 			return err
 		default:
-			return fmt.Errorf("unknown idle action %q", action)
+			return fmt.Errorf("unknown %s action %q", lapseNames[why].what, action)
 		}
-	})
-	if !ran {
-		return // busy again since the check
 	}
-	d.followAgain(ctx, b.sb, suspended)
-	e := audit.Entry{Time: start.UTC(), Sandbox: b.sb.ID, Caller: "daemon", Action: audit.ActionReap,
-		Args: map[string]any{"reason": why, "action": action}, DurationMs: ms(time.Since(start))}
+	var err error
+	if idle {
+		var ran bool
+		if ran, err = b.sb.RunIfIdle(now, act); !ran {
+			return // busy again since the check
+		}
+	} else {
+		b.sb.ClearTTL()
+		err = act()
+	}
+	s.followAgain(ctx, b.sb, suspended)
+	e := auditEntry(start, b.sb.ID, "daemon", audit.ActionReap, map[string]any{"reason": why, "action": action})
+	e.DurationMs = ms(time.Since(start))
 	if err != nil {
 		e.Error, e.ErrorMessage = api.ErrorFrom(err).Code, err.Error()
-		d.log.Warn("idle action", "sandbox", b.sb.ID, "action", action, "err", err)
-		b.sb.Touch()
+		s.log.Warn(lapseNames[why].what+" action", "sandbox", b.sb.ID, "action", action, "err", err)
+		if idle {
+			b.sb.Touch()
+		}
 	} else {
-		d.log.Info("idle sandbox", "sandbox", b.sb.ID, "action", action)
+		s.log.Info(lapseNames[why].done, "sandbox", b.sb.ID, "action", action)
 	}
-	d.appendAudit(e)
-	d.metrics.reaped.WithLabelValues(why).Inc()
+	s.appendAudit(e)
+	s.metrics.reaped.WithLabelValues(why).Inc()
 }
 
-// expire takes the TTL action of b's sandbox (Limits.TTLAction) when its
-// TTL is reached: remove (the default, reap), or stop, pause or
-// pause-to-disk, which end its TTL (sandbox.ClearTTL) so that it stays
-// until a new timeout or its removal (E2B's autoPause: connect resumes
-// it and sets a new timeout); audited as a reap with the action. Unlike
-// the idle action it does not wait for commands to end: the TTL is a
-// deadline. A failed action is logged and audited, the TTL ended all the
-// same (the sandbox is then left as the failure left it, never removed
-// against its TTL action).
-func (d *Daemon) expire(b *box) {
-	action := b.sb.ExecAccount().Limits.TTLAction
-	why := sandbox.ExpiredTTL
-	if action == "" || action == api.IdleActionRemove {
-		d.reap(b, why)
-		return
-	}
-	ctx := context.Background()
-	start := time.Now()
-	b.sb.ClearTTL()
-	var err error
-	switch {
-	case b.sb.State() != sandbox.StateRunning:
-		// Already paused or stopped: the TTL's end is all there is to do.
-	case action == api.IdleActionStop:
-		err = d.mgr.Stop(ctx, b.sb, why)
-	default:
-		err = d.pause(ctx, b.sb, action == api.IdleActionPauseToDisk, why)
-	}
-	e := audit.Entry{Time: start.UTC(), Sandbox: b.sb.ID, Caller: "daemon", Action: audit.ActionReap,
-		Args: map[string]any{"reason": why, "action": action}, DurationMs: ms(time.Since(start))}
-	if err != nil {
-		e.Error, e.ErrorMessage = api.ErrorFrom(err).Code, err.Error()
-		d.log.Warn("ttl action", "sandbox", b.sb.ID, "action", action, "err", err)
-	} else {
-		d.log.Info("sandbox expired", "sandbox", b.sb.ID, "action", action)
-	}
-	d.appendAudit(e)
-	d.metrics.reaped.WithLabelValues(why).Inc()
+// lapseNames are the words of lapse's logs, by its why: what lapsed and
+// what a sandbox whose action was taken is.
+var lapseNames = map[string]struct{ what, done string }{
+	sandbox.ExpiredIdle: {"idle", "idle sandbox"},
+	sandbox.ExpiredTTL:  {"ttl", "sandbox expired"},
 }
 
 // pauseView renders r's pause for the API (nil unless paused).

@@ -24,7 +24,7 @@ type metrics struct {
 // boots take seconds, KVM execs milliseconds).
 var latencyBuckets = prometheus.ExponentialBuckets(0.005, 2, 15)
 
-func newMetrics(reg prometheus.Registerer, d *Daemon) *metrics {
+func newMetrics(reg prometheus.Registerer, d *core) *metrics {
 	if reg == nil {
 		reg = prometheus.NewRegistry()
 	}
@@ -65,7 +65,7 @@ func newMetrics(reg prometheus.Registerer, d *Daemon) *metrics {
 
 // stateCollector reports gauges read at scrape time: sandboxes by state
 // and the capacity figures of admission control.
-type stateCollector struct{ d *Daemon }
+type stateCollector struct{ d *core }
 
 var (
 	sandboxesDesc = prometheus.NewDesc("agentbox_sandboxes", "Sandboxes by lifecycle state.", []string{"state"}, nil)

@@ -47,8 +47,8 @@ type policyTrailKey struct{}
 
 // withPolicyTrail returns ctx with a trail for the call's decisions (the
 // one it has already, if any); ctx itself without a policy.
-func (d *Daemon) withPolicyTrail(ctx context.Context) context.Context {
-	if d.cfg.Policy == nil {
+func (c *core) withPolicyTrail(ctx context.Context) context.Context {
+	if c.cfg.Policy == nil {
 		return ctx
 	}
 	if _, ok := ctx.Value(policyTrailKey{}).(*policyTrail); ok {
@@ -73,9 +73,9 @@ func policyAudit(ctx context.Context) []audit.PolicyDecision {
 // (which the caller installed with withPolicyTrail). It returns the
 // decision when the call may go on (allow, modify), else the error:
 // ErrDenied with the plugin's reason, ErrUnavailable.
-func (d *Daemon) ask(ctx context.Context, req policy.Request) (policy.Decision, error) {
+func (c *core) ask(ctx context.Context, req policy.Request) (policy.Decision, error) {
 	start := time.Now()
-	dec, err := d.cfg.Policy.Check(ctx, req)
+	dec, err := c.cfg.Policy.Check(ctx, req)
 	rec := audit.PolicyDecision{Hook: string(req.Hook)}
 	switch {
 	case err != nil && ctx.Err() != nil:
@@ -96,17 +96,15 @@ func (d *Daemon) ask(ctx context.Context, req policy.Request) (policy.Decision, 
 		t.ds = append(t.ds, rec)
 		t.mu.Unlock()
 	}
-	d.log.Debug("policy decision", "hook", req.Hook, "sandbox", req.Identity.Sandbox, "caller", req.Identity.Caller,
+	c.log.Debug("policy decision", "hook", req.Hook, "sandbox", req.Identity.Sandbox, "caller", req.Identity.Caller,
 		"decision", rec.Decision, "rule", rec.Rule, "took", time.Since(start))
 	return dec, err
 }
 
 // refused audits a call the policy refused before the call's own audit
 // entry: its action on sandbox sb with args and the error.
-func (d *Daemon) refused(ctx context.Context, sb *sandbox.Sandbox, action string, args map[string]any, err error) {
-	e := audit.Entry{Time: time.Now().UTC(), Sandbox: sb.ID, Caller: api.CallerFrom(ctx).ID, Action: action, Args: args, Policy: policyAudit(ctx)}
-	e.Error, e.ErrorMessage = auditError(err)
-	d.appendAudit(e)
+func (c *core) refused(ctx context.Context, sb *sandbox.Sandbox, action string, args map[string]any, err error) {
+	c.appendAudit(c.requestEntry(ctx, sb.ID, action, args, time.Now(), err))
 }
 
 // identity is the caller's and sb's identity (sb nil: a create's, from
@@ -126,8 +124,8 @@ func identity(ctx context.Context, sb *sandbox.Sandbox) policy.Identity {
 // size, the daemon's default limits; a restore's are the snapshot's
 // size and base limits), labels, env. A restore whose snapshot is
 // larger than a size cap is denied (its size cannot change).
-func (d *Daemon) policyCreate(ctx context.Context, req *api.CreateSandboxRequest, img *image.Image, snapshot string, base api.Limits) error {
-	if d.cfg.Policy == nil {
+func (c *core) policyCreate(ctx context.Context, req *api.CreateSandboxRequest, img *image.Image, snapshot string, base api.Limits) error {
+	if c.cfg.Policy == nil {
 		return nil
 	}
 	id := identity(ctx, nil)
@@ -138,11 +136,11 @@ func (d *Daemon) policyCreate(ctx context.Context, req *api.CreateSandboxRequest
 	if req.Template != "" {
 		cr.Image = ""
 	}
-	dec, err := d.ask(ctx, policy.Request{Hook: policy.HookCreate, Identity: id, Create: cr})
+	dec, err := c.ask(ctx, policy.Request{Hook: policy.HookCreate, Identity: id, Create: cr})
 	if err != nil || dec.Create == nil {
 		return err
 	}
-	c := dec.Create
+	caps := dec.Create
 	vcpus, mem := req.VCPUs, req.MemoryMiB
 	if vcpus == 0 && img != nil {
 		vcpus = img.Manifest.Resources.VCPUs
@@ -150,29 +148,29 @@ func (d *Daemon) policyCreate(ctx context.Context, req *api.CreateSandboxRequest
 	if mem == 0 && img != nil {
 		mem = img.Manifest.Resources.MemoryMiB
 	}
-	if snapshot != "" && (c.MaxVCPUs > 0 && vcpus > c.MaxVCPUs || c.MaxMemoryMiB > 0 && mem > c.MaxMemoryMiB) {
+	if snapshot != "" && (caps.MaxVCPUs > 0 && vcpus > caps.MaxVCPUs || caps.MaxMemoryMiB > 0 && mem > caps.MaxMemoryMiB) {
 		return policy.ErrDenied.WithMessage(fmt.Sprintf("denied by policy: snapshot %q has %d vCPUs and %d MiB, over the policy's caps (%d vCPUs, %d MiB); a restore keeps its snapshot's size",
-			snapshot, vcpus, mem, c.MaxVCPUs, c.MaxMemoryMiB))
+			snapshot, vcpus, mem, caps.MaxVCPUs, caps.MaxMemoryMiB))
 	}
 	if snapshot == "" {
-		if c.MaxVCPUs > 0 && (vcpus == 0 || vcpus > c.MaxVCPUs) {
-			req.VCPUs = c.MaxVCPUs
+		if caps.MaxVCPUs > 0 && (vcpus == 0 || vcpus > caps.MaxVCPUs) {
+			req.VCPUs = caps.MaxVCPUs
 		}
-		if c.MaxMemoryMiB > 0 && (mem == 0 || mem > c.MaxMemoryMiB) {
-			req.MemoryMiB = c.MaxMemoryMiB
+		if caps.MaxMemoryMiB > 0 && (mem == 0 || mem > caps.MaxMemoryMiB) {
+			req.MemoryMiB = caps.MaxMemoryMiB
 		}
 	}
-	capLimit(&req.Limits.TTLSeconds, base.TTLSeconds, c.MaxTTLSeconds)
-	capLimit(&req.Limits.IdleTimeoutSeconds, base.IdleTimeoutSeconds, c.MaxIdleTimeoutSeconds)
-	capLimit(&req.Limits.ExecTimeoutMs, base.ExecTimeoutMs, c.MaxExecTimeoutMs)
-	if len(c.SetLabels) > 0 {
+	capLimit(&req.Limits.TTLSeconds, base.TTLSeconds, caps.MaxTTLSeconds)
+	capLimit(&req.Limits.IdleTimeoutSeconds, base.IdleTimeoutSeconds, caps.MaxIdleTimeoutSeconds)
+	capLimit(&req.Limits.ExecTimeoutMs, base.ExecTimeoutMs, caps.MaxExecTimeoutMs)
+	if len(caps.SetLabels) > 0 {
 		req.Labels = maps.Clone(req.Labels)
 		if req.Labels == nil {
 			req.Labels = map[string]string{}
 		}
-		maps.Copy(req.Labels, c.SetLabels)
+		maps.Copy(req.Labels, caps.SetLabels)
 	}
-	req.Env = policy.StripEnv(req.Env, c.StripEnv)
+	req.Env = policy.StripEnv(req.Env, caps.StripEnv)
 	return nil
 }
 
@@ -193,13 +191,13 @@ func capLimit(v *int64, base, max int64) {
 
 // policyNetwork asks about the network policy p a create is to get and
 // returns it with a modify's changes applied (checked as a request's).
-func (d *Daemon) policyNetwork(ctx context.Context, req api.CreateSandboxRequest, p netpolicy.Policy) (netpolicy.Policy, error) {
-	if d.cfg.Policy == nil {
+func (s *lifecycleService) policyNetwork(ctx context.Context, req api.CreateSandboxRequest, p netpolicy.Policy) (netpolicy.Policy, error) {
+	if s.cfg.Policy == nil {
 		return p, nil
 	}
 	id := identity(ctx, nil)
 	id.Name, id.Labels, id.Template = req.Name, maps.Clone(req.Labels), req.Template
-	dec, err := d.ask(ctx, policy.Request{Hook: policy.HookNetwork, Identity: id,
+	dec, err := s.ask(ctx, policy.Request{Hook: policy.HookNetwork, Identity: id,
 		Network: &policy.NetworkRequest{Mode: string(p.Mode), Allow: p.Strings()}})
 	if err != nil || dec.Network == nil {
 		return p, err
@@ -224,21 +222,21 @@ func (d *Daemon) policyNetwork(ctx context.Context, req api.CreateSandboxRequest
 // policyExec asks about a command on b's sandbox (mode: policy.Exec*)
 // and applies a modify's changes to req; a refusal is audited (action
 // exec or process.start). The returned context carries the decision.
-func (d *Daemon) policyExec(ctx context.Context, b *box, req *api.ExecRequest, mode string) (context.Context, error) {
-	if d.cfg.Policy == nil {
+func (s *execService) policyExec(ctx context.Context, b *box, req *api.ExecRequest, mode string) (context.Context, error) {
+	if s.cfg.Policy == nil {
 		return ctx, nil
 	}
-	ctx = d.withPolicyTrail(ctx)
+	ctx = s.withPolicyTrail(ctx)
 	er := &policy.ExecRequest{Argv: slices.Clone(req.Cmd), EnvKeys: envKeys(req.Env), Cwd: req.Cwd, User: req.User, UID: req.UID,
 		TimeoutMs: req.TimeoutMs, Mode: mode, Tty: req.Tty != nil}
-	dec, err := d.ask(ctx, policy.Request{Hook: policy.HookExec, Identity: identity(ctx, b.sb), Exec: er})
+	dec, err := s.ask(ctx, policy.Request{Hook: policy.HookExec, Identity: identity(ctx, b.sb), Exec: er})
 	if err != nil {
 		action := audit.ActionExec
 		if mode == policy.ExecDetached {
 			action = audit.ActionProcessStart
 		}
 		if ctx.Err() == nil {
-			d.refused(ctx, b.sb, action, map[string]any{"cmd": req.Cmd}, err)
+			s.refused(ctx, b.sb, action, map[string]any{"cmd": req.Cmd}, err)
 		}
 		return ctx, err
 	}
@@ -270,17 +268,17 @@ var fileAccess = map[string]struct{ op, access string }{
 // access) on path p (and a move's destination) of sandbox ref, and sets
 // *owner (nil: the operation writes no owner) from a modify; a refusal
 // is audited. The returned context carries the decision.
-func (d *Daemon) policyFile(ctx context.Context, ref, action, p, dest string, owner *string) (context.Context, error) {
-	if d.cfg.Policy == nil {
+func (s *filesService) policyFile(ctx context.Context, ref, action, p, dest string, owner *string) (context.Context, error) {
+	if s.cfg.Policy == nil {
 		return ctx, nil
 	}
-	sb, err := d.get(ctx, ref)
+	sb, err := s.get(ctx, ref)
 	if err != nil {
 		return ctx, err
 	}
-	ctx = d.withPolicyTrail(ctx)
+	ctx = s.withPolicyTrail(ctx)
 	fa := fileAccess[action]
-	dec, err := d.ask(ctx, policy.Request{Hook: policy.HookFile, Identity: identity(ctx, sb),
+	dec, err := s.ask(ctx, policy.Request{Hook: policy.HookFile, Identity: identity(ctx, sb),
 		File: &policy.FileRequest{Op: fa.op, Access: fa.access, Path: p, Destination: dest}})
 	if err != nil {
 		args := map[string]any{"path": p}
@@ -288,7 +286,7 @@ func (d *Daemon) policyFile(ctx context.Context, ref, action, p, dest string, ow
 			args = map[string]any{"source": p, "destination": dest}
 		}
 		if ctx.Err() == nil {
-			d.refused(ctx, sb, action, args, err)
+			s.refused(ctx, sb, action, args, err)
 		}
 		return ctx, err
 	}
@@ -301,20 +299,20 @@ func (d *Daemon) policyFile(ctx context.Context, ref, action, p, dest string, ow
 // policyPort asks about a port forward of b's sandbox and applies a
 // modify's host address to req; a refusal is audited. The returned
 // context carries the decision.
-func (d *Daemon) policyPort(ctx context.Context, b *box, req *api.PortForwardRequest) (context.Context, error) {
-	if d.cfg.Policy == nil {
+func (s *portsService) policyPort(ctx context.Context, b *box, req *api.PortForwardRequest) (context.Context, error) {
+	if s.cfg.Policy == nil {
 		return ctx, nil
 	}
-	ctx = d.withPolicyTrail(ctx)
+	ctx = s.withPolicyTrail(ctx)
 	host := req.HostAddr
 	if host == "" {
 		host = api.DefaultPortHostAddr
 	}
-	dec, err := d.ask(ctx, policy.Request{Hook: policy.HookPort, Identity: identity(ctx, b.sb),
+	dec, err := s.ask(ctx, policy.Request{Hook: policy.HookPort, Identity: identity(ctx, b.sb),
 		Port: &policy.PortRequest{GuestPort: req.GuestPort, HostAddr: host}})
 	if err != nil {
 		if ctx.Err() == nil {
-			d.refused(ctx, b.sb, audit.ActionPortOpen, map[string]any{"guest_port": req.GuestPort, "host_addr": host}, err)
+			s.refused(ctx, b.sb, audit.ActionPortOpen, map[string]any{"guest_port": req.GuestPort, "host_addr": host}, err)
 		}
 		return ctx, err
 	}
@@ -339,13 +337,13 @@ func execMode(interactive bool) string {
 // policyRestore asks about a restore of snapshot rec (its image img
 // loaded, its limits base, its sandbox-wide env *env) as a create, and
 // applies a modify's changes to req's labels and limits and to *env.
-func (d *Daemon) policyRestore(ctx context.Context, req *api.RestoreRequest, rec sandbox.SnapshotRecord, img *image.Image, base api.Limits, env *[]string) error {
-	if d.cfg.Policy == nil {
+func (s *snapshotService) policyRestore(ctx context.Context, req *api.RestoreRequest, rec sandbox.SnapshotRecord, img *image.Image, base api.Limits, env *[]string) error {
+	if s.cfg.Policy == nil {
 		return nil
 	}
 	cr := api.CreateSandboxRequest{Image: rec.ImageDir, Name: req.Name, Labels: req.Labels, Limits: req.Limits,
 		VCPUs: rec.VCPUs, MemoryMiB: rec.MemoryMiB, Env: *env}
-	if err := d.policyCreate(ctx, &cr, img, rec.Name, base); err != nil {
+	if err := s.policyCreate(ctx, &cr, img, rec.Name, base); err != nil {
 		return err
 	}
 	req.Labels, req.Limits, *env = cr.Labels, cr.Limits, cr.Env

@@ -10,14 +10,22 @@ import (
 
 	"github.com/agentbox/agentbox/vmctl/agentproto"
 	"github.com/agentbox/agentbox/vmctl/api"
-	"github.com/agentbox/agentbox/vmctl/apiserver"
 	"github.com/agentbox/agentbox/vmctl/audit"
+	"github.com/agentbox/agentbox/vmctl/backend"
 	"github.com/agentbox/agentbox/vmctl/errdefs"
 	"github.com/agentbox/agentbox/vmctl/portfwd"
 	"github.com/agentbox/agentbox/vmctl/sandbox"
 )
 
-var _ apiserver.PortBackend = (*Daemon)(nil)
+var _ backend.PortBackend = (*Daemon)(nil)
+
+// portsService is the daemon's port forwards (the API's ports and their
+// life with the sandbox's: reopened at start-up and on a start, closed
+// on a stop or removal). The core sees it as its portKeeper.
+type portsService struct {
+	*core
+	ports portTable
+}
 
 // portTable is the daemon's port forwards: by sandbox ID, then guest port
 // (one forward per guest port). Each sandbox's record keeps its forwards
@@ -51,16 +59,16 @@ func (t *portTable) recordsLocked(id string) []sandbox.PortForward {
 	return out
 }
 
-// ForwardPort implements apiserver.PortBackend: it opens a host listener
+// ForwardPort implements backend.PortBackend: it opens a host listener
 // whose connections go to the running sandbox's guest port through the
 // guest agent, keeps it in the sandbox's record and audits it.
-func (d *Daemon) ForwardPort(ctx context.Context, ref string, req api.PortForwardRequest) (api.PortForward, error) {
+func (s *portsService) ForwardPort(ctx context.Context, ref string, req api.PortForwardRequest) (api.PortForward, error) {
 	start := time.Now()
-	b, err := d.running(ctx, ref)
+	b, err := s.running(ctx, ref)
 	if err != nil {
 		return api.PortForward{}, err
 	}
-	if ctx, err = d.policyPort(ctx, b, &req); err != nil { // policy.go
+	if ctx, err = s.policyPort(ctx, b, &req); err != nil { // policy.go
 		return api.PortForward{}, err
 	}
 	hostAddr := req.HostAddr
@@ -68,29 +76,29 @@ func (d *Daemon) ForwardPort(ctx context.Context, ref string, req api.PortForwar
 		hostAddr = api.DefaultPortHostAddr
 	}
 	args := map[string]any{"guest_port": req.GuestPort, "host_addr": hostAddr}
-	e, err := d.openPort(b, sandbox.PortForward{GuestPort: req.GuestPort, HostAddr: hostAddr, CreatedAt: start.UTC()})
+	e, err := s.openPort(b, sandbox.PortForward{GuestPort: req.GuestPort, HostAddr: hostAddr, CreatedAt: start.UTC()})
 	if err == nil {
 		args["host_addr"] = e.rec.HostAddr
 	}
-	d.auditAction(ctx, b.sb.ID, audit.ActionPortOpen, args, start, err)
+	s.auditAction(ctx, b.sb.ID, audit.ActionPortOpen, args, start, err)
 	if err != nil {
 		return api.PortForward{}, err
 	}
-	d.log.Info("port forward opened", "sandbox", b.sb.ID, "guest_port", req.GuestPort, "host_addr", e.rec.HostAddr)
+	s.log.Info("port forward opened", "sandbox", b.sb.ID, "guest_port", req.GuestPort, "host_addr", e.rec.HostAddr)
 	return portView(e), nil
 }
 
 // openPort listens for rec and adds the forward to b's table and record.
 // Errors: conflict when the guest port is forwarded already, Listen's.
-func (d *Daemon) openPort(b *box, rec sandbox.PortForward) (*portEntry, error) {
+func (s *portsService) openPort(b *box, rec sandbox.PortForward) (*portEntry, error) {
 	id := b.sb.ID
-	d.ports.mu.Lock()
-	defer d.ports.mu.Unlock()
-	if e := d.ports.m[id][rec.GuestPort]; e != nil {
+	s.ports.mu.Lock()
+	defer s.ports.mu.Unlock()
+	if e := s.ports.m[id][rec.GuestPort]; e != nil {
 		return nil, errdefs.ErrConflict.WithMessage(fmt.Sprintf("guest port %d of sandbox %s is forwarded already, at %s: remove that forward first (agentbox port rm %s %d)",
 			rec.GuestPort, id, e.rec.HostAddr, id, rec.GuestPort))
 	}
-	e, err := d.listenPort(b, rec)
+	e, err := s.listenPort(b, rec)
 	if err != nil {
 		return nil, err
 	}
@@ -98,13 +106,13 @@ func (d *Daemon) openPort(b *box, rec sandbox.PortForward) (*portEntry, error) {
 		e.fwd.Close()
 		return nil, b.sb.NotRunning()
 	}
-	d.addPortLocked(id, e)
+	s.addPortLocked(id, e)
 	return e, nil
 }
 
 // listenPort opens rec's listener for b's sandbox; rec.HostAddr becomes
 // the address bound.
-func (d *Daemon) listenPort(b *box, rec sandbox.PortForward) (*portEntry, error) {
+func (s *portsService) listenPort(b *box, rec sandbox.PortForward) (*portEntry, error) {
 	sb := b.sb
 	f, err := portfwd.Listen(portfwd.Options{
 		GuestPort: rec.GuestPort,
@@ -126,10 +134,10 @@ func (d *Daemon) listenPort(b *box, rec sandbox.PortForward) (*portEntry, error)
 		OnData: func(int) { sb.Touch() },
 		OnEnd: func(r portfwd.ConnResult) {
 			if r.Err != nil {
-				d.log.Info("forwarded connection failed", "sandbox", sb.ID, "guest_port", rec.GuestPort, "client", r.Client, "err", r.Err)
+				s.log.Info("forwarded connection failed", "sandbox", sb.ID, "guest_port", rec.GuestPort, "client", r.Client, "err", r.Err)
 			}
-			d.metrics.bytes.WithLabelValues("in", "port").Add(float64(r.In))
-			d.metrics.bytes.WithLabelValues("out", "port").Add(float64(r.Out))
+			s.metrics.bytes.WithLabelValues("in", "port").Add(float64(r.In))
+			s.metrics.bytes.WithLabelValues("out", "port").Add(float64(r.Out))
 		},
 	})
 	if err != nil {
@@ -140,37 +148,37 @@ func (d *Daemon) listenPort(b *box, rec sandbox.PortForward) (*portEntry, error)
 }
 
 // addPortLocked adds e to the table and persists the sandbox's forwards;
-// d.ports.mu held.
-func (d *Daemon) addPortLocked(id string, e *portEntry) {
-	if d.ports.m == nil {
-		d.ports.m = map[string]map[int]*portEntry{}
+// s.ports.mu held.
+func (s *portsService) addPortLocked(id string, e *portEntry) {
+	if s.ports.m == nil {
+		s.ports.m = map[string]map[int]*portEntry{}
 	}
-	if d.ports.m[id] == nil {
-		d.ports.m[id] = map[int]*portEntry{}
+	if s.ports.m[id] == nil {
+		s.ports.m[id] = map[int]*portEntry{}
 	}
-	d.ports.m[id][e.rec.GuestPort] = e
-	if b := d.box(id); b != nil {
-		b.sb.SetPorts(d.ports.recordsLocked(id))
+	s.ports.m[id][e.rec.GuestPort] = e
+	if b := s.box(id); b != nil {
+		b.sb.SetPorts(s.ports.recordsLocked(id))
 	}
 }
 
-// ListPorts implements apiserver.PortBackend.
-func (d *Daemon) ListPorts(ctx context.Context, ref string) ([]api.PortForward, error) {
-	sb, err := d.get(ctx, ref)
+// ListPorts implements backend.PortBackend.
+func (s *portsService) ListPorts(ctx context.Context, ref string) ([]api.PortForward, error) {
+	sb, err := s.get(ctx, ref)
 	if err != nil {
 		return nil, err
 	}
-	return d.portViews(sb.ID), nil
+	return s.portViews(sb.ID), nil
 }
 
 // portViews renders sandbox id's forwards by guest port.
-func (d *Daemon) portViews(id string) []api.PortForward {
-	d.ports.mu.Lock()
-	entries := make([]*portEntry, 0, len(d.ports.m[id]))
-	for _, e := range d.ports.m[id] {
+func (s *portsService) portViews(id string) []api.PortForward {
+	s.ports.mu.Lock()
+	entries := make([]*portEntry, 0, len(s.ports.m[id]))
+	for _, e := range s.ports.m[id] {
 		entries = append(entries, e)
 	}
-	d.ports.mu.Unlock()
+	s.ports.mu.Unlock()
 	slices.SortFunc(entries, func(a, b *portEntry) int { return a.rec.GuestPort - b.rec.GuestPort })
 	out := make([]api.PortForward, 0, len(entries))
 	for _, e := range entries {
@@ -190,41 +198,41 @@ func portView(e *portEntry) api.PortForward {
 	return v
 }
 
-// RemovePort implements apiserver.PortBackend: it closes the forward of
+// RemovePort implements backend.PortBackend: it closes the forward of
 // guestPort (resetting its connections) and audits it with its counts.
-func (d *Daemon) RemovePort(ctx context.Context, ref string, guestPort int) error {
+func (s *portsService) RemovePort(ctx context.Context, ref string, guestPort int) error {
 	start := time.Now()
-	sb, err := d.get(ctx, ref)
+	sb, err := s.get(ctx, ref)
 	if err != nil {
 		return err
 	}
-	d.ports.mu.Lock()
-	e := d.ports.m[sb.ID][guestPort]
+	s.ports.mu.Lock()
+	e := s.ports.m[sb.ID][guestPort]
 	if e == nil {
-		d.ports.mu.Unlock()
+		s.ports.mu.Unlock()
 		return errdefs.ErrNotFound.WithMessage(fmt.Sprintf("sandbox %s has no forward of guest port %d: `agentbox port ls %s` lists them", sb.ID, guestPort, sb.ID))
 	}
-	delete(d.ports.m[sb.ID], guestPort)
-	sb.SetPorts(d.ports.recordsLocked(sb.ID))
-	d.ports.mu.Unlock()
-	d.closePort(sb.ID, e, api.CallerFrom(ctx).ID, "removed", start)
+	delete(s.ports.m[sb.ID], guestPort)
+	sb.SetPorts(s.ports.recordsLocked(sb.ID))
+	s.ports.mu.Unlock()
+	s.closePort(sb.ID, e, api.CallerFrom(ctx).ID, "removed", start)
 	return nil
 }
 
 // closePort closes e's listener and its connections and audits it by
 // caller with the reason and its counters.
-func (d *Daemon) closePort(id string, e *portEntry, caller, reason string, start time.Time) {
+func (s *portsService) closePort(id string, e *portEntry, caller, reason string, start time.Time) {
 	args := map[string]any{"guest_port": e.rec.GuestPort, "host_addr": e.rec.HostAddr, "reason": reason}
-	entry := audit.Entry{Time: start.UTC(), Sandbox: id, Caller: caller, Action: audit.ActionPortClose, Args: args}
+	entry := auditEntry(start, id, caller, audit.ActionPortClose, args)
 	if e.fwd != nil {
 		e.fwd.Close()
-		s := e.fwd.Stats()
-		args["connections"], args["failed"] = s.Connections, s.Failed
-		entry.BytesIn, entry.BytesOut = s.BytesIn, s.BytesOut
+		st := e.fwd.Stats()
+		args["connections"], args["failed"] = st.Connections, st.Failed
+		entry.BytesIn, entry.BytesOut = st.BytesIn, st.BytesOut
 	}
 	entry.DurationMs = ms(time.Since(start))
-	d.appendAudit(entry)
-	d.log.Info("port forward closed", "sandbox", id, "guest_port", e.rec.GuestPort, "host_addr", e.rec.HostAddr, "reason", reason)
+	s.appendAudit(entry)
+	s.log.Info("port forward closed", "sandbox", id, "guest_port", e.rec.GuestPort, "host_addr", e.rec.HostAddr, "reason", reason)
 }
 
 // closePorts closes every forward of sandbox id, which stopped or was
@@ -232,14 +240,14 @@ func (d *Daemon) closePort(id string, e *portEntry, caller, reason string, start
 // one keeps them in its record, listed closed with the reason, for its
 // start (openRecordedPorts); nothing is closed when it runs again by
 // now (the stop's own call closed them, and this is onChange's late one).
-func (d *Daemon) closePorts(id, reason string, removed bool) {
-	d.ports.mu.Lock()
-	entries := d.ports.m[id]
+func (s *portsService) closePorts(id, reason string, removed bool) {
+	s.ports.mu.Lock()
+	entries := s.ports.m[id]
 	if removed {
-		delete(d.ports.m, id)
+		delete(s.ports.m, id)
 	} else {
-		if b := d.box(id); b != nil && !b.sb.State().Final() {
-			d.ports.mu.Unlock()
+		if b := s.box(id); b != nil && !b.sb.State().Final() {
+			s.ports.mu.Unlock()
 			return
 		}
 		kept := make(map[int]*portEntry, len(entries))
@@ -247,19 +255,19 @@ func (d *Daemon) closePorts(id, reason string, removed bool) {
 			kept[port] = &portEntry{rec: e.rec, err: reason + ": `agentbox start` opens it again"}
 		}
 		if len(kept) > 0 {
-			d.ports.m[id] = kept
+			s.ports.m[id] = kept
 		}
 	}
-	d.ports.mu.Unlock()
+	s.ports.mu.Unlock()
 	if len(entries) == 0 {
 		return
 	}
-	if b := d.box(id); b != nil && removed {
+	if b := s.box(id); b != nil && removed {
 		b.sb.SetPorts(nil) // persists nothing once the sandbox was removed
 	}
 	for _, e := range entries {
 		if e.fwd != nil {
-			d.closePort(id, e, "daemon", reason, time.Now())
+			s.closePort(id, e, "daemon", reason, time.Now())
 		}
 	}
 }
@@ -277,17 +285,17 @@ func portsEnd(r sandbox.Record, removed bool) string {
 // the records of running and paused sandboxes keep (after a daemon
 // restart), and lists those of stopped ones closed (their start opens
 // them).
-func (d *Daemon) reopenPorts() {
-	for _, b := range d.allBoxes() {
+func (s *portsService) reopenPorts() {
+	for _, b := range s.allBoxes() {
 		if r := b.sb.Record(); r.State.Final() {
-			d.ports.mu.Lock()
+			s.ports.mu.Lock()
 			for _, rec := range r.Ports {
-				d.addPortLocked(b.sb.ID, &portEntry{rec: rec, err: "sandbox " + string(r.State) + ": `agentbox start` opens it again"})
+				s.addPortLocked(b.sb.ID, &portEntry{rec: rec, err: "sandbox " + string(r.State) + ": `agentbox start` opens it again"})
 			}
-			d.ports.mu.Unlock()
+			s.ports.mu.Unlock()
 			continue
 		}
-		d.openRecordedPorts(b)
+		s.openRecordedPorts(b)
 	}
 }
 
@@ -296,41 +304,41 @@ func (d *Daemon) reopenPorts() {
 // port.open with reopen. A forward whose address is taken now stays
 // listed, closed, with the reason: the user removes it and forwards
 // again.
-func (d *Daemon) openRecordedPorts(b *box) {
+func (s *portsService) openRecordedPorts(b *box) {
 	for _, rec := range b.sb.Ports() {
 		start := time.Now()
-		e, err := d.listenPort(b, rec)
+		e, err := s.listenPort(b, rec)
 		args := map[string]any{"guest_port": rec.GuestPort, "host_addr": rec.HostAddr, "reopen": true}
-		ae := audit.Entry{Time: start.UTC(), Sandbox: b.sb.ID, Caller: "daemon", Action: audit.ActionPortOpen, Args: args}
+		ae := auditEntry(start, b.sb.ID, "daemon", audit.ActionPortOpen, args)
 		if err != nil {
 			ae.Error, ae.ErrorMessage = auditError(err)
-			d.log.Warn("port forward not re-opened", "sandbox", b.sb.ID, "guest_port", rec.GuestPort, "host_addr", rec.HostAddr, "err", err)
+			s.log.Warn("port forward not re-opened", "sandbox", b.sb.ID, "guest_port", rec.GuestPort, "host_addr", rec.HostAddr, "err", err)
 			e = &portEntry{rec: rec, err: err.Error()}
 		} else {
-			d.log.Info("port forward re-opened", "sandbox", b.sb.ID, "guest_port", rec.GuestPort, "host_addr", rec.HostAddr)
+			s.log.Info("port forward re-opened", "sandbox", b.sb.ID, "guest_port", rec.GuestPort, "host_addr", rec.HostAddr)
 		}
-		d.appendAudit(ae)
-		d.ports.mu.Lock()
+		s.appendAudit(ae)
+		s.ports.mu.Lock()
 		if e.fwd != nil && b.life.Err() != nil { // stopped or removed meanwhile: closePorts has run
 			e.fwd.Close()
-			d.ports.mu.Unlock()
+			s.ports.mu.Unlock()
 			return
 		}
-		d.addPortLocked(b.sb.ID, e)
-		d.ports.mu.Unlock()
+		s.addPortLocked(b.sb.ID, e)
+		s.ports.mu.Unlock()
 	}
 }
 
 // shutdownPorts closes every listener when the daemon shuts down; the
 // records keep the forwards for the next daemon.
-func (d *Daemon) shutdownPorts() {
-	d.ports.mu.Lock()
-	all := d.ports.m
-	d.ports.m = nil
-	d.ports.mu.Unlock()
+func (s *portsService) shutdownPorts() {
+	s.ports.mu.Lock()
+	all := s.ports.m
+	s.ports.m = nil
+	s.ports.mu.Unlock()
 	for id, entries := range all {
 		for _, e := range entries {
-			d.closePort(id, e, "daemon", "daemon shut down", time.Now())
+			s.closePort(id, e, "daemon", "daemon shut down", time.Now())
 		}
 	}
 }

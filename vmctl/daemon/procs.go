@@ -24,21 +24,21 @@ const adoptTimeout = 10 * time.Second
 // running (adopted) sandboxes kept while no daemon was connected (see
 // adopted). Those of paused sandboxes are taken over when they resume
 // (resumeProcesses): their guest cannot answer before.
-func (d *Daemon) adoptProcesses(ctx context.Context) {
-	for _, b := range d.allBoxes() {
+func (s *execService) adoptProcesses(ctx context.Context) {
+	for _, b := range s.allBoxes() {
 		if b.sb.State() != sandbox.StateRunning {
 			continue
 		}
 		actx, cancel := context.WithTimeout(ctx, adoptTimeout)
 		n := 0
-		err := b.procs.Adopt(actx, d.adopted(b, &n))
+		err := b.procs.Adopt(actx, s.adopted(b, &n))
 		cancel()
 		if err != nil {
-			d.log.Warn("adopt detached processes", "sandbox", b.sb.ID, "err", err)
+			s.log.Warn("adopt detached processes", "sandbox", b.sb.ID, "err", err)
 			continue
 		}
 		if n > 0 {
-			d.log.Info("detached processes adopted", "sandbox", b.sb.ID, "count", n)
+			s.log.Info("detached processes adopted", "sandbox", b.sb.ID, "count", n)
 		}
 	}
 }
@@ -50,23 +50,23 @@ func (d *Daemon) adoptProcesses(ctx context.Context) {
 // daemon killed between processExited's audit entry and its history
 // write left the entry: the history is ended here, with no second entry.
 // It counts the processes taken over in n.
-func (d *Daemon) adopted(b *box, n *int) func(process.Info) bool {
+func (s *execService) adopted(b *box, n *int) func(process.Info) bool {
 	var audited map[string]time.Time // exec ID → its latest process.exit entry, read once when needed
 	return func(info process.Info) bool {
 		if info.State != process.StateRunning {
-			if h, err := d.store.Exec(b.sb.ID, info.ID); err == nil && !h.EndedAt.IsZero() {
+			if h, err := s.store.Exec(b.sb.ID, info.ID); err == nil && !h.EndedAt.IsZero() {
 				return true
 			}
 			if audited == nil {
-				audited = d.auditedExits(b.sb.ID)
+				audited = s.auditedExits(b.sb.ID)
 			}
 			// An entry from before the process started would be another
 			// command's under a reused ID (its clock may be the guest's:
 			// a minute's leeway).
 			if at, ok := audited[info.ID]; ok && !at.Before(info.StartedAt.Add(-time.Minute)) {
-				_, h, _ := d.processEnd(b, info)
-				if err := d.store.PutExec(h); err != nil && !errors.Is(err, store.ErrNotFound) {
-					d.log.Warn("store exec history", "sandbox", b.sb.ID, "exec", h.ID, "err", err)
+				_, h, _ := s.processEnd(b, info)
+				if err := s.store.PutExec(h); err != nil && !errors.Is(err, store.ErrNotFound) {
+					s.log.Warn("store exec history", "sandbox", b.sb.ID, "exec", h.ID, "err", err)
 				}
 				return true
 			}
@@ -80,16 +80,16 @@ func (d *Daemon) adopted(b *box, n *int) func(process.Info) bool {
 // auditedExits returns the time of the latest process.exit audit entry of
 // each exec ID of sandbox id. A log that cannot be read gives none (an end
 // may then be audited twice, never lost).
-func (d *Daemon) auditedExits(id string) map[string]time.Time {
+func (s *execService) auditedExits(id string) map[string]time.Time {
 	ids := map[string]time.Time{}
-	err := d.audit.Read(audit.Filter{Sandbox: id, Actions: []string{audit.ActionProcessExit}}, func(e audit.Entry) error {
+	err := s.audit.Read(audit.Filter{Sandbox: id, Actions: []string{audit.ActionProcessExit}}, func(e audit.Entry) error {
 		if e.Time.After(ids[e.ExecID]) {
 			ids[e.ExecID] = e.Time
 		}
 		return nil
 	})
 	if err != nil {
-		d.log.Warn("read the audit log for ended processes", "sandbox", id, "err", err)
+		s.log.Warn("read the audit log for ended processes", "sandbox", id, "err", err)
 	}
 	return ids
 }
@@ -98,7 +98,7 @@ func (d *Daemon) auditedExits(id string) map[string]time.Time {
 // sandbox is paused to disk: the agent connection goes with the domain,
 // but the processes are saved with the guest's memory and continue on
 // resume, so they must not be recorded as lost.
-func (d *Daemon) suspendProcesses(b *box) {
+func (s *execService) suspendProcesses(b *box) {
 	b.procs.Suspend()
 }
 
@@ -107,16 +107,16 @@ func (d *Daemon) suspendProcesses(b *box) {
 // disk), and those a daemon restarted while the sandbox was paused has
 // not adopted yet. Failures are logged: the processes run on in the
 // guest, and the next daemon start adopts them.
-func (d *Daemon) resumeProcesses(ctx context.Context, b *box) {
+func (s *execService) resumeProcesses(ctx context.Context, b *box) {
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), adoptTimeout)
 	defer cancel()
 	n := 0
-	if err := b.procs.Resume(actx, d.adopted(b, &n)); err != nil {
-		d.log.Warn("follow detached processes after resume", "sandbox", b.sb.ID, "err", err)
+	if err := b.procs.Resume(actx, s.adopted(b, &n)); err != nil {
+		s.log.Warn("follow detached processes after resume", "sandbox", b.sb.ID, "err", err)
 		return
 	}
 	if n > 0 {
-		d.log.Info("detached processes adopted", "sandbox", b.sb.ID, "count", n)
+		s.log.Info("detached processes adopted", "sandbox", b.sb.ID, "count", n)
 	}
 }
 
@@ -126,8 +126,8 @@ func (d *Daemon) resumeProcesses(ctx context.Context, b *box) {
 // (closeLostExecs leaves them for the resume, which did not come). Like
 // processExited for the table's own (CloseAll ended them): the history
 // entry and one process.exit audit entry.
-func (d *Daemon) endUnadopted(id, reason string) {
-	execs, err := d.store.Execs(id, 0)
+func (s *execService) endUnadopted(id, reason string) {
+	execs, err := s.store.Execs(id, 0)
 	if err != nil {
 		return
 	}
@@ -137,11 +137,12 @@ func (d *Daemon) endUnadopted(id, reason string) {
 			continue
 		}
 		e.EndedAt, e.Error = now, reason
-		if err := d.store.PutExec(e); err != nil {
-			d.log.Warn("close lost exec", "sandbox", id, "exec", e.ID, "err", err)
+		if err := s.store.PutExec(e); err != nil {
+			s.log.Warn("close lost exec", "sandbox", id, "exec", e.ID, "err", err)
 		}
-		d.appendAudit(audit.Entry{Time: now, Sandbox: id, Caller: "daemon", Action: audit.ActionProcessExit, ExecID: e.ID,
-			Args: map[string]any{"cmd": e.Cmd}, DurationMs: ms(now.Sub(e.StartedAt)), Error: "lost", ErrorMessage: reason})
+		ae := auditEntry(now, id, "daemon", audit.ActionProcessExit, map[string]any{"cmd": e.Cmd})
+		ae.ExecID, ae.DurationMs, ae.Error, ae.ErrorMessage = e.ID, ms(now.Sub(e.StartedAt)), "lost", reason
+		s.appendAudit(ae)
 	}
 }
 
@@ -153,8 +154,8 @@ func (d *Daemon) endUnadopted(id, reason string) {
 // was; false when sb was not paused, or stopped, or ctx ended, or the
 // event stream ended (the follower then ends with its error, and the
 // client resumes from its offset).
-func (d *Daemon) followPaused(ctx context.Context, sb *sandbox.Sandbox) bool {
-	events, unsubscribe := d.events.subscribe() // before the look, so no change is missed
+func (s *execService) followPaused(ctx context.Context, sb *sandbox.Sandbox) bool {
+	events, unsubscribe := s.events.subscribe() // before the look, so no change is missed
 	defer unsubscribe()
 	if sb.State() != sandbox.StatePaused {
 		return false
@@ -184,24 +185,24 @@ func (d *Daemon) followPaused(ctx context.Context, sb *sandbox.Sandbox) bool {
 // restored guest kept from the snapshot's source: a restored sandbox
 // starts with none (its exec ids count from 1 again, and its history is
 // empty). Failures are logged: a leftover only shows in no listing.
-func (d *Daemon) dropInheritedProcesses(ctx context.Context, sb *sandbox.Sandbox) {
+func (s *execService) dropInheritedProcesses(ctx context.Context, sb *sandbox.Sandbox) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), adoptTimeout)
 	defer cancel()
 	list, err := sb.ListProcesses(ctx)
 	if err != nil {
-		d.log.Warn("list inherited detached processes", "sandbox", sb.ID, "err", err)
+		s.log.Warn("list inherited detached processes", "sandbox", sb.ID, "err", err)
 		return
 	}
 	for _, p := range list {
 		if p.State == process.StateRunning {
 			_ = sb.SignalProcess(ctx, p.ID, syscall.SIGKILL)
 			if _, err := sb.WaitProcess(ctx, p.ID); err != nil {
-				d.log.Warn("inherited detached process did not end", "sandbox", sb.ID, "process", p.ID, "err", err)
+				s.log.Warn("inherited detached process did not end", "sandbox", sb.ID, "process", p.ID, "err", err)
 				continue
 			}
 		}
 		if err := sb.ForgetProcess(ctx, p.ID); err != nil {
-			d.log.Warn("forget inherited detached process", "sandbox", sb.ID, "process", p.ID, "err", err)
+			s.log.Warn("forget inherited detached process", "sandbox", sb.ID, "process", p.ID, "err", err)
 		}
 	}
 }
@@ -224,7 +225,7 @@ const lostWaitTimeout = 5 * time.Second
 // broke, until b's process table ends it when its sandbox is stopping or
 // stopped (CloseAll marks it lost), and returns its final Info; false
 // when the sandbox was not stopping or the process did not end lost.
-func (d *Daemon) lostWithStop(ctx context.Context, b *box, pid string) (process.Info, bool) {
+func (s *execService) lostWithStop(ctx context.Context, b *box, pid string) (process.Info, bool) {
 	if st := b.sb.State(); st != sandbox.StateStopping && !st.Final() {
 		return process.Info{}, false
 	}
@@ -257,14 +258,14 @@ func lostError(sb *sandbox.Sandbox, pid string, info process.Info) error {
 // (recallProcesses). Failures are logged: a daemon that restarts then
 // lists the processes with less (no pid or offsets), or after the
 // resume.
-func (d *Daemon) saveProcesses(ctx context.Context, b *box) {
+func (s *execService) saveProcesses(ctx context.Context, b *box) {
 	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), adoptTimeout)
 	defer cancel()
 	for _, in := range b.procs.List(lctx) {
 		if in.State != process.StateRunning {
 			continue
 		}
-		h, err := d.store.Exec(b.sb.ID, in.ID)
+		h, err := s.store.Exec(b.sb.ID, in.ID)
 		if err != nil {
 			h = store.Exec{ID: in.ID, Sandbox: b.sb.ID, Cmd: in.Argv, Detached: true, StartedAt: in.StartedAt.UTC()}
 		}
@@ -275,8 +276,8 @@ func (d *Daemon) saveProcesses(ctx context.Context, b *box) {
 		if in.Tty != nil {
 			h.Last.TtyRows, h.Last.TtyCols = int(in.Tty.Rows), int(in.Tty.Cols)
 		}
-		if err := d.store.PutExec(h); err != nil {
-			d.log.Warn("save detached process with the pause", "sandbox", b.sb.ID, "exec", in.ID, "err", err)
+		if err := s.store.PutExec(h); err != nil {
+			s.log.Warn("save detached process with the pause", "sandbox", b.sb.ID, "exec", in.ID, "err", err)
 		}
 	}
 }
@@ -287,8 +288,8 @@ func (d *Daemon) saveProcesses(ctx context.Context, b *box) {
 // history has): the guest cannot be asked before the resume, which
 // follows them again (resumeProcesses). Each keeps the sandbox busy, as
 // a followed process does, until processExited.
-func (d *Daemon) recallProcesses(b *box) {
-	execs, err := d.store.Execs(b.sb.ID, 0)
+func (s *execService) recallProcesses(b *box) {
+	execs, err := s.store.Execs(b.sb.ID, 0)
 	if err != nil {
 		return
 	}
@@ -313,5 +314,39 @@ func (d *Daemon) recallProcesses(b *box) {
 	for range infos {
 		b.sb.Busy() // ended by processExited's endExec
 	}
-	d.log.Info("detached processes recalled from the pause", "sandbox", b.sb.ID, "count", len(infos))
+	s.log.Info("detached processes recalled from the pause", "sandbox", b.sb.ID, "count", len(infos))
+}
+
+// closeLostExecs ends the history entries of commands that were running
+// when the previous daemon stopped: attached ones' agent streams ended
+// with it, so the guest killed them; detached ones the guest no longer
+// keeps (adoptProcesses took over the others). A paused sandbox's
+// detached ones are left open: its guest keeps them, and they are
+// adopted when it resumes (resumeProcesses).
+func (s *execService) closeLostExecs() {
+	now := time.Now().UTC()
+	for _, sb := range s.mgr.List() {
+		execs, err := s.store.Execs(sb.ID, 0)
+		if err != nil {
+			continue
+		}
+		b := s.box(sb.ID)
+		for _, e := range execs {
+			if !e.EndedAt.IsZero() {
+				continue
+			}
+			if b != nil && e.Detached {
+				if sb.State() == sandbox.StatePaused {
+					continue // adopted on resume
+				}
+				if _, err := b.procs.Get(context.Background(), e.ID); err == nil {
+					continue // adopted: its end is recorded when it comes
+				}
+			}
+			e.EndedAt, e.Error = now, "lost: the daemon stopped while it ran"
+			if err := s.store.PutExec(e); err != nil {
+				s.log.Warn("close lost exec", "sandbox", sb.ID, "exec", e.ID, "err", err)
+			}
+		}
+	}
 }

@@ -53,7 +53,7 @@ func TestAdoptedAuditsAnEndOnce(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	d := &Daemon{store: st, audit: lg, log: slog.New(slog.DiscardHandler)}
+	d := assemble(&core{store: st, audit: lg, log: slog.New(slog.DiscardHandler)})
 	b := &box{sb: &sandbox.Sandbox{ID: id}}
 	n := 0
 	adopt := d.adopted(b, &n)

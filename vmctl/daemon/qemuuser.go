@@ -14,8 +14,8 @@ import (
 // asked of libvirt once and kept until the sandbox's record changes
 // (onChange), so that a GET, which every E2B data-plane request makes,
 // stays an in-memory lookup and a file read.
-func (d *Daemon) qemuView(ctx context.Context, sb *sandbox.Sandbox) *api.QEMUProcess {
-	ud, ok := d.cfg.Driver.(sandbox.UsageDriver)
+func (c *core) qemuView(ctx context.Context, sb *sandbox.Sandbox) *api.QEMUProcess {
+	ud, ok := c.cfg.Driver.(sandbox.UsageDriver)
 	if !ok {
 		return nil
 	}
@@ -24,19 +24,19 @@ func (d *Daemon) qemuView(ctx context.Context, sb *sandbox.Sandbox) *api.QEMUPro
 		return nil
 	}
 	pid, cached := 0, false
-	if v, ok := d.qemuPIDs.Load(sb.ID); ok {
+	if v, ok := c.qemuPIDs.Load(sb.ID); ok {
 		pid, cached = v.(int), true
 	} else if p, err := ud.DomainPID(ctx, sb.Domain); err == nil {
 		pid = p
-		d.qemuPIDs.Store(sb.ID, pid)
+		c.qemuPIDs.Store(sb.ID, pid)
 	} else {
 		return nil
 	}
 	st, err := sandbox.ReadProcStatus(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
-		d.qemuPIDs.Delete(sb.ID)
+		c.qemuPIDs.Delete(sb.ID)
 		if cached { // a process gone without a record change: ask again
-			return d.qemuView(ctx, sb)
+			return c.qemuView(ctx, sb)
 		}
 		return nil
 	}

@@ -9,28 +9,26 @@ import (
 	"github.com/agentbox/agentbox/vmctl/sandbox"
 )
 
-// reaper stops and removes sandboxes whose TTL (or takes their TTL
-// action, lifecycle.go) or paused TTL is reached, and takes the idle action (lifecycle.go: remove, stop, pause,
-// pause-to-disk) of those whose idle timeout is, checking every
+// reaper removes sandboxes whose paused TTL is reached, and takes the
+// TTL or idle action (lapse, lifecycle.go: remove, stop, pause,
+// pause-to-disk) of those whose TTL or idle timeout is, checking every
 // Config.ReapInterval until ctx ends.
-func (d *Daemon) reaper(ctx context.Context) {
-	defer close(d.reaperDone)
-	t := time.NewTicker(d.cfg.ReapInterval)
+func (s *lifecycleService) reaper(ctx context.Context) {
+	defer close(s.reaperDone)
+	t := time.NewTicker(s.cfg.ReapInterval)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case now := <-t.C:
-			for _, b := range d.allBoxes() {
+			for _, b := range s.allBoxes() {
 				switch why := b.sb.Expired(now); why {
 				case "":
-				case sandbox.ExpiredIdle:
-					d.idle(b, now)
-				case sandbox.ExpiredTTL:
-					d.expire(b) // lifecycle.go
+				case sandbox.ExpiredIdle, sandbox.ExpiredTTL:
+					s.lapse(b, why, now) // lifecycle.go
 				default:
-					d.reap(b, why)
+					s.reap(b, why)
 				}
 			}
 		}
@@ -38,19 +36,20 @@ func (d *Daemon) reaper(ctx context.Context) {
 }
 
 // reap removes b's sandbox (force) and audits why.
-func (d *Daemon) reap(b *box, why string) {
+func (s *lifecycleService) reap(b *box, why string) {
 	start := time.Now()
-	err := d.mgr.Remove(context.Background(), b.sb, true)
-	e := audit.Entry{Time: start.UTC(), Sandbox: b.sb.ID, Caller: "daemon", Action: audit.ActionReap, Args: map[string]any{"reason": why}, DurationMs: ms(time.Since(start))}
+	err := s.mgr.Remove(context.Background(), b.sb, true)
+	e := auditEntry(start, b.sb.ID, "daemon", audit.ActionReap, map[string]any{"reason": why})
+	e.DurationMs = ms(time.Since(start))
 	if err != nil {
 		e.Error, e.ErrorMessage = api.ErrorFrom(err).Code, err.Error()
-		d.log.Warn("reap sandbox", "sandbox", b.sb.ID, "reason", why, "err", err)
+		s.log.Warn("reap sandbox", "sandbox", b.sb.ID, "reason", why, "err", err)
 	} else {
-		d.log.Info("sandbox reaped", "sandbox", b.sb.ID, "reason", why)
+		s.log.Info("sandbox reaped", "sandbox", b.sb.ID, "reason", why)
 	}
-	d.appendAudit(e) // before the exec records' fsync: the sandbox is gone from the API already
+	s.appendAudit(e) // before the exec records' fsync: the sandbox is gone from the API already
 	if err == nil {
-		d.store.DeleteExecs(b.sb.ID)
+		s.store.DeleteExecs(b.sb.ID)
 	}
-	d.metrics.reaped.WithLabelValues(why).Inc()
+	s.metrics.reaped.WithLabelValues(why).Inc()
 }

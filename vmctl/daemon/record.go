@@ -8,8 +8,8 @@ import "github.com/agentbox/agentbox/vmctl/sandbox"
 // run` prints them for a sandbox it leaves running (--keep), whose files
 // only this host can reach. Errors: sandbox.ErrNotFound (errdefs not
 // found).
-func (d *Daemon) Record(ref string) (sandbox.Record, error) {
-	sb, err := d.mgr.Get(ref)
+func (c *core) Record(ref string) (sandbox.Record, error) {
+	sb, err := c.mgr.Get(ref)
 	if err != nil {
 		return sandbox.Record{}, err
 	}

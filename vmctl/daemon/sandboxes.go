@@ -10,8 +10,8 @@ import (
 
 	"github.com/agentbox/agentbox/vmctl/accel"
 	"github.com/agentbox/agentbox/vmctl/api"
-	"github.com/agentbox/agentbox/vmctl/apiserver"
 	"github.com/agentbox/agentbox/vmctl/audit"
+	"github.com/agentbox/agentbox/vmctl/backend"
 	"github.com/agentbox/agentbox/vmctl/errdefs"
 	"github.com/agentbox/agentbox/vmctl/image"
 	"github.com/agentbox/agentbox/vmctl/sandbox"
@@ -19,35 +19,35 @@ import (
 	"github.com/agentbox/agentbox/vmctl/tenant"
 )
 
-var _ apiserver.Backend = (*Daemon)(nil)
+var _ backend.Backend = (*Daemon)(nil)
 
-// Info implements apiserver.Backend.
-func (d *Daemon) Info(ctx context.Context) (api.Info, error) {
-	used := d.mgr.Resources()
+// Info implements backend.Backend.
+func (c *core) Info(ctx context.Context) (api.Info, error) {
+	used := c.mgr.Resources()
 	counts := map[string]int{}
-	for _, sb := range d.mgr.List() {
+	for _, sb := range c.mgr.List() {
 		if !tenant.Sees(ctx, sb.Tenant()) {
 			continue // a tenant counts its own
 		}
 		counts[string(sb.State())]++
 	}
 	return api.Info{
-		Version: d.cfg.Version,
+		Version: c.cfg.Version,
 		API:     "v1",
 		Capacity: api.Capacity{
-			MemoryMiB: d.adm.memoryMiB, VCPUs: d.adm.vcpus,
+			MemoryMiB: c.adm.memoryMiB, VCPUs: c.adm.vcpus,
 			UsedMemoryMiB: used.UsedMemoryMiB, UsedVCPUs: used.UsedVCPUs,
 		},
 		Sandboxes: counts,
 	}, nil
 }
 
-// CreateSandbox implements apiserver.Backend: it loads and checks the image,
+// CreateSandbox implements backend.Backend: it loads and checks the image,
 // chooses the accelerator, admits the resources against the capacity
 // and boots the sandbox. In a cluster (SetCluster) the cluster places it
 // instead, and the node that takes it calls CreateLocal.
-func (d *Daemon) CreateSandbox(ctx context.Context, req api.CreateSandboxRequest) (api.Sandbox, error) {
-	if c := d.placed(ctx); c != nil { // cluster.go: the cluster's queue places it
+func (s *lifecycleService) CreateSandbox(ctx context.Context, req api.CreateSandboxRequest) (api.Sandbox, error) {
+	if c := s.placed(ctx); c != nil { // cluster.go: the cluster's queue places it
 		owner, _ := tenant.From(ctx)
 		if err := owner.CheckPriority(req.Priority); err != nil {
 			return api.Sandbox{}, err // before it is queued at that priority
@@ -55,44 +55,35 @@ func (d *Daemon) CreateSandbox(ctx context.Context, req api.CreateSandboxRequest
 		return c.Place(ctx, req)
 	}
 	start := time.Now()
-	caller := api.CallerFrom(ctx).ID
 	args := createArgs(req) // createaudit.go
 
-	ctx = d.withPolicyTrail(ctx) // policy.go: the decisions go into the entry
-	sb, err := d.create(ctx, req)
-	e := audit.Entry{Time: start.UTC(), Caller: caller, Tenant: tenant.Name(ctx), Action: audit.ActionCreate, Args: args, DurationMs: ms(time.Since(start)), Policy: policyAudit(ctx)}
-	if err != nil {
-		e.Error, e.ErrorMessage = auditError(err)
-		if step := sandbox.FailedStep(err); step != "" {
-			args["step"] = step // the message leaves it out when the request was refused
+	ctx = s.withPolicyTrail(ctx) // policy.go: the decisions go into the entry
+	sb, err := s.create(ctx, req)
+	s.auditMade(ctx, audit.ActionCreate, start, args, sb, err, func(sb *sandbox.Sandbox) {
+		args["vcpus"], args["memory_mib"], args["accel"] = sb.VCPUs, sb.Memory, string(sb.Accel.Accel)
+		args["network"] = networkArg(sb.Record())
+		resourceArgs(args, sb.Record()) // resources.go
+		if b := s.box(sb.ID); b != nil {
+			lim := b.sb.ExecAccount().Limits
+			limitArgs(args, api.Limits(lim))
 		}
-		d.log.Info("create failed", "step", sandbox.FailedStep(err), "err", err)
-		d.appendAudit(e)
-		d.metrics.createFailures.Inc()
+	})
+	if err != nil {
 		return api.Sandbox{}, err
 	}
-	e.Sandbox = sb.ID
-	args["vcpus"], args["memory_mib"], args["accel"] = sb.VCPUs, sb.Memory, string(sb.Accel.Accel)
-	args["network"] = networkArg(sb.Record())
-	resourceArgs(args, sb.Record()) // resources.go
-	if b := d.box(sb.ID); b != nil {
-		lim := b.sb.ExecAccount().Limits
-		limitArgs(args, api.Limits(lim))
-	}
-	d.appendAudit(e)
-	d.metrics.boot.Observe(sb.BootTime.Seconds())
-	return d.view(sb), nil
+	s.metrics.boot.Observe(sb.BootTime.Seconds())
+	return s.view(sb), nil
 }
 
-func (d *Daemon) create(ctx context.Context, req api.CreateSandboxRequest) (_ *sandbox.Sandbox, err error) {
-	if err := d.adm.admitting(); err != nil {
+func (s *lifecycleService) create(ctx context.Context, req api.CreateSandboxRequest) (_ *sandbox.Sandbox, err error) {
+	if err := s.adm.admitting(); err != nil {
 		return nil, err
 	}
 	owner, _ := tenant.From(ctx)
 	if err := owner.CheckPriority(req.Priority); err != nil {
 		return nil, err
 	}
-	imageDir, template, err := d.templateImage(req) // templates.go
+	imageDir, template, err := s.templateImage(req) // templates.go
 	if err != nil {
 		return nil, err
 	}
@@ -100,11 +91,11 @@ func (d *Daemon) create(ctx context.Context, req api.CreateSandboxRequest) (_ *s
 	if !filepath.IsAbs(req.Image) {
 		return nil, errdefs.ErrInvalidArgument.WithMessage(fmt.Sprintf("image %q: give the image directory as an absolute path on the daemon's host", req.Image))
 	}
-	img, err := image.Load(ctx, req.Image, image.LoadOptions{VerifyCacheDir: d.cfg.ImageVerifyCacheDir})
+	img, err := image.Load(ctx, req.Image, image.LoadOptions{VerifyCacheDir: s.cfg.ImageVerifyCacheDir})
 	if err != nil {
 		return nil, image.ErrInvalid.WithMessage(err.Error())
 	}
-	if err := d.policyCreate(ctx, &req, img, "", d.cfg.Defaults); err != nil { // policy.go
+	if err := s.policyCreate(ctx, &req, img, "", s.cfg.Defaults); err != nil { // policy.go
 		return nil, err
 	}
 	mode := accel.ModeAuto
@@ -113,7 +104,7 @@ func (d *Daemon) create(ctx context.Context, req api.CreateSandboxRequest) (_ *s
 			return nil, errdefs.ErrInvalidArgument.WithMessage(err.Error())
 		}
 	}
-	choice, err := d.cfg.Accel(mode)
+	choice, err := s.cfg.Accel(mode)
 	if err != nil {
 		return nil, errdefs.ErrFailedPrecondition.WithMessage(fmt.Sprintf("accelerator: %v", err))
 	}
@@ -121,13 +112,13 @@ func (d *Daemon) create(ctx context.Context, req api.CreateSandboxRequest) (_ *s
 	if err != nil {
 		return nil, err
 	}
-	if policy, err = d.policyNetwork(ctx, req, policy); err != nil { // policy.go
+	if policy, err = s.policyNetwork(ctx, req, policy); err != nil { // policy.go
 		return nil, err
 	}
-	if err := d.adm.applyCeilings(ctx, img, &req); err != nil {
+	if err := s.adm.applyCeilings(ctx, img, &req); err != nil {
 		return nil, err
 	}
-	if err := d.adm.applyNetCeiling(&req, policy); err != nil { // netrate.go
+	if err := s.adm.applyNetCeiling(&req, policy); err != nil { // netrate.go
 		return nil, err
 	}
 	set, err := createSecrets(&req, policy) // secrets.go: the placeholders join req.Env
@@ -136,7 +127,7 @@ func (d *Daemon) create(ctx context.Context, req api.CreateSandboxRequest) (_ *s
 	}
 	prepare, guestReady := secretsSteps(set)
 	vcpus, memoryMiB, _ := resources.Resolve(img, req.VCPUs, req.MemoryMiB, resourceRequest(req))
-	release, err := d.tenants.reserve(ctx, owner, vcpus, memoryMiB) // tenants.go
+	release, err := s.tenants.reserve(ctx, owner, vcpus, memoryMiB) // tenants.go
 	if err != nil {
 		return nil, err
 	}
@@ -145,17 +136,17 @@ func (d *Daemon) create(ctx context.Context, req api.CreateSandboxRequest) (_ *s
 			release() // a failed create holds nothing
 		}
 	}()
-	raw := sandbox.ExecAccount{Limits: sandbox.ExecLimits(mergeLimits(req.Limits, d.cfg.Defaults)), Creator: api.CallerFrom(ctx).ID, Env: req.Env}.Encode()
+	raw := sandbox.ExecAccount{Limits: sandbox.ExecLimits(mergeLimits(req.Limits, s.cfg.Defaults)), Creator: api.CallerFrom(ctx).ID, Env: req.Env}.Encode()
 	// The boot is not bound to the request: a client that goes away
 	// mid-boot must not leave a half-made sandbox, so the manager's revert
 	// runs either way (it is under context.WithoutCancel).
-	sb, err := d.startSandbox(ctx, req.Warm, sandbox.Options{
+	sb, err := s.startSandbox(ctx, req.Warm, sandbox.Options{
 		Image: img, Accel: choice, Name: req.Name, Labels: req.Labels, Extra: raw,
 		Template: template, Tenant: tenant.Name(ctx), VCPUs: req.VCPUs, MemoryMiB: req.MemoryMiB,
 		BootTimeout:       time.Duration(req.BootTimeoutMs) * time.Millisecond,
-		Admit:             d.adm.admit,
+		Admit:             s.adm.admit,
 		Network:           policy,
-		GuestAgentChannel: d.cfg.GuestAgentChannel,
+		GuestAgentChannel: s.cfg.GuestAgentChannel,
 		Resources:         resourceRequest(req),
 		Prepare:           prepare,
 		GuestReady:        guestReady,
@@ -163,19 +154,19 @@ func (d *Daemon) create(ctx context.Context, req api.CreateSandboxRequest) (_ *s
 	if err != nil {
 		return nil, err
 	}
-	d.tenants.keep(sb.ID, sb.Tenant(), release)
-	if _, gone := d.mgr.Get(sb.ID); gone != nil {
-		d.tenants.removed(sb.ID) // removed before its hold was kept
+	s.tenants.keep(sb.ID, sb.Tenant(), release)
+	if _, gone := s.mgr.Get(sb.ID); gone != nil {
+		s.tenants.removed(sb.ID) // removed before its hold was kept
 	}
-	d.addBox(sb)
+	s.addBox(sb)
 	sb.Touch()
 	return sb, nil
 }
 
-// ListSandboxes implements apiserver.Backend.
-func (d *Daemon) ListSandboxes(ctx context.Context, labels map[string]string, state string) ([]api.Sandbox, error) {
+// ListSandboxes implements backend.Backend.
+func (c *core) ListSandboxes(ctx context.Context, labels map[string]string, state string) ([]api.Sandbox, error) {
 	out := []api.Sandbox{}
-	for _, sb := range d.mgr.List() {
+	for _, sb := range c.mgr.List() {
 		if state != "" && string(sb.State()) != state {
 			continue
 		}
@@ -190,71 +181,71 @@ func (d *Daemon) ListSandboxes(ctx context.Context, labels map[string]string, st
 			}
 		}
 		if match {
-			out = append(out, d.view(sb))
+			out = append(out, c.view(sb))
 		}
 	}
 	return out, nil
 }
 
-// GetSandbox implements apiserver.Backend.
-func (d *Daemon) GetSandbox(ctx context.Context, ref string) (api.Sandbox, error) {
-	sb, err := d.get(ctx, ref)
+// GetSandbox implements backend.Backend.
+func (c *core) GetSandbox(ctx context.Context, ref string) (api.Sandbox, error) {
+	sb, err := c.get(ctx, ref)
 	if err != nil {
 		return api.Sandbox{}, err
 	}
-	v := d.view(sb)
-	v.QEMU = d.qemuView(ctx, sb) // qemuuser.go
+	v := c.view(sb)
+	v.QEMU = c.qemuView(ctx, sb) // qemuuser.go
 	return v, nil
 }
 
 // HasSandbox reports whether this daemon has the sandbox ref (an ID or a
 // name), whatever its tenant or state: a cluster serves such a request
 // here without asking the directory (clusterproxy.Config.Local).
-func (d *Daemon) HasSandbox(ref string) bool {
-	_, err := d.mgr.Get(ref)
+func (c *core) HasSandbox(ref string) bool {
+	_, err := c.mgr.Get(ref)
 	return err == nil
 }
 
-// StopSandbox implements apiserver.Backend.
-func (d *Daemon) StopSandbox(ctx context.Context, ref string) (api.Sandbox, error) {
+// StopSandbox implements backend.Backend.
+func (s *lifecycleService) StopSandbox(ctx context.Context, ref string) (api.Sandbox, error) {
 	start := time.Now()
-	sb, err := d.get(ctx, ref)
+	sb, err := s.get(ctx, ref)
 	if err != nil {
 		return api.Sandbox{}, err
 	}
-	err = d.mgr.Stop(ctx, sb, "stopped by "+api.CallerFrom(ctx).ID)
-	d.auditAction(ctx, sb.ID, audit.ActionStop, nil, start, err)
+	err = s.mgr.Stop(ctx, sb, "stopped by "+api.CallerFrom(ctx).ID)
+	s.auditAction(ctx, sb.ID, audit.ActionStop, nil, start, err)
 	if err != nil {
 		return api.Sandbox{}, err
 	}
-	d.closePorts(sb.ID, "sandbox stopped", false) // now, not when onChange's goroutine gets to it
-	return d.view(sb), nil
+	s.forwards.closePorts(sb.ID, "sandbox stopped", false) // now, not when onChange's goroutine gets to it
+	return s.view(sb), nil
 }
 
-// DeleteSandbox implements apiserver.Backend.
-func (d *Daemon) DeleteSandbox(ctx context.Context, ref string, force bool) error {
+// DeleteSandbox implements backend.Backend.
+func (s *lifecycleService) DeleteSandbox(ctx context.Context, ref string, force bool) error {
 	start := time.Now()
-	sb, err := d.get(ctx, ref)
+	sb, err := s.get(ctx, ref)
 	if err != nil {
 		return err
 	}
-	err = d.mgr.Remove(ctx, sb, force)
-	d.auditAction(ctx, sb.ID, audit.ActionRemove, map[string]any{"force": force}, start, err)
+	err = s.mgr.Remove(ctx, sb, force)
+	s.auditAction(ctx, sb.ID, audit.ActionRemove, map[string]any{"force": force}, start, err)
 	if err != nil {
 		return err
 	}
-	d.closePorts(sb.ID, "sandbox removed", true) // now, not when onChange's goroutine gets to it
-	if err := d.store.DeleteExecs(sb.ID); err != nil {
-		d.log.Warn("delete exec history", "sandbox", sb.ID, "err", err)
+	s.forwards.closePorts(sb.ID, "sandbox removed", true) // now, not when onChange's goroutine gets to it
+	if err := s.store.DeleteExecs(sb.ID); err != nil {
+		s.log.Warn("delete exec history", "sandbox", sb.ID, "err", err)
 	}
 	return nil
 }
 
 // view renders sb for the API.
-func (d *Daemon) view(sb *sandbox.Sandbox) api.Sandbox {
+func (c *core) view(sb *sandbox.Sandbox) api.Sandbox {
 	r := sb.Record()
 	v := api.Sandbox{
-		ID: r.ID, Name: r.Name, Node: d.cfg.Node, State: string(r.State), Reason: r.Reason,
+		ID: r.ID, Name: r.Name, Node: c.cfg.Node, State: string(r.State), Reason: r.Reason,
 		Image:    api.ImageRef{Name: r.ImageName, Digest: digest(r.ImageDigest), Dir: r.ImageDir},
 		Template: r.Template,
 		Domain:   r.Domain, Accel: r.Accel, VCPUs: r.VCPUs, MemoryMiB: r.MemoryMiB,
@@ -262,7 +253,7 @@ func (d *Daemon) view(sb *sandbox.Sandbox) api.Sandbox {
 		StartedAt: timePtr(r.StartedAt), StoppedAt: timePtr(r.StoppedAt),
 	}
 	v.Tenant = r.Tenant
-	if b := d.box(sb.ID); b != nil {
+	if b := c.box(sb.ID); b != nil {
 		a := b.sb.ExecAccount()
 		v.ExecCount, v.Limits, v.LastActivityAt = a.ExecCount, api.Limits(a.Limits), timePtr(a.LastActivity)
 	}
@@ -273,30 +264,30 @@ func (d *Daemon) view(sb *sandbox.Sandbox) api.Sandbox {
 		v.Tainted = r.Spec.Taints()
 	}
 	v.Network = networkView(r)
-	v.Ports = d.portViews(sb.ID)         // ports.go
-	viewResources(r, &v, d.usage.latest) // resources.go
-	v.Paused = pauseView(r, v.Limits)    // lifecycle.go
-	v.Secrets = d.secretsView(r)         // secrets.go
+	v.Ports = c.forwards.portViews(sb.ID) // ports.go
+	viewResources(r, &v, c.usage.latest)  // resources.go
+	v.Paused = pauseView(r, v.Limits)     // lifecycle.go
+	v.Secrets = c.secretsView(r)          // secrets.go
 	return v
 }
 
-func (d *Daemon) box(id string) *box {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.boxes[id]
+func (c *core) box(id string) *box {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.boxes[id]
 }
 
 // running resolves ref to a running sandbox's box, or the
 // API error saying why not.
-func (d *Daemon) running(ctx context.Context, ref string) (*box, error) {
-	if err := d.adm.admitting(); err != nil {
+func (c *core) running(ctx context.Context, ref string) (*box, error) {
+	if err := c.adm.admitting(); err != nil {
 		return nil, err
 	}
-	sb, err := d.get(ctx, ref)
+	sb, err := c.get(ctx, ref)
 	if err != nil {
 		return nil, err
 	}
-	b := d.box(sb.ID)
+	b := c.box(sb.ID)
 	if b != nil && sb.State() == sandbox.StatePaused {
 		return nil, sandbox.ErrNotRunning.WithMessage(pausedMessage(sb)) // lifecycle.go
 	}

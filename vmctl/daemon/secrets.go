@@ -116,14 +116,14 @@ func secretArgs(specs []api.SecretSpec) []string {
 
 // secretsView returns a sandbox's secrets for the API (names,
 // placeholders, hosts), read once from its secrets file and cached.
-func (d *Daemon) secretsView(r sandbox.Record) []api.SecretInfo {
-	if v, ok := d.secretViews.Load(r.ID); ok {
+func (c *core) secretsView(r sandbox.Record) []api.SecretInfo {
+	if v, ok := c.secretViews.Load(r.ID); ok {
 		return v.([]api.SecretInfo)
 	}
 	var out []api.SecretInfo
 	set, err := secrets.Load(filepath.Join(r.Dir, secrets.FileName))
 	if err != nil && !errors.Is(err, secrets.ErrNone) {
-		d.log.Warn("read the sandbox's secrets", "sandbox", r.ID, "err", err)
+		c.log.Warn("read the sandbox's secrets", "sandbox", r.ID, "err", err)
 		return nil
 	}
 	if set != nil {
@@ -132,7 +132,7 @@ func (d *Daemon) secretsView(r sandbox.Record) []api.SecretInfo {
 		}
 	}
 	if !r.State.Final() || set != nil {
-		d.secretViews.Store(r.ID, out)
+		c.secretViews.Store(r.ID, out)
 	}
 	return out
 }
@@ -142,7 +142,7 @@ func (d *Daemon) secretsView(r sandbox.Record) []api.SecretInfo {
 // host a secret is bound to, or a request refused inside it) in the
 // audit log, as action egress.intercept by the caller "guest"; other
 // decisions are not audited. Safe for concurrent use.
-func (d *Daemon) AuditEgress(id string, dec egress.Decision) {
+func (c *core) AuditEgress(id string, dec egress.Decision) {
 	if dec.Kind != egress.KindIntercept {
 		return
 	}
@@ -150,9 +150,9 @@ func (d *Daemon) AuditEgress(id string, dec egress.Decision) {
 	if dec.Upstream.IsValid() {
 		args["upstream"] = dec.Upstream.String()
 	}
-	e := audit.Entry{Time: time.Now().UTC(), Sandbox: id, Caller: "guest", Action: audit.ActionEgressIntercept, Args: args}
+	e := auditEntry(time.Now(), id, "guest", audit.ActionEgressIntercept, args)
 	if !dec.Allowed {
 		e.Error, e.ErrorMessage = "refused", dec.Reason
 	}
-	d.appendAudit(e)
+	c.appendAudit(e)
 }

@@ -60,39 +60,39 @@ func checkTemplates(ctx context.Context, ts []Template, opts image.LoadOptions) 
 // templateImage returns the image directory a create request boots and
 // the template it names: req.Image with no template, else the template's
 // directory. Errors: ErrTemplateNotFound.
-func (d *Daemon) templateImage(req api.CreateSandboxRequest) (dir, template string, err error) {
+func (s *lifecycleService) templateImage(req api.CreateSandboxRequest) (dir, template string, err error) {
 	if req.Template == "" {
 		return req.Image, "", nil
 	}
-	for _, t := range d.cfg.Templates {
+	for _, t := range s.cfg.Templates {
 		if t.Name == req.Template {
 			return t.Dir, t.Name, nil
 		}
 	}
-	return "", "", ErrTemplateNotFound.WithMessage(fmt.Sprintf("template %q not found: %s", req.Template, d.knownTemplates()))
+	return "", "", ErrTemplateNotFound.WithMessage(fmt.Sprintf("template %q not found: %s", req.Template, s.knownTemplates()))
 }
 
 // knownTemplates says which templates the daemon serves, for errors.
-func (d *Daemon) knownTemplates() string {
-	if len(d.cfg.Templates) == 0 {
+func (s *lifecycleService) knownTemplates() string {
+	if len(s.cfg.Templates) == 0 {
 		return "this daemon serves no templates (start it with `agentbox serve --template NAME=DIR|PROFILE`), or give an image directory instead"
 	}
-	names := make([]string, len(d.cfg.Templates))
-	for i, t := range d.cfg.Templates {
+	names := make([]string, len(s.cfg.Templates))
+	for i, t := range s.cfg.Templates {
 		names[i] = t.Name
 	}
 	slices.Sort(names)
 	return "this daemon serves " + strings.Join(names, ", ") + " (`agentbox templates` lists them)"
 }
 
-// ListTemplates implements apiserver.TemplateBackend: the daemon's
+// ListTemplates implements backend.TemplateBackend: the daemon's
 // templates by name, each with its image as it loads now (a template
 // whose image no longer loads has Error set).
-func (d *Daemon) ListTemplates(ctx context.Context) ([]api.Template, error) {
-	out := make([]api.Template, 0, len(d.cfg.Templates))
-	for _, t := range d.cfg.Templates {
+func (s *lifecycleService) ListTemplates(ctx context.Context) ([]api.Template, error) {
+	out := make([]api.Template, 0, len(s.cfg.Templates))
+	for _, t := range s.cfg.Templates {
 		v := api.Template{Name: t.Name, Profile: t.Profile, Image: api.ImageRef{Dir: t.Dir}}
-		img, err := image.Load(ctx, t.Dir, image.LoadOptions{VerifyCacheDir: d.cfg.ImageVerifyCacheDir})
+		img, err := image.Load(ctx, t.Dir, image.LoadOptions{VerifyCacheDir: s.cfg.ImageVerifyCacheDir})
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil, ctx.Err()

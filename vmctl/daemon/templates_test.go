@@ -74,7 +74,7 @@ func TestCheckTemplates(t *testing.T) {
 // records its name; an unknown one is 404 template_not_found naming the
 // known ones.
 func TestTemplateImage(t *testing.T) {
-	d := &Daemon{cfg: Config{Templates: []Template{{Name: "python", Dir: "/img/py"}, {Name: "base", Dir: "/img/base"}}}}
+	d := assemble(&core{cfg: Config{Templates: []Template{{Name: "python", Dir: "/img/py"}, {Name: "base", Dir: "/img/base"}}}})
 	dir, tpl, err := d.templateImage(api.CreateSandboxRequest{Template: "base"})
 	if err != nil || dir != "/img/base" || tpl != "base" {
 		t.Errorf("base: %q %q %v", dir, tpl, err)
@@ -102,9 +102,9 @@ func TestListTemplates(t *testing.T) {
 	base := writeTemplateImage(t, "debian", 1, 256, 0)
 	py := writeTemplateImage(t, "python", 2, 1024, 4096)
 	gone := writeTemplateImage(t, "gone", 1, 256, 0)
-	d := &Daemon{cfg: Config{ImageVerifyCacheDir: t.TempDir(), Templates: []Template{
+	d := assemble(&core{cfg: Config{ImageVerifyCacheDir: t.TempDir(), Templates: []Template{
 		{Name: "python", Dir: py, Profile: "python"}, {Name: "base", Dir: base}, {Name: "gone", Dir: gone},
-	}}}
+	}}})
 	if err := os.Remove(filepath.Join(gone, image.ManifestName)); err != nil {
 		t.Fatal(err)
 	}

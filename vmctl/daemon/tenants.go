@@ -146,8 +146,8 @@ func (tn *tenancy) named(name string) *tenant.Tenant {
 
 // get resolves ref (ID or name) to a sandbox the caller of ctx may see:
 // another tenant's sandbox is answered exactly like a missing one.
-func (d *Daemon) get(ctx context.Context, ref string) (*sandbox.Sandbox, error) {
-	sb, err := d.mgr.Get(ref)
+func (c *core) get(ctx context.Context, ref string) (*sandbox.Sandbox, error) {
+	sb, err := c.mgr.Get(ref)
 	if err != nil {
 		return nil, err
 	}
@@ -164,8 +164,8 @@ func noSandbox(ref string) error {
 
 // snapshot resolves a snapshot (name or ID) the caller of ctx may see:
 // another tenant's is answered exactly like a missing one.
-func (d *Daemon) snapshot(ctx context.Context, ref string) (sandbox.SnapshotRecord, error) {
-	rec, err := d.snaps.Get(ref)
+func (c *core) snapshot(ctx context.Context, ref string) (sandbox.SnapshotRecord, error) {
+	rec, err := c.snaps.Get(ref)
 	if err != nil {
 		return rec, err
 	}
@@ -186,9 +186,9 @@ func adminOnly(ctx context.Context, what string) error {
 
 // auditTenant is the tenant an audit entry of sandbox id by the caller of
 // ctx concerns: the sandbox's, else the caller's.
-func (d *Daemon) auditTenant(ctx context.Context, id string) string {
+func (c *core) auditTenant(ctx context.Context, id string) string {
 	if id != "" {
-		if o := d.tenants.owner(id); o != "" {
+		if o := c.tenants.owner(id); o != "" {
 			return o
 		}
 	}

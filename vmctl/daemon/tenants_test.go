@@ -408,3 +408,28 @@ func TestTenantEvents(t *testing.T) {
 		}
 	}
 }
+
+// TestTenantFailedRestoreAudited: a tenant's restore that fails (a's: its
+// quota is full; b's: no such snapshot) is audited with the tenant, as a
+// failed create is, so the tenant reads it in its own audit.
+func TestTenantFailedRestoreAudited(t *testing.T) {
+	td := newTenantDaemon(t)
+	for tok, snap := range map[string]string{tokenA: "snapa", tokenB: "nosnap"} {
+		if a := td.do(t, tok, "POST", "/v1/snapshots/"+snap+"/restore", "{}"); a.status < 400 {
+			t.Fatalf("restore of %s: %d %s, want a failure", snap, a.status, a.body)
+		}
+	}
+	got := map[string]string{} // snapshot → the entry's tenant
+	err := td.d.Audit(context.Background(), "", func(e audit.Entry) error {
+		if e.Action == audit.ActionRestore {
+			got[fmt.Sprint(e.Args["snapshot"])] = e.Tenant
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := map[string]string{"snapa": "a", "nosnap": "b"}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("failed restores audited with tenants %v, want %v", got, want)
+	}
+}

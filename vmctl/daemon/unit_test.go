@@ -88,7 +88,7 @@ func TestIsID(t *testing.T) {
 }
 
 func TestEventsOnePerChange(t *testing.T) {
-	d := &Daemon{boxes: map[string]*box{}, seen: map[string]string{}, events: newHub()}
+	d := assemble(&core{boxes: map[string]*box{}, seen: map[string]string{}, events: newHub()})
 	ch, cancel := d.events.subscribe()
 	defer cancel()
 	rec := func(state sandbox.State, reason string) sandbox.Record {

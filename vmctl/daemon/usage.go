@@ -249,7 +249,7 @@ func (m *usageMonitor) resourceEvent(sb *sandbox.Sandbox, limit, reason, action 
 		args = map[string]any{"limit": limit}
 	}
 	args["reason"], args["action"] = reason, action
-	m.audit(audit.Entry{Time: time.Now().UTC(), Sandbox: sb.ID, Caller: "daemon", Action: ActionResource, Args: args})
+	m.audit(auditEntry(time.Now(), sb.ID, "daemon", ActionResource, args))
 	m.publish(api.Event{Time: time.Now().UTC(), Type: api.EventSandboxResource, Sandbox: sb.ID, Name: sb.Name, State: string(sb.State()), Reason: reason})
 	m.log.Warn("sandbox resource threshold", "sandbox", sb.ID, "limit", limit, "action", action, "reason", reason)
 }

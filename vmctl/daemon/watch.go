@@ -9,26 +9,26 @@ import (
 
 	"github.com/agentbox/agentbox/vmctl/agentproto"
 	"github.com/agentbox/agentbox/vmctl/api"
-	"github.com/agentbox/agentbox/vmctl/apiserver"
 	"github.com/agentbox/agentbox/vmctl/audit"
+	"github.com/agentbox/agentbox/vmctl/backend"
 	"github.com/agentbox/agentbox/vmctl/errdefs"
 	"github.com/agentbox/agentbox/vmctl/sandbox"
 )
 
-var _ apiserver.WatchBackend = (*Daemon)(nil)
+var _ backend.WatchBackend = (*Daemon)(nil)
 
-// Watch implements apiserver.WatchBackend. A watch is a file operation
+// Watch implements backend.WatchBackend. A watch is a file operation
 // that lasts: the sandbox is busy (never idle) while it runs and active
 // when it ends, like an attached exec; it ends with the sandbox's life
 // (stop, removal: ErrNotRunning, not the guest's death) and is audited when it ends (file.watch,
 // with the number of events sent). It does not hold up Shutdown: the API
 // server ends its streams first.
-func (d *Daemon) Watch(ctx context.Context, ref, p string, recursive bool, ready func() error, emit func(api.WatchEvent) error) error {
-	ctx, err := d.policyFile(ctx, ref, audit.ActionWatch, p, "", nil) // policy.go
+func (s *filesService) Watch(ctx context.Context, ref, p string, recursive bool, ready func() error, emit func(api.WatchEvent) error) error {
+	ctx, err := s.policyFile(ctx, ref, audit.ActionWatch, p, "", nil) // policy.go
 	if err != nil {
 		return err
 	}
-	b, err := d.running(ctx, ref)
+	b, err := s.running(ctx, ref)
 	if err != nil {
 		return err
 	}
@@ -53,13 +53,7 @@ func (d *Daemon) Watch(ctx context.Context, ref, p string, recursive bool, ready
 	case ctx.Err() != nil:
 		err = nil // the client went
 	}
-	e := audit.Entry{Time: start.UTC(), Sandbox: b.sb.ID, Caller: api.CallerFrom(ctx).ID, Action: audit.ActionWatch,
-		Args:       map[string]any{audit.ArgPath: p, audit.ArgRecursive: recursive, audit.ArgEvents: events},
-		DurationMs: ms(time.Since(start)), Policy: policyAudit(ctx)}
-	if err != nil {
-		e.Error, e.ErrorMessage = auditError(err)
-	}
-	d.appendAudit(e)
+	s.appendAudit(s.requestEntry(ctx, b.sb.ID, audit.ActionWatch, map[string]any{audit.ArgPath: p, audit.ArgRecursive: recursive, audit.ArgEvents: events}, start, err))
 	return err
 }
 

@@ -7,11 +7,13 @@ import (
 	"regexp"
 	"strings"
 	"unicode"
+
+	"github.com/agentbox/agentbox/vmctl/errdefs"
 )
 
 // ErrInvalidSpec is wrapped by every error [Spec.Validate] returns, so
 // callers can classify it as an invalid-argument error with errors.Is.
-var ErrInvalidSpec = errors.New("invalid domain spec")
+var ErrInvalidSpec = errdefs.New(errdefs.ErrInvalidArgument, "", "invalid domain spec")
 
 var (
 	nameRE    = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}$`)

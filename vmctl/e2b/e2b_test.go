@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/agentbox/agentbox/vmctl/api"
-	"github.com/agentbox/agentbox/vmctl/apiserver/apitest"
+	"github.com/agentbox/agentbox/vmctl/backend/backendtest"
 	"github.com/agentbox/agentbox/vmctl/e2b"
 	"github.com/agentbox/agentbox/vmctl/errdefs"
 )
@@ -236,13 +236,13 @@ func TestNetworkPolicy(t *testing.T) {
 func TestAuth(t *testing.T) {
 	var st store
 	srv, key := front(t, st.backend(), nil)
-	st.add("00000000000a", api.StateRunning, nil, apitest.Epoch)
+	st.add("00000000000a", api.StateRunning, nil, backendtest.Epoch)
 	status, _, body := call(t, srv.URL, "GET", "/sandboxes/00000000000a", "", "")
-	wantErr(t, "no key", status, body, 401, "missing X-API-KEY: set E2B_API_KEY to the token of the agentbox daemon's --token-file")
+	wantErr(t, "no key", status, body, 401, "missing token: send the token of the agentbox daemon's --token-file as E2B_API_KEY (the X-API-KEY header)")
 	status, _, body = call(t, srv.URL, "GET", "/v2/sandboxes", "wrong", "")
-	wantErr(t, "wrong key", status, body, 401, "wrong X-API-KEY")
+	wantErr(t, "wrong key", status, body, 401, "wrong token: ")
 	status, _, body = call(t, srv.URL, "POST", "/sandboxes/00000000000a/fork", "", "")
-	wantErr(t, "no key, unsupported route", status, body, 401, "missing X-API-KEY")
+	wantErr(t, "no key, unsupported route", status, body, 401, "missing token: ")
 	if len(st.callers) != 0 {
 		t.Fatalf("unauthenticated requests reached the service: %v", st.callers)
 	}
@@ -267,9 +267,9 @@ func TestAuth(t *testing.T) {
 func TestDataPlaneState(t *testing.T) {
 	var st store
 	srv, key := front(t, st.backend(), nil)
-	st.add("00000000000a", api.StatePaused, nil, apitest.Epoch)
-	st.add("00000000000f", api.StateFailed, nil, apitest.Epoch)
-	run := st.add("00000000000b", api.StateRunning, nil, apitest.Epoch)
+	st.add("00000000000a", api.StatePaused, nil, backendtest.Epoch)
+	st.add("00000000000f", api.StateFailed, nil, backendtest.Epoch)
+	run := st.add("00000000000b", api.StateRunning, nil, backendtest.Epoch)
 	st.mu.Lock()
 	run.Name = "work2"
 	st.boxes[run.ID] = run
@@ -322,8 +322,8 @@ func TestErrors(t *testing.T) {
 func TestGetAndKill(t *testing.T) {
 	var st store
 	srv, key := front(t, st.backend(), nil)
-	st.add("00000000000a", api.StateRunning, map[string]string{"k": "v"}, apitest.Epoch)
-	st.add("00000000000f", api.StateFailed, nil, apitest.Epoch)
+	st.add("00000000000a", api.StateRunning, map[string]string{"k": "v"}, backendtest.Epoch)
+	st.add("00000000000f", api.StateFailed, nil, backendtest.Epoch)
 	status, _, body := call(t, srv.URL, "GET", "/sandboxes/00000000000a", testKey, "")
 	want := `{"sandboxID":"00000000000a","templateID":"debian","clientID":"agentbox","startedAt":"2025-01-02T03:04:05.0000006Z","endAt":"9999-12-31T23:59:59Z","cpuCount":2,"memoryMB":512,"diskSizeMB":0,"state":"running","envdVersion":"0.5.7","metadata":{"k":"v"},"envdAccessToken":"` +
 		e2b.AccessToken(key, "00000000000a") + `","lifecycle":{"onTimeout":"kill","autoResume":false}}` + "\n"
@@ -348,7 +348,7 @@ func TestGetAndKill(t *testing.T) {
 func TestTimeoutPauseConnect(t *testing.T) {
 	var st store
 	srv, _ := front(t, st.backend(), nil)
-	st.add("00000000000a", api.StateRunning, nil, apitest.Epoch)
+	st.add("00000000000a", api.StateRunning, nil, backendtest.Epoch)
 	if status, _, body := call(t, srv.URL, "POST", "/sandboxes/00000000000a/timeout", testKey, `{"timeout":30}`); status != 204 || st.timeout["00000000000a"] != 30 {
 		t.Fatalf("timeout: %d %s (%v)", status, body, st.timeout)
 	}
@@ -399,7 +399,7 @@ func TestTimeoutPauseConnect(t *testing.T) {
 	// A stopped sandbox (autoPause without memory) boots again: 201, with
 	// the default timeout even when it had no TTL (one made by agentbox
 	// create without --ttl).
-	st.add("00000000000b", api.StateStopped, nil, apitest.Epoch)
+	st.add("00000000000b", api.StateStopped, nil, backendtest.Epoch)
 	if status, _, body = call(t, srv.URL, "POST", "/v2/sandboxes/00000000000b/connect", testKey, ``); status != 201 || st.boxes["00000000000b"].State != api.StateRunning {
 		t.Fatalf("connect stopped: %d %s", status, body)
 	}
@@ -408,7 +408,7 @@ func TestTimeoutPauseConnect(t *testing.T) {
 	}
 	// A running sandbox without a TTL keeps none (its timeout is never
 	// shortened), whether or not connect names one.
-	st.add("00000000000d", api.StateRunning, nil, apitest.Epoch)
+	st.add("00000000000d", api.StateRunning, nil, backendtest.Epoch)
 	for _, req := range []string{`{}`, `{"timeout":45}`} {
 		if status, _, body = call(t, srv.URL, "POST", "/v2/sandboxes/00000000000d/connect", testKey, req); status != 200 || !strings.Contains(body, `"sandboxID":"00000000000d"`) {
 			t.Fatalf("connect running without TTL %s: %d %s", req, status, body)
@@ -425,11 +425,11 @@ func TestList(t *testing.T) {
 	var st store
 	srv, _ := front(t, st.backend(), nil)
 	for i, id := range []string{"00000000000a", "00000000000b", "00000000000c", "00000000000d"} {
-		st.add(id, api.StateRunning, map[string]string{"team": "a", "n": id}, apitest.Epoch.Add(time.Duration(i)*time.Minute))
+		st.add(id, api.StateRunning, map[string]string{"team": "a", "n": id}, backendtest.Epoch.Add(time.Duration(i)*time.Minute))
 	}
-	st.add("00000000000e", api.StatePaused, map[string]string{"team": "a"}, apitest.Epoch.Add(time.Hour))
-	st.add("00000000000f", api.StateFailed, map[string]string{"team": "a"}, apitest.Epoch.Add(time.Hour))
-	st.add("000000000010", api.StateRunning, map[string]string{"team": "b"}, apitest.Epoch.Add(time.Hour))
+	st.add("00000000000e", api.StatePaused, map[string]string{"team": "a"}, backendtest.Epoch.Add(time.Hour))
+	st.add("00000000000f", api.StateFailed, map[string]string{"team": "a"}, backendtest.Epoch.Add(time.Hour))
+	st.add("000000000010", api.StateRunning, map[string]string{"team": "b"}, backendtest.Epoch.Add(time.Hour))
 	ids := func(body string) []string {
 		var l []struct{ SandboxID, State string }
 		if err := json.Unmarshal([]byte(body), &l); err != nil {
@@ -460,7 +460,7 @@ func TestList(t *testing.T) {
 		t.Fatalf("paused: %d %v", status, got)
 	}
 	// A key and value with characters URL-encoded twice.
-	st.add("000000000011", api.StateRunning, map[string]string{"a/b": "x y&z"}, apitest.Epoch)
+	st.add("000000000011", api.StateRunning, map[string]string{"a/b": "x y&z"}, backendtest.Epoch)
 	status, _, body = call(t, srv.URL, "GET", "/v2/sandboxes?metadata=a%252Fb%3Dx%2520y%2526z", testKey, "")
 	if got := ids(body); status != 200 || !slices.Equal(got, []string{"11:running"}) {
 		t.Fatalf("encoded metadata: %d %v (%s)", status, got, body)

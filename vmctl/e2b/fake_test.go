@@ -13,7 +13,8 @@ import (
 
 	"github.com/agentbox/agentbox/vmctl/api"
 	"github.com/agentbox/agentbox/vmctl/apiserver"
-	"github.com/agentbox/agentbox/vmctl/apiserver/apitest"
+	"github.com/agentbox/agentbox/vmctl/auth"
+	"github.com/agentbox/agentbox/vmctl/backend/backendtest"
 	"github.com/agentbox/agentbox/vmctl/client"
 	"github.com/agentbox/agentbox/vmctl/e2b"
 	"github.com/agentbox/agentbox/vmctl/envd"
@@ -52,14 +53,14 @@ func (st *store) caller(ctx context.Context) {
 func (st *store) add(id, state string, labels map[string]string, created time.Time) api.Sandbox {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	sb := apitest.Sandbox(id)
+	sb := backendtest.Sandbox(id)
 	sb.Name, sb.State, sb.Labels, sb.CreatedAt, sb.StartedAt = "", state, labels, created, &created
 	sb.Limits, sb.ExpiresAt = api.Limits{}, nil
 	st.boxes[id] = sb
 	return sb
 }
 
-func (st *store) backend() *apitest.Backend {
+func (st *store) backend() *backendtest.Fake {
 	st.boxes, st.timeout = map[string]api.Sandbox{}, map[string]int64{}
 	update := func(ctx context.Context, ref string, f func(*api.Sandbox) error) (api.Sandbox, error) {
 		st.mu.Lock()
@@ -75,7 +76,7 @@ func (st *store) backend() *apitest.Backend {
 		st.boxes[sb.ID] = sb
 		return sb, nil
 	}
-	return &apitest.Backend{
+	return &backendtest.Fake{
 		CreateSandboxFn: func(ctx context.Context, req api.CreateSandboxRequest) (api.Sandbox, error) {
 			st.mu.Lock()
 			defer st.mu.Unlock()
@@ -87,7 +88,7 @@ func (st *store) backend() *apitest.Backend {
 					fmt.Sprintf("template %q not found: this daemon serves base, python (`agentbox templates` lists them)", req.Template))
 			}
 			st.n++
-			sb := apitest.Sandbox(fmt.Sprintf("%012d", st.n))
+			sb := backendtest.Sandbox(fmt.Sprintf("%012d", st.n))
 			sb.Name, sb.Labels, sb.Limits, sb.Template = "", req.Labels, req.Limits, req.Template
 			st.boxes[sb.ID] = sb
 			return sb, nil
@@ -129,7 +130,7 @@ func (st *store) backend() *apitest.Backend {
 		StopSandboxFn: func(ctx context.Context, ref string) (api.Sandbox, error) {
 			return update(ctx, ref, func(sb *api.Sandbox) error { sb.State = api.StateStopped; return nil })
 		},
-		Lifecycle: apitest.LifecycleFns{
+		Lifecycle: backendtest.LifecycleFns{
 			PauseFn: func(ctx context.Context, ref string, req api.PauseRequest) (api.Sandbox, error) {
 				return update(ctx, ref, func(sb *api.Sandbox) error {
 					st.pauses = append(st.pauses, req)
@@ -153,7 +154,7 @@ func (st *store) backend() *apitest.Backend {
 				return update(ctx, ref, func(sb *api.Sandbox) error { sb.State = api.StateRunning; return nil })
 			},
 		},
-		Fork: apitest.ForkFns{
+		Fork: backendtest.ForkFns{
 			TimeoutFn: func(ctx context.Context, ref string, req api.TimeoutRequest) (api.Sandbox, error) {
 				return update(ctx, ref, func(sb *api.Sandbox) error {
 					st.timeout[sb.ID] = req.TimeoutSeconds
@@ -168,14 +169,14 @@ func (st *store) backend() *apitest.Backend {
 
 // front is an E2B front over a fake service, served over HTTP; data is
 // its data plane (nil: a handler that answers the sandbox ID it got).
-func front(t *testing.T, b *apitest.Backend, data http.Handler) (*httptest.Server, []byte) {
+func front(t *testing.T, b *backendtest.Fake, data http.Handler) (*httptest.Server, []byte) {
 	t.Helper()
 	return frontWith(t, b, data, e2b.Config{})
 }
 
 // frontWith is front with the options of cfg (Warm); the client, data
 // plane and keys are the tests'.
-func frontWith(t *testing.T, b *apitest.Backend, data http.Handler, cfg e2b.Config) (*httptest.Server, []byte) {
+func frontWith(t *testing.T, b *backendtest.Fake, data http.Handler, cfg e2b.Config) (*httptest.Server, []byte) {
 	t.Helper()
 	as, err := apiserver.NewServer(apiserver.Config{Backend: b})
 	if err != nil {
@@ -190,7 +191,7 @@ func frontWith(t *testing.T, b *apitest.Backend, data http.Handler, cfg e2b.Conf
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.Client, cfg.Data, cfg.APIKey, cfg.AccessKey = client.NewHandler(as.Handler()), data, testKey, key
+	cfg.Client, cfg.Data, cfg.Keyring, cfg.AccessKey = client.NewHandler(as.Handler()), data, auth.New(auth.Config{Admin: testKey}), key
 	f, err := e2b.New(cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/agentbox/agentbox/vmctl/apiserver"
+	"github.com/agentbox/agentbox/vmctl/auth"
 	"github.com/agentbox/agentbox/vmctl/client"
 	"github.com/agentbox/agentbox/vmctl/e2b"
 )
@@ -54,7 +55,7 @@ func FuzzControlPlane(f *testing.F) {
 			t.Fatal(err)
 		}
 		front, err := e2b.New(e2b.Config{Client: client.NewHandler(as.Handler()), Data: http.NotFoundHandler(),
-			APIKey: testKey, AccessKey: []byte("0123456789abcdef0123456789abcdef")})
+			Keyring: auth.New(auth.Config{Admin: testKey}), AccessKey: []byte("0123456789abcdef0123456789abcdef")})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,18 +1,16 @@
 package e2b
 
 import (
-	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/agentbox/agentbox/vmctl/api"
+	"github.com/agentbox/agentbox/vmctl/auth"
 	"github.com/agentbox/agentbox/vmctl/client"
 	"github.com/agentbox/agentbox/vmctl/tenant"
 )
@@ -38,15 +36,15 @@ type Config struct {
 	// client); they reach it with the sandbox's ID in their context
 	// (envd.WithSandbox). Nil answers them 501.
 	Data http.Handler
-	// APIKey is the X-API-KEY every control-plane request must carry (the
-	// daemon's token: the admin, who sees every sandbox). Required unless
-	// Tenants is set.
-	APIKey string
-	// Tenants, if set, are the tenants whose tokens are API keys too
-	// (serve --tenants): a request with one acts for its tenant
-	// (tenant.With), which sees, connects to and kills only its own
-	// sandboxes, as on the REST API.
-	Tenants *tenant.Registry
+	// Keyring holds the API keys (vmctl/auth, the daemon's one keyring):
+	// every control-plane request must carry one as X-API-KEY
+	// (auth.APIKey). The daemon's token is the admin's, who sees every
+	// sandbox; with tenants (serve --tenants) a tenant's token is an API
+	// key too, and a request with one acts for its tenant (tenant.With),
+	// which sees, connects to and kills only its own sandboxes, as on the
+	// REST API. The cluster peers' token is no API key. Required, with an
+	// admin token or tenants (Keyring.RequiresSecret).
+	Keyring *auth.Keyring
 	// AccessKey derives the sandboxes' envd access tokens (LoadAccessKey);
 	// at least 16 bytes. Required.
 	AccessKey []byte
@@ -65,8 +63,6 @@ type Config struct {
 type Server struct {
 	cfg     Config
 	control http.Handler
-	apiKey  [32]byte
-	hasKey  bool // APIKey is set (an empty one matches nothing)
 	cpu     cpuSamples
 }
 
@@ -75,7 +71,7 @@ func New(cfg Config) (*Server, error) {
 	switch {
 	case cfg.Client == nil:
 		return nil, errors.New("e2b: no sandbox service client")
-	case cfg.APIKey == "" && cfg.Tenants == nil:
+	case !cfg.Keyring.RequiresSecret():
 		return nil, errors.New("e2b: no API key: the E2B API needs the daemon's token (--token-file) or tenants (--tenants)")
 	case len(cfg.AccessKey) < 16:
 		return nil, errors.New("e2b: the access key is shorter than 16 bytes")
@@ -86,7 +82,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	s := &Server{cfg: cfg, apiKey: sha256.Sum256([]byte(cfg.APIKey)), hasKey: cfg.APIKey != ""}
+	s := &Server{cfg: cfg}
 	mux := http.NewServeMux()
 	for _, rt := range s.routes() {
 		mux.Handle(rt.pattern, rt.handler)
@@ -128,24 +124,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.serveData(w, r, id)
 		return
 	}
-	key := r.Header.Get("X-API-KEY")
-	got := sha256.Sum256([]byte(key))
-	admin := s.hasKey && subtle.ConstantTimeCompare(got[:], s.apiKey[:]) == 1
-	var who *tenant.Tenant
-	if !admin {
-		var ok bool
-		if who, ok = s.cfg.Tenants.Lookup(key); !ok {
-			msg := "missing X-API-KEY: set E2B_API_KEY to the token of the agentbox daemon's --token-file"
-			if key != "" {
-				msg = "wrong X-API-KEY: set E2B_API_KEY to the token of the agentbox daemon's --token-file"
-			}
-			if s.cfg.Tenants != nil {
-				msg = strings.Replace(msg, "the token of the agentbox daemon's --token-file", "your tenant's token (or the agentbox daemon's --token-file)", 1)
-			}
-			s.refuse(w, r, http.StatusUnauthorized, api.CodeUnauthorized, msg)
-			return
-		}
-		r = r.WithContext(tenant.With(r.Context(), who))
+	id, err := s.cfg.Keyring.CheckRequest(r, auth.APIKey)
+	if err != nil {
+		ae := api.ErrorFrom(err) // 401 unauthorized
+		s.refuse(w, r, ae.Status, ae.Code, ae.Message)
+		return
+	}
+	if id.Kind == auth.Tenant {
+		r = r.WithContext(tenant.With(r.Context(), id.Tenant))
 	}
 	s.control.ServeHTTP(w, r)
 }

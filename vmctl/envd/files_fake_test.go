@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/agentbox/agentbox/vmctl/api"
-	"github.com/agentbox/agentbox/vmctl/apiserver/apitest"
+	"github.com/agentbox/agentbox/vmctl/backend/backendtest"
 )
 
 // TestDownloadErrors: files.read's errors speak to an E2B user: a
@@ -16,7 +16,7 @@ import (
 // without the service's internal layers, and a directory (400) points at
 // files.list and commands.run with tar, not at the agentbox CLI.
 func TestDownloadErrors(t *testing.T) {
-	b := &apitest.Backend{
+	b := &backendtest.Fake{
 		DownloadFn: func(ctx context.Context, ref, p string, open func(api.FileInfo) io.Writer) error {
 			switch p {
 			case "/etc":

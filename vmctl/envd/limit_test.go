@@ -10,7 +10,7 @@ import (
 
 	"connectrpc.com/connect"
 
-	"github.com/agentbox/agentbox/vmctl/apiserver/apitest"
+	"github.com/agentbox/agentbox/vmctl/backend/backendtest"
 	"github.com/agentbox/agentbox/vmctl/envd/gen/process"
 	"github.com/agentbox/agentbox/vmctl/envd/gen/process/processconnect"
 )
@@ -22,7 +22,7 @@ import (
 func TestMessageLimit(t *testing.T) {
 	var mu sync.Mutex
 	var wrote []int64
-	b := &apitest.Backend{WriteStdinFn: func(ctx context.Context, ref, pid string, r io.Reader, closeAfter bool) (int64, error) {
+	b := &backendtest.Fake{WriteStdinFn: func(ctx context.Context, ref, pid string, r io.Reader, closeAfter bool) (int64, error) {
 		n, err := io.Copy(io.Discard, r)
 		mu.Lock()
 		wrote = append(wrote, n)

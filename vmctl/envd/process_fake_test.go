@@ -9,7 +9,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/agentbox/agentbox/vmctl/api"
-	"github.com/agentbox/agentbox/vmctl/apiserver/apitest"
+	"github.com/agentbox/agentbox/vmctl/backend/backendtest"
 	"github.com/agentbox/agentbox/vmctl/envd/gen/process"
 	"github.com/agentbox/agentbox/vmctl/envd/gen/process/processconnect"
 )
@@ -20,11 +20,11 @@ import (
 func TestStartCwdResolved(t *testing.T) {
 	var mu sync.Mutex
 	var got []string
-	b := &apitest.Backend{StartProcessFn: func(ctx context.Context, ref string, req api.ExecRequest) (api.Process, error) {
+	b := &backendtest.Fake{StartProcessFn: func(ctx context.Context, ref string, req api.ExecRequest) (api.Process, error) {
 		mu.Lock()
 		got = append(got, req.User+" "+req.Cwd)
 		mu.Unlock()
-		p := apitest.Process("p1")
+		p := backendtest.Process("p1")
 		p.Cmd = req.Cmd
 		return p, nil
 	}}
@@ -59,12 +59,12 @@ func TestStartCwdResolved(t *testing.T) {
 // name checked as every data-plane request's (rpcUser): a name that is no
 // account name is unauthenticated before anything reaches the service.
 func TestStartUserChecked(t *testing.T) {
-	b := &apitest.Backend{}
+	b := &backendtest.Fake{}
 	pc := processconnect.NewProcessClient(http.DefaultClient, fakeData(t, b))
 	_, err := start(t, pc, &process.StartRequest{Process: bash("true")}, "a/b")
 	wantCode(t, "user a/b", err, connect.CodeUnauthenticated, "")
 	for _, c := range b.Calls() {
-		if c == "StartProcess "+apitest.SandboxID {
+		if c == "StartProcess "+backendtest.SandboxID {
 			t.Errorf("the service was asked to start a process: %v", b.Calls())
 		}
 	}

@@ -12,7 +12,7 @@ import (
 
 	"github.com/agentbox/agentbox/vmctl/api"
 	"github.com/agentbox/agentbox/vmctl/apiserver"
-	"github.com/agentbox/agentbox/vmctl/apiserver/apitest"
+	"github.com/agentbox/agentbox/vmctl/backend/backendtest"
 	"github.com/agentbox/agentbox/vmctl/client"
 	"github.com/agentbox/agentbox/vmctl/envd/gen/process"
 	"github.com/agentbox/agentbox/vmctl/envd/gen/process/processconnect"
@@ -27,14 +27,14 @@ func TestStartedForgotten(t *testing.T) {
 	var mu sync.Mutex
 	state := api.ProcessRunning
 	outputErr := error(nil)
-	b := &apitest.Backend{
+	b := &backendtest.Fake{
 		StartProcessFn: func(ctx context.Context, ref string, req api.ExecRequest) (api.Process, error) {
-			return apitest.Process("p1"), nil
+			return backendtest.Process("p1"), nil
 		},
 		ListProcessesFn: func(ctx context.Context, ref string) ([]api.Process, error) {
 			mu.Lock()
 			defer mu.Unlock()
-			p := apitest.Process("p1")
+			p := backendtest.Process("p1")
 			p.State = state
 			return []api.Process{p}, nil
 		},
@@ -56,7 +56,7 @@ func TestStartedForgotten(t *testing.T) {
 	svc := newProcessService(client.NewHandler(as.Handler()), Options{DefaultUser: "user"})
 	_, h := processconnect.NewProcessHandler(svc)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		h.ServeHTTP(w, r.WithContext(WithSandbox(r.Context(), apitest.SandboxID)))
+		h.ServeHTTP(w, r.WithContext(WithSandbox(r.Context(), backendtest.SandboxID)))
 	}))
 	t.Cleanup(srv.Close)
 	pc := processconnect.NewProcessClient(http.DefaultClient, srv.URL)

@@ -177,17 +177,21 @@ func walk(err error, f func(error) bool) bool {
 	return false
 }
 
-// categories lists the categories in the order Category tests them.
+// categories lists the categories in the order Category tests them;
+// ErrInternal, the weakest, is tested after them and after the context
+// package's errors.
 var categories = []*Error{
 	ErrNotFound, ErrAlreadyExists, ErrConflict, ErrInvalidArgument, ErrFailedPrecondition,
 	ErrResourceExhausted, ErrUnavailable, ErrCanceled, ErrDeadlineExceeded, ErrPermissionDenied,
-	ErrUnauthenticated, ErrNotImplemented, ErrInternal,
+	ErrUnauthenticated, ErrNotImplemented,
 }
 
 // Category returns the category of err: the first of the categories that
 // errors.Is matches; ErrCanceled and ErrDeadlineExceeded also for the
-// context package's errors; nil when err has none (an uncategorised
-// error, which fronts treat as ErrInternal).
+// context package's errors; ErrInternal only when err has no other (an
+// internal failure joined with a cancellation is a cancellation, as it
+// was while the internal sentinels had no category); nil when err has
+// none (an uncategorised error, which fronts treat as ErrInternal).
 func Category(err error) *Error {
 	for _, c := range categories {
 		if errors.Is(err, c) {
@@ -199,6 +203,8 @@ func Category(err error) *Error {
 		return ErrCanceled
 	case errors.Is(err, context.DeadlineExceeded):
 		return ErrDeadlineExceeded
+	case errors.Is(err, ErrInternal):
+		return ErrInternal
 	}
 	return nil
 }

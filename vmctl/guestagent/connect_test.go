@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentbox/agentbox/tests/testenv"
 	"github.com/agentbox/agentbox/vmctl/agent"
 	"github.com/agentbox/agentbox/vmctl/agentproto"
 )
@@ -65,7 +66,7 @@ func connect(t *testing.T, c *agent.Client, port int) *agentproto.Conn {
 // noStreams waits until the session has no stream left.
 func noStreams(t *testing.T, c *agent.Client) {
 	t.Helper()
-	eventually(t, "no agent stream left", func() bool { return c.Streams() == 0 })
+	testenv.WaitFor(t, 20*time.Second, "no agent stream left", func() bool { return c.Streams() == 0 })
 }
 
 // TestConnectHalfClose: bytes both ways byte for byte, the host's

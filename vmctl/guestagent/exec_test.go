@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentbox/agentbox/tests/testenv"
 	"github.com/agentbox/agentbox/vmctl/agent"
 	"github.com/agentbox/agentbox/vmctl/agentproto"
 )
@@ -305,7 +306,7 @@ func TestNoZombies(t *testing.T) {
 	for e := range errs {
 		t.Fatalf("exec failed: %s", e)
 	}
-	eventually(t, "no children left", func() bool { return len(children(t)) == 0 })
+	testenv.WaitFor(t, 20*time.Second, "no children left", func() bool { return len(children(t)) == 0 })
 }
 
 // TestExecStreamsConstantMemory streams 256 MiB of output and checks that

@@ -139,15 +139,3 @@ func children(t *testing.T) map[int]string {
 	}
 	return out
 }
-
-// eventually polls cond until it holds or 20 s passed.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}

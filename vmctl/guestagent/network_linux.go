@@ -27,7 +27,9 @@ const nicWait = 10 * time.Second
 // the default route goes via req.Gateway, /etc/resolv.conf gets the one
 // line "nameserver DNS" and /etc/hosts maps host.agentbox.internal to DNS
 // (the host side of the sandbox's subnet, where host:PORT rules are
-// served). Files are replaced atomically (a symbolic link in their place,
+// served). The gateway's MAC address is learnt once and pinned as a
+// permanent neighbour entry (pinGateway); when that alone fails the error
+// wraps ErrGatewayUnpinned and the rest is configured. Files are replaced atomically (a symbolic link in their place,
 // as NixOS has, is replaced by a file). The guest agent calls it at boot
 // for agentbox.net= on the kernel command line and for OpConfigureNetwork;
 // it needs CAP_NET_ADMIN and a writable /etc.
@@ -71,6 +73,12 @@ func ConfigureNetwork(req agentproto.NetworkRequest) error {
 			return fmt.Errorf("default route via %s on %s: %w", req.Gateway, name, err)
 		}
 	}
+	var pinErr error
+	if req.Gateway != "" {
+		if err := pinGateway(link, addr.Addr(), netip.MustParseAddr(req.Gateway)); err != nil {
+			pinErr = fmt.Errorf("%w on %s: %w", ErrGatewayUnpinned, name, err)
+		}
+	}
 	if req.DNS != "" {
 		if err := replaceFile("/etc/resolv.conf", []byte("nameserver "+req.DNS+"\n")); err != nil {
 			return fmt.Errorf("write /etc/resolv.conf: %w", err)
@@ -79,7 +87,7 @@ func ConfigureNetwork(req agentproto.NetworkRequest) error {
 			return fmt.Errorf("write /etc/hosts: %w", err)
 		}
 	}
-	return nil
+	return pinErr
 }
 
 // findNIC returns the link with MAC mac, or without mac the first one that
@@ -167,7 +175,9 @@ func (s *server) configureNetwork(fw *agentproto.Writer, req *agentproto.Network
 	if s.opts.ConfigureNetwork == nil {
 		return &agentproto.Error{Code: agentproto.CodeUnsupported, Message: "network configuration is not enabled in this agent (it runs only as the guest's init)"}
 	}
-	if err := s.opts.ConfigureNetwork(*req); err != nil {
+	if err := s.opts.ConfigureNetwork(*req); errors.Is(err, ErrGatewayUnpinned) {
+		s.log.Warn("network configured; its gateway resolves by ARP", "err", err)
+	} else if err != nil {
 		return fmt.Errorf("configure network: %w", err)
 	}
 	s.log.Info("network configured", "address", req.Address, "gateway", req.Gateway, "mac", req.MAC)

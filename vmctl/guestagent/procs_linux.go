@@ -149,22 +149,6 @@ func (lp *localProc) run(ctx context.Context, timeout time.Duration, stdout, std
 	close(lp.done)
 }
 
-// procInfo converts the table's Info to its protocol form.
-func procInfo(in procs.Info) agentproto.ProcInfo {
-	out := agentproto.ProcInfo{
-		ID: in.ID, Pid: in.Pid, Argv: in.Argv, State: in.State, Exit: in.Exit, Error: in.Error,
-		StdinOpen: in.StdinOpen, OutputBytes: in.OutputBytes, OutputDropped: in.OutputDropped,
-		StartedNs: in.StartedAt.UnixNano(), Tty: in.Tty,
-	}
-	if !in.EndedAt.IsZero() {
-		out.EndedNs = in.EndedAt.UnixNano()
-	}
-	if out.Argv == nil {
-		out.Argv = []string{}
-	}
-	return out
-}
-
 // untilHostCloses returns a context cancelled when the host closes its
 // side of the stream (or sends anything: no frames are expected).
 func untilHostCloses(st *yamux.Stream) (context.Context, context.CancelFunc) {
@@ -190,7 +174,7 @@ func (s *server) procSpawn(fw *agentproto.Writer, req *agentproto.ProcSpawnReque
 			return agentproto.ProcError(err)
 		}
 	}
-	return fw.WriteJSON(agentproto.FrameResponse, procInfo(info))
+	return fw.WriteJSON(agentproto.FrameResponse, info)
 }
 
 // procList handles OpProcList.
@@ -201,10 +185,10 @@ func (s *server) procList(fw *agentproto.Writer, req *agentproto.ProcListRequest
 		if err != nil {
 			return agentproto.ProcError(err)
 		}
-		list.Procs = []agentproto.ProcInfo{procInfo(info)}
+		list.Procs = []agentproto.ProcInfo{info}
 	} else {
 		for _, info := range s.procs.table.List() {
-			list.Procs = append(list.Procs, procInfo(info))
+			list.Procs = append(list.Procs, info)
 		}
 	}
 	if list.Procs == nil {
@@ -221,7 +205,7 @@ func (s *server) procWait(st *yamux.Stream, fw *agentproto.Writer, req *agentpro
 	if err != nil {
 		return agentproto.ProcError(err)
 	}
-	return fw.WriteJSON(agentproto.FrameResponse, procInfo(info))
+	return fw.WriteJSON(agentproto.FrameResponse, info)
 }
 
 // procOutput handles OpProcOutput.
@@ -242,7 +226,7 @@ func (s *server) procOutput(st *yamux.Stream, fw *agentproto.Writer, req *agentp
 		next = c.Offset + int64(len(c.Data))
 		return nil
 	})
-	end := agentproto.ProcOutputEnd{Info: procInfo(info), Next: next}
+	end := agentproto.ProcOutputEnd{Info: info, Next: next}
 	var de *agentproto.ProcDroppedError
 	switch {
 	case errors.As(err, &de):
@@ -319,5 +303,5 @@ func (s *server) procResize(fw *agentproto.Writer, req *agentproto.ProcResizeReq
 	if err != nil {
 		return agentproto.ProcError(err)
 	}
-	return fw.WriteJSON(agentproto.FrameResponse, procInfo(info))
+	return fw.WriteJSON(agentproto.FrameResponse, info)
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentbox/agentbox/tests/testenv"
 	"github.com/agentbox/agentbox/vmctl/agent"
 	"github.com/agentbox/agentbox/vmctl/agentproto"
 )
@@ -59,7 +60,7 @@ func (s *ttySession) waitOutput(t *testing.T, re string) []string {
 	t.Helper()
 	rx := regexp.MustCompile(re)
 	var m []string
-	eventually(t, "output matching "+re, func() bool {
+	testenv.WaitFor(t, 20*time.Second, "output matching "+re, func() bool {
 		m = rx.FindStringSubmatch(s.out.String())
 		return m != nil
 	})
@@ -144,7 +145,7 @@ func TestTtyCtrlCInterrupts(t *testing.T) {
 
 	// A command alone on the terminal dies of the SIGINT.
 	s = startTty(t, c, argv("sleep", "100"), agentproto.TtySize{Rows: 24, Cols: 80})
-	eventually(t, "sleep on the terminal", func() bool { s.send(t, "\x03"); return waitDone(s.p, 100*time.Millisecond) })
+	testenv.WaitFor(t, 20*time.Second, "sleep on the terminal", func() bool { s.send(t, "\x03"); return waitDone(s.p, 100*time.Millisecond) })
 	if st, err := s.p.Wait(); err != nil || st != (agentproto.ExitStatus{Code: -1, Signal: 2}) {
 		t.Fatalf("Wait: %+v, %v", st, err)
 	}

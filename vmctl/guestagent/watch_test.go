@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentbox/agentbox/tests/testenv"
 	"github.com/agentbox/agentbox/vmctl/agent"
 	"github.com/agentbox/agentbox/vmctl/agentproto"
 	"github.com/agentbox/agentbox/vmctl/guestagent"
@@ -341,7 +342,7 @@ func TestWatchClose(t *testing.T) {
 	if _, err := w.Next(); !errors.Is(err, agent.ErrWatchClosed) {
 		t.Fatalf("Next after Close: %v", err)
 	}
-	eventually(t, "the guest's inotify fd closed", func() bool { return inotifyFds(t) == before })
+	testenv.WaitFor(t, 20*time.Second, "the guest's inotify fd closed", func() bool { return inotifyFds(t) == before })
 }
 
 // TestWatchCancel: the watch's ctx ends Next.

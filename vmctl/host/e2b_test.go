@@ -9,7 +9,8 @@ import (
 	"time"
 
 	"github.com/agentbox/agentbox/vmctl/apiserver"
-	"github.com/agentbox/agentbox/vmctl/apiserver/apitest"
+	"github.com/agentbox/agentbox/vmctl/auth"
+	"github.com/agentbox/agentbox/vmctl/backend/backendtest"
 )
 
 // TestE2BMaxHeaderBytes: the E2B listener (serve --e2b-listen) limits a
@@ -18,12 +19,12 @@ import (
 // below it reaches the front (401 without an API key).
 func TestE2BMaxHeaderBytes(t *testing.T) {
 	const token = "0123456789abcdef0123456789abcdef"
-	srv, err := apiserver.NewServer(apiserver.Config{Backend: &apitest.Backend{}, Token: token})
+	srv, err := apiserver.NewServer(apiserver.Config{Backend: &backendtest.Fake{}, Token: token})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var said []string // the note about no "base" template
-	front, err := newE2BFront(&E2BOptions{Listen: "127.0.0.1:0"}, Auth{Token: token}, srv, nil, t.TempDir(), slog.New(slog.DiscardHandler), func(l string) { said = append(said, l) })
+	front, err := newE2BFront(&E2BOptions{Listen: "127.0.0.1:0"}, auth.New(auth.Config{Admin: token}), srv, nil, t.TempDir(), slog.New(slog.DiscardHandler), func(l string) { said = append(said, l) })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,11 +68,11 @@ func TestE2BMaxHeaderBytes(t *testing.T) {
 // TestE2BNeedsKey: the E2B front refuses to start without an API key
 // (neither the admin's token nor tenants).
 func TestE2BNeedsKey(t *testing.T) {
-	srv, err := apiserver.NewServer(apiserver.Config{Backend: &apitest.Backend{}})
+	srv, err := apiserver.NewServer(apiserver.Config{Backend: &backendtest.Fake{}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = newE2BFront(&E2BOptions{Listen: "127.0.0.1:0"}, Auth{Token: " \n"}, srv, nil, t.TempDir(), slog.New(slog.DiscardHandler), func(string) {})
+	_, err = newE2BFront(&E2BOptions{Listen: "127.0.0.1:0"}, auth.New(auth.Config{Admin: " \n"}), srv, nil, t.TempDir(), slog.New(slog.DiscardHandler), func(string) {})
 	if err == nil || err.Error() != "--e2b-listen needs --token-file (or --tenants): its token is the API key E2B clients send (E2B_API_KEY)" {
 		t.Errorf("no key: %v", err)
 	}

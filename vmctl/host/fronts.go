@@ -12,6 +12,7 @@ import (
 
 	"github.com/agentbox/agentbox/vmctl/api"
 	"github.com/agentbox/agentbox/vmctl/apiserver"
+	"github.com/agentbox/agentbox/vmctl/auth"
 	"github.com/agentbox/agentbox/vmctl/client"
 	"github.com/agentbox/agentbox/vmctl/daemon"
 	"github.com/agentbox/agentbox/vmctl/e2b"
@@ -48,15 +49,16 @@ type e2bFront struct {
 // (client.NewHandler: every call goes through the API), listening but
 // not yet serving; nil without o. E2B's templateIDs are the daemon's
 // templates; without one named base (the SDK's default) say is told so.
-// The envd access key lives in stateDir. The API keys are a's (e2bAuth):
-// with tenants, a tenant's token is an API key too, acting for its
-// tenant. Errors: no token nor tenants, the key or the listener.
-func newE2BFront(o *E2BOptions, a Auth, srv *apiserver.Server, templates []daemon.Template, stateDir string, logger *slog.Logger, say func(string)) (*e2bFront, error) {
+// The envd access key lives in stateDir. The API keys are those of the
+// daemon's keyring keys (e2bAuth): its admin token and, with tenants, a
+// tenant's token, acting for its tenant. Errors: no token nor tenants
+// (the API key is the daemon's token), the key or the listener.
+func newE2BFront(o *E2BOptions, keys *auth.Keyring, srv *apiserver.Server, templates []daemon.Template, stateDir string, logger *slog.Logger, say func(string)) (*e2bFront, error) {
 	if o == nil {
 		return nil, nil
 	}
 	cfg := e2b.Config{Warm: o.Warm, Logger: logger}
-	if !e2bAuth(a, &cfg) { // auth.go
+	if !e2bAuth(keys, &cfg) { // auth.go
 		return nil, errors.New("--e2b-listen needs --token-file (or --tenants): its token is the API key E2B clients send (E2B_API_KEY)")
 	}
 	if !slices.ContainsFunc(templates, func(t daemon.Template) bool { return t.Name == api.DefaultTemplate }) {

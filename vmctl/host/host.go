@@ -145,6 +145,8 @@ func (h *Host) startServe(ctx context.Context, stateDir, runtimeDir string) erro
 	if leaveCluster != nil {
 		h.undo.Add("cluster", leaveCluster)
 	}
+	// The one keyring of every front (vmctl/auth): admin, tenants, peers.
+	keys := keyring(o.Auth, router != nil) // auth.go
 
 	apiCfg := apiserver.Config{
 		Logger:     log,
@@ -153,7 +155,7 @@ func (h *Host) startServe(ctx context.Context, stateDir, runtimeDir string) erro
 		Registerer: reg,
 		Metrics:    promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}),
 	}
-	apiAuth(o.Auth, &apiCfg) // auth.go
+	apiAuth(o.Auth, keys, &apiCfg) // auth.go
 	if h.server, err = apiserver.NewServer(apiCfg); err != nil {
 		return err
 	}
@@ -165,7 +167,7 @@ func (h *Host) startServe(ctx context.Context, stateDir, runtimeDir string) erro
 	if closeMCP != nil {
 		h.undo.Add("MCP", func(context.Context) error { return closeMCP() })
 	}
-	if h.front, err = newE2BFront(o.E2B, o.Auth, h.server, templates, stateDir, log, h.say); err != nil {
+	if h.front, err = newE2BFront(o.E2B, keys, h.server, templates, stateDir, log, h.say); err != nil {
 		return err
 	}
 	if h.front != nil {

@@ -20,7 +20,7 @@ import (
 func Listen(o Options) ([]net.Listener, error) {
 	if o.ListenTCP != "" {
 		var cfg apiserver.Config
-		apiAuth(o.Auth, &cfg)
+		apiAuth(o.Auth, keyring(o.Auth, false), &cfg) // auth.go; the peers' secret requires none
 		if err := apiserver.CheckTCP(cfg, o.ListenTCP); err != nil {
 			return nil, err
 		}

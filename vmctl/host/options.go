@@ -73,7 +73,7 @@ type Options struct {
 	// needs Auth.Token, Auth.TLS or Auth.Tenants (apiserver.CheckTCP,
 	// checked before any listener is made).
 	ListenTCP string
-	// Auth holds the secrets the fronts check (auth.go).
+	// Auth holds the secrets the fronts check, as one keyring (auth.go).
 	Auth Auth
 	// Templates builds the daemon's named templates (serve --template)
 	// once the listeners are held and before libvirt is connected, so a
@@ -228,8 +228,12 @@ type E2BOptions struct {
 }
 
 // Auth holds the secrets the fronts check: the API's bearer token and
-// TLS, the tenants, the cluster peers' token. They are wired into the
-// fronts in one place, auth.go.
+// TLS, the tenants, the cluster peers' token. Start makes of them the
+// daemon's one keyring (vmctl/auth: auth.New of Token as the admin's,
+// Tenants, and ClusterToken as the peers' on a node of a cluster) and
+// hands it to the API server (apiserver.Config.Keyring, which the
+// cluster router's Peer is told by), the E2B front (e2b.Config.Keyring)
+// and, through the API, /mcp; all of it is wired in one place, auth.go.
 type Auth struct {
 	// Token is the admin's bearer token (serve --token-file; white space
 	// around it ignored); "": none (the unix socket needs none).
@@ -240,7 +244,9 @@ type Auth struct {
 	// nil: none.
 	Tenants *tenant.Registry
 	// ClusterToken is the token the cluster's nodes send each other
-	// (serve --cluster-token-file's content); needed with Cluster.
+	// (serve --cluster-token-file's content; white space around it
+	// ignored); needed with Cluster. The keyring holds it as the peers'
+	// secret (auth.Peer) only with Cluster: without one it is ignored.
 	ClusterToken string
 	// ClusterTokenFile names the file ClusterToken came from, for errors.
 	ClusterTokenFile string

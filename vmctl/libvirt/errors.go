@@ -17,15 +17,19 @@ import (
 // one of them wraps the sentinel (test with errors.Is); the original
 // go-libvirt error stays in the chain too (errors.As with golibvirt.Error).
 // ErrUnavailable and ErrClosed are of errdefs.ErrUnavailable; the domain
-// errors are left uncategorised: they describe the domain, not an object
-// of the API, and vmctl/sandbox turns them into its own.
+// errors (ErrDomainNotFound, ErrExists, ErrNotRunning, ErrAgentUnavailable)
+// are of errdefs.ErrInternal: they describe the domain, not an object of
+// the API (vmctl/sandbox turns the ones a caller can act on into its own),
+// and one that reaches a front is agentbox's failure, answered 500
+// internal as it always was (not found, conflict or unavailable would
+// tell the caller about an object it never named).
 var (
 	// ErrDomainNotFound: no domain with that name exists (libvirt
 	// VIR_ERR_NO_DOMAIN). Transient domains vanish when they stop.
-	ErrDomainNotFound = errors.New("domain not found")
+	ErrDomainNotFound = errdefs.New(errdefs.ErrInternal, "", "domain not found")
 	// ErrExists: a domain with that name or UUID already exists (libvirt
 	// VIR_ERR_DOM_EXIST, or VIR_ERR_OPERATION_FAILED "already exists").
-	ErrExists = errors.New("domain already exists")
+	ErrExists = errdefs.New(errdefs.ErrInternal, "", "domain already exists")
 	// ErrUnavailable: libvirtd cannot be reached right now (not running,
 	// restarting, connection lost mid-call) or the Conn is closed. Calls
 	// that fail with it may be retried later.
@@ -35,11 +39,11 @@ var (
 	ErrClosed = errdefs.New(errdefs.ErrUnavailable, "", "libvirt connection closed")
 	// ErrNotRunning: the operation needs a running domain (libvirt
 	// VIR_ERR_OPERATION_INVALID, e.g. "domain is not running").
-	ErrNotRunning = errors.New("domain not running")
+	ErrNotRunning = errdefs.New(errdefs.ErrInternal, "", "domain not running")
 	// ErrAgentUnavailable: QEMU's guest agent did not answer (libvirt
 	// VIR_ERR_AGENT_UNRESPONSIVE or VIR_ERR_AGENT_UNSYNCED), typically
 	// because qemu-ga is not running in the guest or the timeout expired.
-	ErrAgentUnavailable = errors.New("guest agent unavailable")
+	ErrAgentUnavailable = errdefs.New(errdefs.ErrInternal, "", "guest agent unavailable")
 )
 
 // QMPError is an error reply from QEMU, either from the QMP monitor

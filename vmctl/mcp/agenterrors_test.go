@@ -16,8 +16,8 @@ import (
 
 	"github.com/agentbox/agentbox/vmctl/agentproto"
 	"github.com/agentbox/agentbox/vmctl/api"
-	"github.com/agentbox/agentbox/vmctl/apiserver/apitest"
 	"github.com/agentbox/agentbox/vmctl/audit"
+	"github.com/agentbox/agentbox/vmctl/backend/backendtest"
 	"github.com/agentbox/agentbox/vmctl/mcp"
 )
 
@@ -27,7 +27,7 @@ import (
 // SDK's own argument errors too.
 func TestAgentErrors(t *testing.T) {
 	var perm fs.FileMode
-	b := &apitest.Backend{
+	b := &backendtest.Fake{
 		ExecFn: func(ctx context.Context, ref string, req api.ExecRequest, started func(string, int), stdout, stderr io.Writer) (api.ExitStatus, error) {
 			return api.ExitStatus{}, api.Errorf(http.StatusNotFound, api.CodeNotFound, "no sandbox %q: `agentbox ls` lists them", ref)
 		},
@@ -43,13 +43,13 @@ func TestAgentErrors(t *testing.T) {
 					Message: "directory /work/x does not exist: create it first, or write with parents"})
 			}
 			perm = mode
-			return api.FileInfo{Name: "f", Path: p, Type: "file", Mode: api.FormatMode(mode), ModTime: apitest.Epoch}, nil
+			return api.FileInfo{Name: "f", Path: p, Type: "file", Mode: api.FormatMode(mode), ModTime: backendtest.Epoch}, nil
 		},
 		AuditFn: func(ctx context.Context, ref string, emit func(audit.Entry) error) error {
 			return api.Errorf(http.StatusNotFound, api.CodeNotFound, "no sandbox %q: `agentbox ls` lists them", ref)
 		},
 		GetProcessFn: func(ctx context.Context, ref, pid string) (api.Process, error) {
-			p := apitest.Process(pid)
+			p := backendtest.Process(pid)
 			p.OutputBytes = 18
 			return p, nil
 		},
@@ -108,7 +108,7 @@ func TestAgentErrors(t *testing.T) {
 // TestRunCommandCutFields: stdout_cut_bytes and stderr_cut_bytes are in
 // every answer, 0 when nothing was cut, as the docs say.
 func TestRunCommandCutFields(t *testing.T) {
-	b := &apitest.Backend{
+	b := &backendtest.Fake{
 		ExecFn: func(ctx context.Context, ref string, req api.ExecRequest, started func(string, int), stdout, stderr io.Writer) (api.ExitStatus, error) {
 			stdout.Write([]byte("ok\n"))
 			return api.ExitStatus{}, nil

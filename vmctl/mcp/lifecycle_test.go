@@ -13,7 +13,7 @@ import (
 
 	"github.com/agentbox/agentbox/vmctl/api"
 	"github.com/agentbox/agentbox/vmctl/apiserver"
-	"github.com/agentbox/agentbox/vmctl/apiserver/apitest"
+	"github.com/agentbox/agentbox/vmctl/backend/backendtest"
 	"github.com/agentbox/agentbox/vmctl/client"
 	"github.com/agentbox/agentbox/vmctl/mcp"
 )
@@ -30,14 +30,14 @@ type boxStore struct {
 	beforeDelete func()
 }
 
-func (st *boxStore) backend() *apitest.Backend {
+func (st *boxStore) backend() *backendtest.Fake {
 	st.boxes = map[string]map[string]string{}
-	return &apitest.Backend{
+	return &backendtest.Fake{
 		CreateSandboxFn: func(ctx context.Context, req api.CreateSandboxRequest) (api.Sandbox, error) {
 			st.mu.Lock()
 			defer st.mu.Unlock()
 			st.n++
-			sb := apitest.Sandbox(fmt.Sprintf("%012d", st.n))
+			sb := backendtest.Sandbox(fmt.Sprintf("%012d", st.n))
 			sb.Labels = req.Labels
 			st.boxes[sb.ID] = req.Labels
 			return sb, nil
@@ -48,7 +48,7 @@ func (st *boxStore) backend() *apitest.Backend {
 			var out []api.Sandbox
 			for id, l := range st.boxes {
 				if l[mcp.SessionLabel] == labels[mcp.SessionLabel] {
-					sb := apitest.Sandbox(id)
+					sb := backendtest.Sandbox(id)
 					sb.Labels = l
 					out = append(out, sb)
 				}
@@ -77,7 +77,7 @@ func (st *boxStore) removed() []string {
 
 // cleanupServer is an MCP server with Cleanup over b, served over
 // streamable HTTP with the idle timeout idle (0: none).
-func cleanupServer(t *testing.T, b *apitest.Backend, idle time.Duration) (*mcp.Server, *httptest.Server) {
+func cleanupServer(t *testing.T, b *backendtest.Fake, idle time.Duration) (*mcp.Server, *httptest.Server) {
 	t.Helper()
 	as, err := apiserver.NewServer(apiserver.Config{Backend: b})
 	if err != nil {

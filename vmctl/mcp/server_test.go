@@ -20,7 +20,7 @@ import (
 
 	"github.com/agentbox/agentbox/vmctl/api"
 	"github.com/agentbox/agentbox/vmctl/apiserver"
-	"github.com/agentbox/agentbox/vmctl/apiserver/apitest"
+	"github.com/agentbox/agentbox/vmctl/backend/backendtest"
 	"github.com/agentbox/agentbox/vmctl/client"
 	"github.com/agentbox/agentbox/vmctl/mcp"
 )
@@ -29,7 +29,7 @@ import (
 // through client.NewHandler (the path of `serve --mcp`), and a client
 // session of the Go SDK over an in-memory transport.
 type harness struct {
-	b       *apitest.Backend
+	b       *backendtest.Fake
 	srv     *mcp.Server
 	cs      *sdk.ClientSession
 	served  chan error
@@ -38,7 +38,7 @@ type harness struct {
 	progMsg []string
 }
 
-func newHarness(t *testing.T, b *apitest.Backend, cfg mcp.Config) *harness {
+func newHarness(t *testing.T, b *backendtest.Fake, cfg mcp.Config) *harness {
 	t.Helper()
 	as, err := apiserver.NewServer(apiserver.Config{Backend: b})
 	if err != nil {
@@ -121,7 +121,7 @@ func text(res *sdk.CallToolResult) string {
 }
 
 func TestListTools(t *testing.T) {
-	h := newHarness(t, &apitest.Backend{}, mcp.Config{})
+	h := newHarness(t, &backendtest.Fake{}, mcp.Config{})
 	res, err := h.cs.ListTools(t.Context(), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -174,12 +174,12 @@ func TestCreateAndCleanup(t *testing.T) {
 		created api.CreateSandboxRequest
 		deleted []string
 	)
-	b := &apitest.Backend{
+	b := &backendtest.Fake{
 		CreateSandboxFn: func(ctx context.Context, req api.CreateSandboxRequest) (api.Sandbox, error) {
 			mu.Lock()
 			created = req
 			mu.Unlock()
-			sb := apitest.Sandbox("aaaaaaaaaaaa")
+			sb := backendtest.Sandbox("aaaaaaaaaaaa")
 			sb.Name, sb.Labels = req.Name, req.Labels
 			return sb, nil
 		},
@@ -189,7 +189,7 @@ func TestCreateAndCleanup(t *testing.T) {
 			if labels[mcp.SessionLabel] == "" || labels[mcp.SessionLabel] != created.Labels[mcp.SessionLabel] {
 				return nil, nil
 			}
-			sb := apitest.Sandbox("aaaaaaaaaaaa")
+			sb := backendtest.Sandbox("aaaaaaaaaaaa")
 			sb.Labels = created.Labels
 			return []api.Sandbox{sb}, nil
 		},
@@ -251,7 +251,7 @@ func TestRunCommand(t *testing.T) {
 		big[i] = 'a' + byte(i%26)
 	}
 	var got api.ExecRequest
-	b := &apitest.Backend{
+	b := &backendtest.Fake{
 		ExecFn: func(ctx context.Context, ref string, req api.ExecRequest, started func(string, int), stdout, stderr io.Writer) (api.ExitStatus, error) {
 			if ref != "w1" {
 				return api.ExitStatus{}, api.Errorf(http.StatusNotFound, api.CodeNotFound, "no sandbox %q", ref)
@@ -321,9 +321,9 @@ func TestFiles(t *testing.T) {
 	files := map[string][]byte{}
 	modes := map[string]fs.FileMode{}
 	info := func(p string) api.FileInfo {
-		return api.FileInfo{Name: p[strings.LastIndex(p, "/")+1:], Path: p, Type: "file", Size: int64(len(files[p])), Mode: api.FormatMode(modes[p]), ModTime: apitest.Epoch}
+		return api.FileInfo{Name: p[strings.LastIndex(p, "/")+1:], Path: p, Type: "file", Size: int64(len(files[p])), Mode: api.FormatMode(modes[p]), ModTime: backendtest.Epoch}
 	}
-	b := &apitest.Backend{
+	b := &backendtest.Fake{
 		UploadFn: func(ctx context.Context, ref string, req api.UploadRequest, r io.Reader) (api.FileInfo, error) {
 			p, perm := req.Path, req.Mode
 			data, err := io.ReadAll(r)
@@ -411,9 +411,9 @@ func TestProcessOutput(t *testing.T) {
 	}
 	all := out.Bytes()
 	var reads atomic.Int32
-	b := &apitest.Backend{
+	b := &backendtest.Fake{
 		StartProcessFn: func(ctx context.Context, ref string, req api.ExecRequest) (api.Process, error) {
-			p := apitest.Process("p1")
+			p := backendtest.Process("p1")
 			p.Cmd = req.Cmd
 			return p, nil
 		},
@@ -427,7 +427,7 @@ func TestProcessOutput(t *testing.T) {
 			return emit(api.ExecEvent{Type: api.EventExit, Exit: &api.ExitStatus{ExitCode: 0}})
 		},
 		GetProcessFn: func(ctx context.Context, ref, pid string) (api.Process, error) {
-			p := apitest.Process(pid)
+			p := backendtest.Process(pid)
 			p.State, p.Exit, p.OutputBytes = api.ProcessExited, &api.ExitStatus{ExitCode: 0}, int64(len(all))
 			return p, nil
 		},
@@ -466,7 +466,7 @@ func TestProcessOutput(t *testing.T) {
 func TestKillProcess(t *testing.T) {
 	var mu sync.Mutex
 	var sent []string
-	b := &apitest.Backend{
+	b := &backendtest.Fake{
 		KillProcessFn: func(ctx context.Context, ref, pid, signal string) error {
 			mu.Lock()
 			defer mu.Unlock()
@@ -477,7 +477,7 @@ func TestKillProcess(t *testing.T) {
 			return emit(api.ExecEvent{Type: api.EventExit, Exit: &api.ExitStatus{ExitCode: 137, Signal: 9}})
 		},
 		GetProcessFn: func(ctx context.Context, ref, pid string) (api.Process, error) {
-			p := apitest.Process(pid)
+			p := backendtest.Process(pid)
 			p.State, p.Exit = api.ProcessExited, &api.ExitStatus{ExitCode: 137, Signal: 9}
 			return p, nil
 		},

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/agentbox/agentbox/vmctl/api"
-	"github.com/agentbox/agentbox/vmctl/apiserver/apitest"
+	"github.com/agentbox/agentbox/vmctl/backend/backendtest"
 	"github.com/agentbox/agentbox/vmctl/mcp"
 )
 
@@ -22,13 +22,13 @@ type snapStore struct {
 	n       int
 }
 
-func (st *snapStore) backend() *apitest.Backend {
-	b := &apitest.Backend{}
+func (st *snapStore) backend() *backendtest.Fake {
+	b := &backendtest.Fake{}
 	b.Snapshot.SaveFn = func(ctx context.Context, ref string, req api.SaveSnapshotRequest) (api.Snapshot, error) {
 		st.mu.Lock()
 		defer st.mu.Unlock()
 		st.n++
-		snap := apitest.Snapshot(req.Name)
+		snap := backendtest.Snapshot(req.Name)
 		snap.ID, snap.Sandbox = fmt.Sprintf("5%011d", st.n), ref
 		st.snaps = append(st.snaps, snap)
 		return snap, nil
@@ -75,7 +75,7 @@ func (st *snapStore) backend() *apitest.Backend {
 	b.ListSandboxesFn = func(ctx context.Context, labels map[string]string, state string) ([]api.Sandbox, error) {
 		return nil, nil
 	}
-	other := apitest.Snapshot("other")
+	other := backendtest.Snapshot("other")
 	other.ID = "700000000000"
 	st.snaps = append(st.snaps, other)
 	return b

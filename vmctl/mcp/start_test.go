@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/agentbox/agentbox/vmctl/api"
-	"github.com/agentbox/agentbox/vmctl/apiserver/apitest"
+	"github.com/agentbox/agentbox/vmctl/backend/backendtest"
 	"github.com/agentbox/agentbox/vmctl/mcp"
 )
 
@@ -16,12 +16,12 @@ import (
 // code 127.
 func TestStartFailure(t *testing.T) {
 	const why = "no-such-cmd: command not found"
-	b := &apitest.Backend{
+	b := &backendtest.Fake{
 		ExecFn: func(ctx context.Context, ref string, req api.ExecRequest, started func(string, int), stdout, stderr io.Writer) (api.ExitStatus, error) {
 			return api.ExitStatus{ExitCode: 127, Error: why}, nil
 		},
 		StartProcessFn: func(ctx context.Context, ref string, req api.ExecRequest) (api.Process, error) {
-			p := apitest.Process("p1")
+			p := backendtest.Process("p1")
 			p.State, p.Exit = api.ProcessExited, &api.ExitStatus{ExitCode: 127, Error: why}
 			return p, nil
 		},

@@ -14,7 +14,7 @@ import (
 
 	"github.com/agentbox/agentbox/vmctl/api"
 	"github.com/agentbox/agentbox/vmctl/apiserver"
-	"github.com/agentbox/agentbox/vmctl/apiserver/apitest"
+	"github.com/agentbox/agentbox/vmctl/backend/backendtest"
 	"github.com/agentbox/agentbox/vmctl/client"
 	"github.com/agentbox/agentbox/vmctl/mcp"
 )
@@ -46,7 +46,7 @@ func (l *lockedBuffer) String() string {
 func TestStdioCancelled(t *testing.T) {
 	started, ended := make(chan struct{}), make(chan error, 1)
 	var stdin []byte
-	b := &apitest.Backend{
+	b := &backendtest.Fake{
 		ExecFn: func(ctx context.Context, ref string, req api.ExecRequest, started1 func(string, int), stdout, stderr io.Writer) (api.ExitStatus, error) {
 			if req.Cmd[len(req.Cmd)-1] != "sleep 600" {
 				stdin = req.Stdin

@@ -12,7 +12,7 @@ import (
 
 	"github.com/agentbox/agentbox/vmctl/api"
 	"github.com/agentbox/agentbox/vmctl/apiserver"
-	"github.com/agentbox/agentbox/vmctl/apiserver/apitest"
+	"github.com/agentbox/agentbox/vmctl/backend/backendtest"
 	"github.com/agentbox/agentbox/vmctl/client"
 	"github.com/agentbox/agentbox/vmctl/mcp"
 	"github.com/agentbox/agentbox/vmctl/tenant"
@@ -26,11 +26,11 @@ import (
 func TestHTTPSessionTenant(t *testing.T) {
 	var mu sync.Mutex
 	var creators []string
-	b := &apitest.Backend{CreateSandboxFn: func(ctx context.Context, req api.CreateSandboxRequest) (api.Sandbox, error) {
+	b := &backendtest.Fake{CreateSandboxFn: func(ctx context.Context, req api.CreateSandboxRequest) (api.Sandbox, error) {
 		mu.Lock()
 		defer mu.Unlock()
 		creators = append(creators, tenant.Name(ctx))
-		return apitest.Sandbox("0123456789ab"), nil
+		return backendtest.Sandbox("0123456789ab"), nil
 	}}
 	as, err := apiserver.NewServer(apiserver.Config{Backend: b})
 	if err != nil {

@@ -21,17 +21,18 @@ package netpolicy
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/agentbox/agentbox/vmctl/errdefs"
 )
 
 // ErrInvalid is wrapped by every error of Parse, ParseRule, ParseMode and
 // Policy.UnmarshalJSON; the message says what to fix.
-var ErrInvalid = errors.New("invalid network policy")
+var ErrInvalid = errdefs.New(errdefs.ErrInvalidArgument, "", "invalid network policy")
 
 // HostAlias is the name under which the guest reaches a host:PORT rule's port.
 // The egress resolver answers it with the host side of the sandbox's tap.

@@ -40,6 +40,19 @@ func MACFor(id string) (string, error) {
 	return net.HardwareAddr{0x02, 0xab, b[0], b[1], b[2], b[3]}.String(), nil
 }
 
+// TapMACFor returns the MAC address of sandbox id's host tap: 02:aa
+// followed by the first 8 hex digits of the id (locally administered
+// unicast, like MACFor's 02:ab for the guest's NIC). It is fixed for the
+// sandbox's life, also when the tap is made again (Adopt), because the
+// guest pins it as its gateway's (vmctl/guestagent). Errors: as TapName.
+func TapMACFor(id string) (net.HardwareAddr, error) {
+	if !idRE.MatchString(id) {
+		return nil, fmt.Errorf("sandbox id %q: want 12 lowercase hex digits", id)
+	}
+	b, _ := hex.DecodeString(id[:8])
+	return net.HardwareAddr{0x02, 0xaa, b[0], b[1], b[2], b[3]}, nil
+}
+
 // Attachment is a sandbox's link to the host: what the domain, the guest
 // and the firewall need to know. It is kept in the sandbox's record so a
 // restarted daemon can adopt it.

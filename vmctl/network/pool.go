@@ -1,11 +1,12 @@
 package network
 
 import (
-	"errors"
 	"fmt"
 	"hash/fnv"
 	"net/netip"
 	"sync"
+
+	"github.com/agentbox/agentbox/vmctl/errdefs"
 )
 
 // DefaultPool is the address range sandboxes' /30 subnets come from when
@@ -16,8 +17,11 @@ var DefaultPool = netip.MustParsePrefix("10.213.0.0/16")
 // a host side (first usable address) and a guest side (second).
 const SubnetBits = 30
 
-// ErrPoolExhausted is returned when no /30 of the pool is free.
-var ErrPoolExhausted = errors.New("network address pool exhausted")
+// ErrPoolExhausted is returned when no /30 of the pool is free. It is of
+// errdefs.ErrInternal, not ErrResourceExhausted: a create that finds the
+// pool full fails its network step, answered 500 internal as it always
+// was (429 capacity_exceeded is admission's, with its numbers).
+var ErrPoolExhausted = errdefs.New(errdefs.ErrInternal, "", "network address pool exhausted")
 
 // pool hands out /30 subnets of a prefix. Allocations are kept in memory
 // (the daemon's records hold them across restarts; Manager.Adopt puts them

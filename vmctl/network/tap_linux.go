@@ -28,8 +28,10 @@ func tapAlias(table string) string { return "agentbox:" + table }
 
 // createTap makes the persistent tap name (root-owned, one queue, no packet
 // information header, virtio-net headers: what libvirt opens for a virtio
-// NIC with managed='no'), gives it the alias, disables IPv6 on it, sets the
-// host address host/bits and brings it up. The tap has no carrier until
+// NIC with managed='no'), gives it the alias and the MAC address
+// TapMACFor(its sandbox's id) (the guest pins it as its gateway's: a tap
+// made again keeps it), disables IPv6 on it, sets the host address
+// host/bits and brings it up. The tap has no carrier until
 // QEMU opens it. On error nothing is left.
 func createTap(name, alias string, group uint32, host netip.Addr, bits int) (err error) {
 	tap := &netlink.Tuntap{
@@ -56,6 +58,13 @@ func createTap(name, alias string, group uint32, host netip.Addr, bits int) (err
 	}
 	if err := netlink.LinkSetAlias(link, alias); err != nil {
 		return fmt.Errorf("tap %s: set alias: %w", name, err)
+	}
+	mac, err := TapMACFor(strings.TrimPrefix(name, TapPrefix))
+	if err != nil {
+		return fmt.Errorf("tap %s: %w", name, err)
+	}
+	if err := netlink.LinkSetHardwareAddr(link, mac); err != nil {
+		return fmt.Errorf("tap %s: set MAC address %s: %w", name, mac, err)
 	}
 	// No IPv6 on the host side: no link-local address the guest could
 	// reach. Best effort (a hardened service may not write /proc/sys, a

@@ -3,16 +3,17 @@ package overlay
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/agentbox/agentbox/vmctl/errdefs"
 )
 
 // ErrNoSnapshot is wrapped by [DeleteSnapshotOffline] when the image holds
 // no snapshot with the tag.
-var ErrNoSnapshot = errors.New("overlay: no such snapshot")
+var ErrNoSnapshot = errdefs.New(errdefs.ErrNotFound, "", "overlay: no such snapshot")
 
 // Snapshot is one internal snapshot of a qcow2 image, as listed by
 // `qemu-img info --output=json` (QAPI SnapshotInfo).

@@ -54,18 +54,6 @@ func dialer(c *agent.Client) func(context.Context, int) (portfwd.Conn, error) {
 	}
 }
 
-// eventually polls cond for up to 20 s.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // TestForwardHTTP: an HTTP server behind a forward, 20 concurrent
 // downloads byte for byte, a guest port nobody listens on resets the
 // client's connection, Close leaves no stream and no goroutine.
@@ -165,7 +153,7 @@ func TestForwardHTTP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the connection to be carried", func() bool { return f.Stats().Active == 1 })
+	testenv.WaitFor(t, 20*time.Second, "the connection to be carried", func() bool { return f.Stats().Active == 1 })
 	f.Close()
 	g.Close()
 	ends.Wait()
@@ -177,7 +165,7 @@ func TestForwardHTTP(t *testing.T) {
 	if _, err := net.Dial("tcp", f.Addr()); err == nil {
 		t.Error("the forward's address still accepts after Close")
 	}
-	eventually(t, "no agent stream left", func() bool { return c.Streams() == 0 })
+	testenv.WaitFor(t, 20*time.Second, "no agent stream left", func() bool { return c.Streams() == 0 })
 	srv.Close()
 	var n int
 	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {

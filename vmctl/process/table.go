@@ -13,9 +13,12 @@ import (
 	"github.com/agentbox/agentbox/vmctl/agentproto"
 )
 
-// Process states, the values of Info.State: the agent protocol's (so the
-// guest's and the host's tables agree). They equal api.ProcessRunning,
-// api.ProcessExited and api.ProcessLost and are part of the API.
+// Process states, the values of Info.State: the agent protocol's
+// (agentproto.ProcRunning, …, which the guest's table uses as they are),
+// so the guest's and the host's tables agree; these are the host's names
+// for them, not a second declaration. They equal api.ProcessRunning,
+// api.ProcessExited and api.ProcessLost (vmctl/api, which links the
+// standard library only, declares the API's) and are part of the API.
 const (
 	// StateRunning: the command runs (or has not reported its end yet).
 	StateRunning = agentproto.ProcRunning
@@ -69,7 +72,24 @@ type Options struct {
 	OnExit func(Info)
 }
 
-// Info is a snapshot of one process.
+// Info is the host's snapshot of one process: what the daemon accounts,
+// records and answers. A detached process has three types, one per
+// layer, and no more:
+//   - agentproto.ProcInfo is the guest's answer on the agent protocol and
+//     the guest table's own snapshot (vmctl/guestagent/procs): the
+//     guest's clock readings in nanoseconds, the protocol's JSON.
+//   - Info (this) is the host's own account, not a copy of the guest's:
+//     StartedAt and EndedAt are the host's clock where the host saw the
+//     start or the end (a guest's clock may be off; the guest's readings
+//     are taken only for what happened while no host watched, Adopt), as
+//     time.Time, and StateLost is also the host's verdict when the guest
+//     cannot be asked at all (it died, the table was closed), which no
+//     guest answer can say. The daemon's bookkeeping
+//     (exec history, audit, adoption) works on it, below vmctl/api.
+//   - api.Process is the REST API's JSON (cmd, RFC 3339 times, ended_at
+//     absent while running, the exit in the API's ExitStatus): vmctl/api
+//     links the standard library only (no agentproto), and vmctl/sandbox
+//     and this package never import it, so the daemon converts.
 type Info struct {
 	// ID is the caller's id of the process, unique in the table.
 	ID string

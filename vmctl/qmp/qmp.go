@@ -20,7 +20,6 @@ package qmp
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -28,6 +27,8 @@ import (
 	"time"
 
 	goqmp "github.com/digitalocean/go-qemu/qmp"
+
+	"github.com/agentbox/agentbox/vmctl/errdefs"
 )
 
 // Transport carries QMP commands and events of named domains. vmctl/libvirt's
@@ -71,8 +72,11 @@ type Event struct {
 	Gap bool
 }
 
-// ErrDisconnected is wrapped by calls on a Monitor after Disconnect.
-var ErrDisconnected = errors.New("qmp: monitor disconnected")
+// ErrDisconnected is wrapped by calls on a Monitor after Disconnect. It
+// is of errdefs.ErrInternal (a snapshot call that meets it is answered
+// 500 internal, as it always was); errdefs is the one package of agentbox
+// qmp imports (standard library only, no cycle).
+var ErrDisconnected = errdefs.New(errdefs.ErrInternal, "", "qmp: monitor disconnected")
 
 // Options tunes a [Monitor]. The zero value is usable.
 type Options struct {

@@ -153,7 +153,7 @@ func (m *Manager) NewBuild(s Shape) (*Build, error) {
 	if err != nil {
 		return nil, err
 	}
-	sb := &Sandbox{
+	sb := linked(&Sandbox{
 		ID:     id,
 		Domain: DomainPrefix + id,
 		Dir:    filepath.Join(SandboxesDir(m.cfg.StateDir), id),
@@ -165,7 +165,7 @@ func (m *Manager) NewBuild(s Shape) (*Build, error) {
 		obs:    observer{m},
 		log:    m.log,
 		life:   newLife(),
-	}
+	})
 	sb.Overlay = filepath.Join(sb.Dir, "overlay.qcow2")
 	sb.ConsoleLog = filepath.Join(sb.Dir, "console.log")
 	sb.AgentSocket = filepath.Join(m.cfg.RuntimeDir, id+".sock")
@@ -328,7 +328,7 @@ func StepRunning() Step {
 
 // connectAgent dials the agent socket and runs the handshake, failing early
 // when the domain stops and after timeout.
-func (sb *Sandbox) connectAgent(ctx context.Context, timeout time.Duration) (*agent.Client, error) {
+func (sb *agentConn) connectAgent(ctx context.Context, timeout time.Duration) (*agent.Client, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	type result struct {

@@ -6,19 +6,20 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"slices"
 	"sync"
 	"time"
 
 	"github.com/agentbox/agentbox/vmctl/agent"
 	"github.com/agentbox/agentbox/vmctl/agentproto"
-	"github.com/agentbox/agentbox/vmctl/errdefs"
 )
 
 // This file is the sandbox's guest-facing API and its accounting: commands
 // and file operations go through the agent connection here (callers never
-// hold the agent client), and each sandbox counts its commands against its
-// limits, knows when it was last active and when it expires.
+// hold the agent client), and each sandbox keeps its accounting (limits,
+// command count, last activity: what its expiry and idle action read) in
+// its record. The bookkeeping of each command (its count against
+// MaxExecs, its ID, its defaults, history and audit) is the daemon's exec
+// service's, under BeginExec's lock.
 
 // ExecLimits are a sandbox's limits on its commands and its life. Zero
 // means no limit. The fields and their JSON names are those of the REST
@@ -33,7 +34,7 @@ type ExecLimits struct {
 	// milliseconds, when its request gives none.
 	ExecTimeoutMs int64 `json:"exec_timeout_ms,omitempty"`
 	// MaxExecs is the most commands the sandbox may run over its life;
-	// BeginExec refuses the next one with ErrExecLimit.
+	// the daemon's exec service refuses the next one with ErrExecLimit.
 	MaxExecs int `json:"max_execs,omitempty"`
 	// IdleAction is what the idle timeout does to the sandbox (the
 	// daemon's reaper reads it: remove, stop, pause, pause-to-disk; ""
@@ -71,8 +72,8 @@ type ExecAccount struct {
 	// id), or "".
 	Creator string `json:"creator,omitempty"`
 	// Env holds the "KEY=VALUE" entries every command gets (the create
-	// request's env); BeginExec puts them before the command's own, which
-	// override them key by key.
+	// request's env); the daemon's exec service puts them before the
+	// command's own, which override them key by key.
 	Env []string `json:"env,omitempty"`
 }
 
@@ -196,37 +197,27 @@ func (sb *Sandbox) Busy() (done func()) {
 	return sb.EndExec
 }
 
-// BeginExec counts one more command against the sandbox's MaxExecs and
-// keeps the sandbox busy until EndExec. It returns the command's id ("e"
-// and 6 digits, in start order) and req with the sandbox's default
-// timeout (ExecLimits.ExecTimeoutMs) when req gives none, and its
-// default environment (ExecAccount.Env) before req's own. While an idle
-// action runs (RunIfIdle) it waits for its end, so a command never runs
-// into the pause or stop of an idle sandbox. Errors: ErrExecLimit when
-// MaxExecs commands have begun (its details say max_execs);
-// ErrNotRunning (not counted) when the idle action it waited for left
-// the sandbox paused or stopped.
-func (sb *Sandbox) BeginExec(req agentproto.ExecRequest) (string, agentproto.ExecRequest, error) {
+// BeginExec begins a command on the sandbox: it keeps the sandbox busy,
+// so never idle, until EndExec. While an idle action runs (RunIfIdle) it
+// waits for its end, so a command never runs into the pause or stop of
+// an idle sandbox. Then count is called with the sandbox's accounting,
+// under its lock: the caller's bookkeeping of the command (the daemon's
+// exec service counts it against MaxExecs, names it and gives it the
+// sandbox's defaults); an error from count refuses the command, nothing
+// begun. Errors: ErrNotRunning (count not called) when the idle action
+// it waited for left the sandbox paused or stopped; count's.
+func (sb *Sandbox) BeginExec(count func(a *ExecAccount) error) error {
 	acct := sb.account()
 	acct.mu.Lock()
-	if acct.waitIdleAction() && sb.State() != StateRunning {
-		acct.mu.Unlock()
-		return "", req, sb.NotRunning()
-	}
 	defer acct.mu.Unlock()
-	if lim := acct.a.Limits.MaxExecs; lim > 0 && acct.a.ExecCount >= lim {
-		msg := fmt.Sprintf("sandbox %s has run its %d commands (max_execs): create a new sandbox", sb.ID, lim)
-		return "", req, errdefs.WithDetails(ErrExecLimit.WithMessage(msg), map[string]any{"max_execs": lim})
+	if acct.waitIdleAction() && sb.State() != StateRunning {
+		return sb.NotRunning()
 	}
-	acct.a.ExecCount++
+	if err := count(&acct.a); err != nil {
+		return err
+	}
 	acct.busy++
-	if req.TimeoutMs == 0 {
-		req.TimeoutMs = acct.a.Limits.ExecTimeoutMs
-	}
-	if len(acct.a.Env) > 0 {
-		req.Env = append(slices.Clip(acct.a.Env), req.Env...)
-	}
-	return fmt.Sprintf("e%06d", acct.a.ExecCount), req, nil
+	return nil
 }
 
 // EndExec ends a command that BeginExec began (Busy's done func is EndExec

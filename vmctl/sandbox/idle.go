@@ -10,6 +10,11 @@ import "time"
 // idle: it either began before (the sandbox is not idle) or begins after
 // the action, on the sandbox as the action left it.
 
+// idleGate is a sandbox's idle action (RunIfIdle) and what waits for it
+// (KeepAwake; BeginExec and Busy in exec.go). It is a part of the Sandbox
+// it points to (linked).
+type idleGate struct{ *Sandbox }
+
 // RunIfIdle runs action, the idle timeout's action, if the sandbox is
 // idle at now (running, no command or file operation in flight, none for
 // IdleTimeoutSeconds: what makes Expired say ExpiredIdle), and reports
@@ -18,7 +23,7 @@ import "time"
 // while action runs. action must not begin commands or file operations
 // on the sandbox (they would wait for it); a second RunIfIdle during one
 // does not run.
-func (sb *Sandbox) RunIfIdle(now time.Time, action func() error) (ran bool, err error) {
+func (sb *idleGate) RunIfIdle(now time.Time, action func() error) (ran bool, err error) {
 	state := sb.State()
 	acct := sb.account()
 	acct.mu.Lock()
@@ -44,7 +49,7 @@ func (sb *Sandbox) RunIfIdle(now time.Time, action func() error) (ran bool, err 
 // file or process call) calls it before it looks at the state: it then
 // sees the sandbox as an idle action left it, and the idle clock starts
 // again, so no idle action begins between its look and its use.
-func (sb *Sandbox) KeepAwake() {
+func (sb *idleGate) KeepAwake() {
 	acct := sb.account()
 	acct.mu.Lock()
 	acct.waitIdleAction()

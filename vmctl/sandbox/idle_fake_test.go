@@ -27,9 +27,10 @@ func TestIdleActionExcludesExecsFake(t *testing.T) {
 	defer f.mgr.Destroy(t0, sb)
 	later := time.Now().Add(time.Hour)
 	req := agentproto.ExecRequest{Argv: []string{"true"}}
+	count := func(a *sandbox.ExecAccount) error { a.ExecCount++; return nil } // the daemon's execCount, in short
 
 	// Begun before: not idle.
-	if _, _, err := sb.BeginExec(req); err != nil {
+	if err := sb.BeginExec(count); err != nil {
 		t.Fatal(err)
 	}
 	if sb.Expired(later) != "" {
@@ -45,13 +46,12 @@ func TestIdleActionExcludesExecsFake(t *testing.T) {
 	}
 
 	// Begun during the action: waits for it, refused.
-	count := sb.ExecAccount().ExecCount
+	execs := sb.ExecAccount().ExecCount
 	began := make(chan error, 1)
 	awake := make(chan struct{})
 	ran, err = sb.RunIfIdle(later, func() error {
 		go func() {
-			_, _, err := sb.BeginExec(req)
-			began <- err
+			began <- sb.BeginExec(count)
 		}()
 		go func() {
 			sb.KeepAwake()
@@ -75,8 +75,8 @@ func TestIdleActionExcludesExecsFake(t *testing.T) {
 	if err := <-began; !errors.Is(err, sandbox.ErrNotRunning) {
 		t.Errorf("command begun during the idle pause: %v, want ErrNotRunning", err)
 	}
-	if got := sb.ExecAccount().ExecCount; got != count {
-		t.Errorf("exec count %d after a refused command, want %d", got, count)
+	if got := sb.ExecAccount().ExecCount; got != execs {
+		t.Errorf("exec count %d after a refused command, want %d", got, execs)
 	}
 	<-awake
 	if st := sb.State(); st != sandbox.StatePaused {
@@ -90,7 +90,7 @@ func TestIdleActionExcludesExecsFake(t *testing.T) {
 	if err := f.mgr.Resume(t0, sb, sandbox.ResumeOptions{Timeout: 10 * time.Second}); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := sb.BeginExec(req); err != nil {
+	if err := sb.BeginExec(count); err != nil {
 		t.Fatal(err)
 	}
 	st, err := sb.Exec(t0, req, nil, nil, nil)

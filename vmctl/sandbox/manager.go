@@ -106,7 +106,9 @@ type Hooks struct {
 // Manager owns the sandboxes' lifecycle: it creates, stops, removes and
 // (after a restart) adopts them, keeps them in a registry by ID and name,
 // and persists their records. It observes its sandboxes (observer). It is
-// safe for concurrent use.
+// safe for concurrent use. Its methods are declared on it and on its
+// parts by concern (pauseResume, netAttach, qemuUsers, reconciler), whose
+// methods are promoted: all are called on the Manager.
 type Manager struct {
 	cfg Config
 	log *slog.Logger
@@ -117,6 +119,25 @@ type Manager struct {
 	hooks []Hooks
 	// qemuIDs maps the QEMU uids in use to their sandbox (qemuuser.go).
 	qemuIDs map[uint32]string
+
+	// The parts by concern, each a pointer back to this Manager (set by
+	// linkedManager): they share its fields and its lock; their methods
+	// are promoted.
+	pauseResume // pause.go: pause, resume, start and their saved states
+	netAttach   // network.go: the sandboxes' networks
+	qemuUsers   // qemuuser.go: QEMU's users and the files they own
+	reconciler  // reconcile.go: adoption after a restart
+}
+
+// linkedManager points m's parts at m and returns it. NewManager links
+// every Manager it makes; an unlinked one (a test's literal) has only the
+// methods declared on Manager itself.
+func linkedManager(m *Manager) *Manager {
+	m.pauseResume = pauseResume{m}
+	m.netAttach = netAttach{m}
+	m.qemuUsers = qemuUsers{m}
+	m.reconciler = reconciler{m}
+	return m
 }
 
 // NewManager checks cfg and returns a Manager with an empty registry (see
@@ -142,7 +163,7 @@ func NewManager(cfg Config) (*Manager, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	cfg.Logger = log
-	m := &Manager{cfg: cfg, log: log, byID: map[string]*Sandbox{}, names: map[string]string{}}
+	m := linkedManager(&Manager{cfg: cfg, log: log, byID: map[string]*Sandbox{}, names: map[string]string{}})
 	if err := m.prepareStateDir(); err != nil {
 		return nil, err
 	}

@@ -43,6 +43,12 @@ type NetworkRecord struct {
 	Attachment *network.Attachment `json:"attachment,omitempty"`
 }
 
+// netAttach is a Manager's side of its sandboxes' networks: their set-up,
+// adoption, teardown and the sweep of leftovers through the
+// NetworkProvider. It is a part of the Manager it points to
+// (linkedManager).
+type netAttach struct{ *Manager }
+
 var netCmdlineRE = regexp.MustCompile(`\s*\bagentbox\.net=\S*`)
 
 // attachNetwork gives sb its network for policy: with a policy other than
@@ -54,7 +60,7 @@ var netCmdlineRE = regexp.MustCompile(`\s*\bagentbox\.net=\S*`)
 // (or the zero policy) records the policy and removes any interface from
 // spec. Errors: ErrInvalid when the policy needs a network and the
 // manager has no provider; the provider's errors.
-func (m *Manager) attachNetwork(ctx context.Context, sb *Sandbox, policy netpolicy.Policy, spec *domain.Spec, undo *revert.List) error {
+func (m *netAttach) attachNetwork(ctx context.Context, sb *Sandbox, policy netpolicy.Policy, spec *domain.Spec, undo *revert.List) error {
 	if policy.Mode == "" {
 		policy.Mode = netpolicy.ModeNone
 	}
@@ -80,9 +86,14 @@ func (m *Manager) attachNetwork(ctx context.Context, sb *Sandbox, policy netpoli
 	return nil
 }
 
+// guestNet is a sandbox's side of its network: its cap on the guest's
+// traffic, its policy, the guest's configuration (ConfigureGuestNetwork).
+// It is a part of the Sandbox it points to (linked).
+type guestNet struct{ *Sandbox }
+
 // outBytesPerSec is the cap on the traffic from sb's guest: its
 // resources' network cap (0: none).
-func (sb *Sandbox) outBytesPerSec() uint64 {
+func (sb *guestNet) outBytesPerSec() uint64 {
 	sb.mu.Lock()
 	defer sb.mu.Unlock()
 	if r := sb.rec.Resources; r != nil && r.NetBytesPerSec > 0 {
@@ -94,7 +105,7 @@ func (sb *Sandbox) outBytesPerSec() uint64 {
 // teardownNetwork removes sb's network (if it has one) once its domain is
 // gone. Errors are logged: the firewall's catch-all rules keep a leftover
 // tap closed and the next daemon start sweeps it.
-func (m *Manager) teardownNetwork(ctx context.Context, sb *Sandbox) {
+func (m *netAttach) teardownNetwork(ctx context.Context, sb *Sandbox) {
 	r := sb.Record()
 	if m.cfg.Network == nil || r.Network == nil || r.Network.Attachment == nil {
 		return
@@ -107,7 +118,7 @@ func (m *Manager) teardownNetwork(ctx context.Context, sb *Sandbox) {
 // adoptNetwork re-establishes the network of an adopted sandbox. A failure
 // is logged and leaves the sandbox without network (its tap stays closed
 // by the catch-all rules).
-func (m *Manager) adoptNetwork(ctx context.Context, sb *Sandbox) {
+func (m *netAttach) adoptNetwork(ctx context.Context, sb *Sandbox) {
 	r := sb.Record()
 	if r.Network == nil || r.Network.Attachment == nil {
 		return
@@ -123,7 +134,7 @@ func (m *Manager) adoptNetwork(ctx context.Context, sb *Sandbox) {
 
 // sweepNetwork removes network leftovers of sandboxes that are not alive
 // in the registry.
-func (m *Manager) sweepNetwork(ctx context.Context) {
+func (m *netAttach) sweepNetwork(ctx context.Context) {
 	if m.cfg.Network == nil {
 		return
 	}
@@ -141,7 +152,7 @@ func (m *Manager) sweepNetwork(ctx context.Context) {
 // its source's MAC in the NIC's migrated state: pass true there). A
 // sandbox without a network is a no-op. Errors: ErrNotRunning; the
 // agent's.
-func (sb *Sandbox) ConfigureGuestNetwork(ctx context.Context, anyMAC bool) error {
+func (sb *guestNet) ConfigureGuestNetwork(ctx context.Context, anyMAC bool) error {
 	r := sb.Record()
 	if r.Network == nil || r.Network.Attachment == nil {
 		return nil
@@ -159,7 +170,7 @@ func (sb *Sandbox) ConfigureGuestNetwork(ctx context.Context, anyMAC bool) error
 
 // NetworkPolicy returns the sandbox's network policy (mode none when it
 // has none recorded).
-func (sb *Sandbox) NetworkPolicy() netpolicy.Policy {
+func (sb *guestNet) NetworkPolicy() netpolicy.Policy {
 	r := sb.Record()
 	if r.Network == nil {
 		return netpolicy.Policy{Mode: netpolicy.ModeNone}
@@ -170,7 +181,7 @@ func (sb *Sandbox) NetworkPolicy() netpolicy.Policy {
 // SetNetwork gives the manager its network provider after NewManager (an
 // in-process `agentbox run` makes one only when its policy needs it). Call
 // it before Create.
-func (m *Manager) SetNetwork(p NetworkProvider) { m.cfg.Network = p }
+func (m *netAttach) SetNetwork(p NetworkProvider) { m.cfg.Network = p }
 
 // UseGuestMAC makes the build's NIC carry mac: the domain's interface,
 // the agentbox.net= word of its kernel command line and the record's

@@ -21,6 +21,11 @@ import (
 // boot on its kept overlay). Each runs under the sandbox's opMu, so two of
 // them (or one and a stop or remove) never interleave.
 
+// pauseResume is a Manager's pause, resume and start of its sandboxes,
+// with the reservation of their resources and their saved states. It is a
+// part of the Manager it points to (linkedManager).
+type pauseResume struct{ *Manager }
+
 // PauseRecord says how a paused sandbox is paused (Record.Paused).
 type PauseRecord struct {
 	// ToDisk: the machine (memory, devices, disk) is saved as the
@@ -51,9 +56,15 @@ func (r Record) PausedToDisk() bool {
 	return r.State == StatePaused && r.Paused != nil && r.Paused.ToDisk
 }
 
+// pauseState is what a sandbox's lifecycle changes check on it: whether
+// it holds resources, its operation lock (Exclusive), whether its state
+// allows a change (need). It is a part of the Sandbox it points to
+// (linked).
+type pauseState struct{ *Sandbox }
+
 // holdsResources reports whether sb counts against the capacity: a live
 // domain, or one being brought back (reserved).
-func (sb *Sandbox) holdsResources() bool {
+func (sb *pauseState) holdsResources() bool {
 	sb.mu.Lock()
 	defer sb.mu.Unlock()
 	return sb.reserved || !sb.rec.State.Final() && !sb.rec.PausedToDisk()
@@ -69,7 +80,7 @@ func (sb *Sandbox) holdsResources() bool {
 // methods on sb (the lock is not reentrant); take the lock before any
 // lock of sb's files (Remove holds it while its hooks take them). It
 // returns fn's error.
-func (sb *Sandbox) Exclusive(fn func() error) error {
+func (sb *pauseState) Exclusive(fn func() error) error {
 	sb.opMu.Lock()
 	defer sb.opMu.Unlock()
 	return fn()
@@ -77,7 +88,7 @@ func (sb *Sandbox) Exclusive(fn func() error) error {
 
 // snapshotter returns the driver as a Snapshotter (pause and resume need
 // its PauseDomain, ResumeDomain and snapshot jobs), or ErrUnsupported.
-func (m *Manager) snapshotter() (Snapshotter, error) {
+func (m *pauseResume) snapshotter() (Snapshotter, error) {
 	snap, ok := m.cfg.Driver.(Snapshotter)
 	if !ok {
 		return nil, fmt.Errorf("%w: the %T driver cannot pause domains: use the libvirt driver", ErrUnsupported, m.cfg.Driver)
@@ -97,7 +108,7 @@ func (m *Manager) snapshotter() (Snapshotter, error) {
 // …: the message says what to do); ErrUnsupported; ErrNoSpace when the
 // save filled the disk; the driver's. On error sb keeps running and no
 // saved state is left.
-func (m *Manager) Pause(ctx context.Context, sb *Sandbox, toDisk bool, reason string) (err error) {
+func (m *pauseResume) Pause(ctx context.Context, sb *Sandbox, toDisk bool, reason string) (err error) {
 	ctx = context.WithoutCancel(ctx)
 	snap, err := m.snapshotter()
 	if err != nil {
@@ -176,7 +187,7 @@ func (m *Manager) Pause(ctx context.Context, sb *Sandbox, toDisk bool, reason st
 
 // need returns nil when r's state is one of want, else the ErrConflict
 // saying why sb cannot be what (e.g. "paused") and what to do.
-func (sb *Sandbox) need(r Record, what string, want ...State) error {
+func (sb *pauseState) need(r Record, what string, want ...State) error {
 	if slices.Contains(want, r.State) {
 		return nil
 	}
@@ -235,7 +246,7 @@ type ResumeOptions struct {
 // state gone, damaged or of another image, the guest not answering —
 // leaves sb failed with the reason and no domain (ErrSnapshotUnusable for
 // the saved state; the step's error says "resume step <name>: …").
-func (m *Manager) Resume(ctx context.Context, sb *Sandbox, opts ResumeOptions) error {
+func (m *pauseResume) Resume(ctx context.Context, sb *Sandbox, opts ResumeOptions) error {
 	ctx = context.WithoutCancel(ctx)
 	snap, err := m.snapshotter()
 	if err != nil {
@@ -305,7 +316,7 @@ func (m *Manager) Resume(ctx context.Context, sb *Sandbox, opts ResumeOptions) e
 // the vCPUs do not run again, sb stays paused; if the agent does not
 // answer, sb fails and its domain is destroyed and released like a
 // stopped one's.
-func (m *Manager) resumeInMemory(ctx context.Context, snap Snapshotter, sb *Sandbox, timeout time.Duration) error {
+func (m *pauseResume) resumeInMemory(ctx context.Context, snap Snapshotter, sb *Sandbox, timeout time.Duration) error {
 	if err := snap.ResumeDomain(ctx, sb.Domain); err != nil {
 		return fmt.Errorf("resume sandbox %s: %w", sb.ID, err)
 	}
@@ -395,7 +406,7 @@ type StartOptions struct {
 // snapshots (no spec kept); ErrCannotStart when its overlay is gone or
 // the image changed; the admission's error (nothing changed). A boot that
 // fails undoes its steps and leaves sb failed with the reason.
-func (m *Manager) Start(ctx context.Context, sb *Sandbox, opts StartOptions) error {
+func (m *pauseResume) Start(ctx context.Context, sb *Sandbox, opts StartOptions) error {
 	ctx = context.WithoutCancel(ctx)
 	sb.opMu.Lock()
 	defer sb.opMu.Unlock()
@@ -452,19 +463,19 @@ func (m *Manager) Start(ctx context.Context, sb *Sandbox, opts StartOptions) err
 // rebuild returns a Build that brings the existing sandbox sb's domain
 // back from its recorded spec (Resume from disk, Start), with a new life
 // for the new domain.
-func (m *Manager) rebuild(sb *Sandbox) *Build {
+func (m *pauseResume) rebuild(sb *Sandbox) *Build {
 	sb.mu.Lock()
 	spec := *sb.rec.Spec
 	spec.MemoryBackend = spec.MemoryBackend.Private() // a clone's template RAM is not its to reuse
 	sb.life = newLife()
 	sb.mu.Unlock()
-	return &Build{Sandbox: sb, Spec: spec, Undo: revert.New(), m: m}
+	return &Build{Sandbox: sb, Spec: spec, Undo: revert.New(), m: m.Manager}
 }
 
 // reserve admits sb's resources (with admit, if any) against what the
 // other live sandboxes hold and counts them until unreserve, so
 // concurrent resumes and creates cannot both pass a check only one fits.
-func (m *Manager) reserve(sb *Sandbox, admit func(Resources) error) error {
+func (m *pauseResume) reserve(sb *Sandbox, admit func(Resources) error) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if admit != nil {
@@ -479,7 +490,7 @@ func (m *Manager) reserve(sb *Sandbox, admit func(Resources) error) error {
 	return nil
 }
 
-func (m *Manager) unreserve(sb *Sandbox) {
+func (m *pauseResume) unreserve(sb *Sandbox) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	sb.mu.Lock()
@@ -499,7 +510,7 @@ func stepLeftover() Step {
 // dropSavedState deletes the saved state p of sb (paused to disk) from
 // its overlay, which no QEMU holds; a failure is logged (the state costs
 // disk only).
-func (m *Manager) dropSavedState(ctx context.Context, sb *Sandbox, p *PauseRecord) {
+func (m *pauseResume) dropSavedState(ctx context.Context, sb *Sandbox, p *PauseRecord) {
 	if p == nil || !p.ToDisk || p.Tag == "" {
 		return
 	}
@@ -520,7 +531,7 @@ var pauseTagRE = regexp.MustCompile(`^p[0-9a-f]{12}$`)
 // live, the overlay is held by sb's running domain and the states are
 // deleted through it; otherwise no QEMU holds it (qemu-img). Failures are
 // logged: the states cost disk only.
-func (m *Manager) dropStaleSavedStates(ctx context.Context, sb *Sandbox, keep string, live Snapshotter) {
+func (m *pauseResume) dropStaleSavedStates(ctx context.Context, sb *Sandbox, keep string, live Snapshotter) {
 	ctx = context.WithoutCancel(ctx)
 	list, err := overlay.Snapshots(ctx, sb.Overlay)
 	if err != nil {

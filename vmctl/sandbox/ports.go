@@ -21,8 +21,13 @@ type PortForward struct {
 	CreatedAt time.Time `json:"created_at"`
 }
 
+// portForwards is a sandbox's port forwards as its record keeps them
+// (Ports, SetPorts) and the guest connections they carry (Connect). It is
+// a part of the Sandbox it points to (linked).
+type portForwards struct{ *Sandbox }
+
 // Ports returns the port forwards kept in the sandbox's record.
-func (sb *Sandbox) Ports() []PortForward {
+func (sb *portForwards) Ports() []PortForward {
 	sb.mu.Lock()
 	defer sb.mu.Unlock()
 	return slices.Clone(sb.rec.Ports)
@@ -30,7 +35,7 @@ func (sb *Sandbox) Ports() []PortForward {
 
 // SetPorts replaces the port forwards kept in the sandbox's record and
 // persists it.
-func (sb *Sandbox) SetPorts(ports []PortForward) {
+func (sb *portForwards) SetPorts(ports []PortForward) {
 	sb.mu.Lock()
 	sb.rec.Ports = slices.Clone(ports)
 	sb.mu.Unlock()
@@ -41,7 +46,7 @@ func (sb *Sandbox) SetPorts(ports []PortForward) {
 // the guest agent (agent.Client.Connect); ctx bounds the connect only.
 // Errors: ErrNotRunning; the agent's (CodeNotFound: nothing listens on the
 // port), explained.
-func (sb *Sandbox) Connect(ctx context.Context, port int) (*agentproto.Conn, error) {
+func (sb *portForwards) Connect(ctx context.Context, port int) (*agentproto.Conn, error) {
 	c, err := sb.agentFor()
 	if err != nil {
 		return nil, err

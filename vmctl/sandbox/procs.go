@@ -13,8 +13,12 @@ import (
 // runs, and a dead guest's error is explained. vmctl/process's Table is
 // built on them (Sandbox is a process.Guest). None does accounting.
 
+// guestProcs is a sandbox's detached processes in its guest, the methods
+// below. It is a part of the Sandbox it points to (linked).
+type guestProcs struct{ *Sandbox }
+
 // SpawnProcess starts req detached under id (agent.Client.SpawnProcess).
-func (sb *Sandbox) SpawnProcess(ctx context.Context, id string, req agentproto.ExecRequest, stdinData []byte, stdinOpen bool) (agentproto.ProcInfo, error) {
+func (sb *guestProcs) SpawnProcess(ctx context.Context, id string, req agentproto.ExecRequest, stdinData []byte, stdinOpen bool) (agentproto.ProcInfo, error) {
 	c, err := sb.agentFor()
 	if err != nil {
 		return agentproto.ProcInfo{}, err
@@ -24,7 +28,7 @@ func (sb *Sandbox) SpawnProcess(ctx context.Context, id string, req agentproto.E
 }
 
 // ListProcesses lists the guest's detached processes.
-func (sb *Sandbox) ListProcesses(ctx context.Context) ([]agentproto.ProcInfo, error) {
+func (sb *guestProcs) ListProcesses(ctx context.Context) ([]agentproto.ProcInfo, error) {
 	c, err := sb.agentFor()
 	if err != nil {
 		return nil, err
@@ -34,7 +38,7 @@ func (sb *Sandbox) ListProcesses(ctx context.Context) ([]agentproto.ProcInfo, er
 }
 
 // GetProcess returns detached process id.
-func (sb *Sandbox) GetProcess(ctx context.Context, id string) (agentproto.ProcInfo, error) {
+func (sb *guestProcs) GetProcess(ctx context.Context, id string) (agentproto.ProcInfo, error) {
 	c, err := sb.agentFor()
 	if err != nil {
 		return agentproto.ProcInfo{}, err
@@ -44,7 +48,7 @@ func (sb *Sandbox) GetProcess(ctx context.Context, id string) (agentproto.ProcIn
 }
 
 // WaitProcess waits for detached process id's end.
-func (sb *Sandbox) WaitProcess(ctx context.Context, id string) (agentproto.ProcInfo, error) {
+func (sb *guestProcs) WaitProcess(ctx context.Context, id string) (agentproto.ProcInfo, error) {
 	c, err := sb.agentFor()
 	if err != nil {
 		return agentproto.ProcInfo{}, err
@@ -55,7 +59,7 @@ func (sb *Sandbox) WaitProcess(ctx context.Context, id string) (agentproto.ProcI
 
 // ProcessOutput passes detached process id's output from offset to emit
 // (agent.Client.ProcessOutput); emit's error is returned as is.
-func (sb *Sandbox) ProcessOutput(ctx context.Context, id string, offset int64, follow bool, emit func(agentproto.ProcChunk) error) (agentproto.ProcOutputEnd, error) {
+func (sb *guestProcs) ProcessOutput(ctx context.Context, id string, offset int64, follow bool, emit func(agentproto.ProcChunk) error) (agentproto.ProcOutputEnd, error) {
 	c, err := sb.agentFor()
 	if err != nil {
 		return agentproto.ProcOutputEnd{}, err
@@ -72,7 +76,7 @@ func (sb *Sandbox) ProcessOutput(ctx context.Context, id string, offset int64, f
 }
 
 // WriteProcessStdin copies r to detached process id's stdin.
-func (sb *Sandbox) WriteProcessStdin(ctx context.Context, id string, r io.Reader, closeAfter bool) (int64, error) {
+func (sb *guestProcs) WriteProcessStdin(ctx context.Context, id string, r io.Reader, closeAfter bool) (int64, error) {
 	c, err := sb.agentFor()
 	if err != nil {
 		return 0, err
@@ -82,7 +86,7 @@ func (sb *Sandbox) WriteProcessStdin(ctx context.Context, id string, r io.Reader
 }
 
 // SignalProcess signals detached process id's process group.
-func (sb *Sandbox) SignalProcess(ctx context.Context, id string, sig syscall.Signal) error {
+func (sb *guestProcs) SignalProcess(ctx context.Context, id string, sig syscall.Signal) error {
 	c, err := sb.agentFor()
 	if err != nil {
 		return err
@@ -91,7 +95,7 @@ func (sb *Sandbox) SignalProcess(ctx context.Context, id string, sig syscall.Sig
 }
 
 // ResizeProcess sets detached process id's terminal size.
-func (sb *Sandbox) ResizeProcess(ctx context.Context, id string, size agentproto.TtySize) (agentproto.ProcInfo, error) {
+func (sb *guestProcs) ResizeProcess(ctx context.Context, id string, size agentproto.TtySize) (agentproto.ProcInfo, error) {
 	c, err := sb.agentFor()
 	if err != nil {
 		return agentproto.ProcInfo{}, err
@@ -101,7 +105,7 @@ func (sb *Sandbox) ResizeProcess(ctx context.Context, id string, size agentproto
 }
 
 // ForgetProcess drops ended detached process id in the guest.
-func (sb *Sandbox) ForgetProcess(ctx context.Context, id string) error {
+func (sb *guestProcs) ForgetProcess(ctx context.Context, id string) error {
 	c, err := sb.agentFor()
 	if err != nil {
 		return err

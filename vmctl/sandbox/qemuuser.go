@@ -25,6 +25,11 @@ import (
 // (0660 root:CloneGroup, see IDRange). The state dir and the directories
 // on the way to what QEMU opens are 0711: passable, not listable.
 
+// qemuUsers is a Manager's confinement of QEMU: the uids it hands out
+// and the files it gives them (the methods below). It is a part of the
+// Manager it points to (linkedManager).
+type qemuUsers struct{ *Manager }
+
 // ErrQEMUUsersExhausted: every uid of Config.QEMUUsers is held by a
 // sandbox (or by another process on the host).
 var ErrQEMUUsersExhausted = errdefs.New(errdefs.ErrResourceExhausted, "qemu_users_exhausted", "no free QEMU user")
@@ -62,7 +67,7 @@ func (r IDRange) String() string { return fmt.Sprintf("%d-%d", r.First, r.Last) 
 
 // CloneGroup returns the clone group (IDRange.First) when QEMU runs
 // confined; ok is false when Config.QEMUUsers is nil.
-func (m *Manager) CloneGroup() (gid uint32, ok bool) {
+func (m *qemuUsers) CloneGroup() (gid uint32, ok bool) {
 	if m.cfg.QEMUUsers == nil {
 		return 0, false
 	}
@@ -70,7 +75,7 @@ func (m *Manager) CloneGroup() (gid uint32, ok bool) {
 }
 
 // QEMUUsersInUse returns how many uids of the range sandboxes hold.
-func (m *Manager) QEMUUsersInUse() int {
+func (m *qemuUsers) QEMUUsersInUse() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return len(m.qemuIDs)
@@ -79,7 +84,7 @@ func (m *Manager) QEMUUsersInUse() int {
 // prepareStateDir makes StateDir and its sandboxes directory passable
 // (0711) for the QEMU users and checks that every directory above
 // StateDir is too. Errors: ErrInvalid naming the directory to fix.
-func (m *Manager) prepareStateDir() error {
+func (m *qemuUsers) prepareStateDir() error {
 	if m.cfg.QEMUUsers == nil {
 		return nil
 	}
@@ -131,7 +136,7 @@ func readable(path string) error {
 // record names (Reconcile): in the range and free, it is kept; otherwise
 // sb gets a new one (its files are chowned at its next domain start).
 // Call with m.mu held. Errors: ErrQEMUUsersExhausted.
-func (m *Manager) assignQEMUUserLocked(sb *Sandbox) error {
+func (m *qemuUsers) assignQEMUUserLocked(sb *Sandbox) error {
 	r := m.cfg.QEMUUsers
 	if r == nil {
 		return nil
@@ -161,7 +166,7 @@ func (m *Manager) assignQEMUUserLocked(sb *Sandbox) error {
 }
 
 // releaseQEMUUserLocked frees sb's uid. Call with m.mu held.
-func (m *Manager) releaseQEMUUserLocked(sb *Sandbox) {
+func (m *qemuUsers) releaseQEMUUserLocked(sb *Sandbox) {
 	sb.mu.Lock()
 	u := sb.rec.QEMUUser
 	sb.mu.Unlock()
@@ -197,7 +202,7 @@ func processUIDs() map[uint32]bool {
 // one, spec.QEMUUser is cleared (a restored spec carries its source's).
 // Errors: ErrFailedPrecondition for an image QEMU cannot read; chown's
 // (the daemon needs CAP_CHOWN).
-func (m *Manager) confine(sb *Sandbox, spec *domain.Spec) error {
+func (m *qemuUsers) confine(sb *Sandbox, spec *domain.Spec) error {
 	u := sb.Record().QEMUUser
 	if u == nil || m.cfg.QEMUUsers == nil {
 		spec.QEMUUser = nil
@@ -247,7 +252,7 @@ func (m *Manager) confine(sb *Sandbox, spec *domain.Spec) error {
 // passableUnderState makes dir and the directories between it and the
 // state dir passable (0711 at least). dir outside the state dir must be
 // passable already.
-func (m *Manager) passableUnderState(dir string) error {
+func (m *qemuUsers) passableUnderState(dir string) error {
 	rel, err := filepath.Rel(m.cfg.StateDir, dir)
 	if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
 		if err := passable(dir); err != nil {
@@ -271,7 +276,7 @@ func (m *Manager) passableUnderState(dir string) error {
 // clones open: with QEMU users, root's with the clone group, 0660 (QEMU
 // 7.2 opens a memory-backend-file read-write even with share=off, to map
 // it privately); without, 0400 as before.
-func (m *Manager) ShareTemplateRAM(path string) error {
+func (m *qemuUsers) ShareTemplateRAM(path string) error {
 	gid, ok := m.CloneGroup()
 	if !ok {
 		return os.Chmod(path, 0o400)
@@ -338,7 +343,7 @@ func ReadProcStatus(path string) (ProcStatus, error) {
 // (its own uid and gid) when it leaves the sandbox: an overlay kept for
 // its snapshots or as a warm template. Otherwise the next sandbox handed
 // the same uid would own it. A no-op without QEMU users.
-func (m *Manager) Reclaim(path string) error {
+func (m *qemuUsers) Reclaim(path string) error {
 	if m.cfg.QEMUUsers == nil {
 		return nil
 	}

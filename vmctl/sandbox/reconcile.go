@@ -30,6 +30,11 @@ type Report struct {
 	Loaded int
 }
 
+// reconciler is a Manager's adoption of the sandboxes in its Store after
+// a restart (Reconcile). It is a part of the Manager it points to
+// (linkedManager).
+type reconciler struct{ *Manager }
+
 // adoptTimeout bounds the agent handshake with an adopted domain.
 const adoptTimeout = 30 * time.Second
 
@@ -63,7 +68,7 @@ var sandboxFileRE = regexp.MustCompile(`^([0-9a-f]{12})(\.qga)?\.sock$`)
 //     neither a record nor any domain uses.
 //
 // Call it once, before serving, on a Manager with a Store and an Owner.
-func (m *Manager) Reconcile(ctx context.Context) (Report, error) {
+func (m *reconciler) Reconcile(ctx context.Context) (Report, error) {
 	rep := Report{Failed: map[string]string{}}
 	if m.cfg.Store == nil {
 		return rep, nil
@@ -209,7 +214,7 @@ func (m *Manager) Reconcile(ctx context.Context) (Report, error) {
 
 // cleanFiles removes sandbox directories and agent sockets that neither
 // a record nor any domain (of any owner) uses.
-func (m *Manager) cleanFiles(known, domains map[string]bool, rep *Report) {
+func (m *reconciler) cleanFiles(known, domains map[string]bool, rep *Report) {
 	dir := SandboxesDir(m.cfg.StateDir)
 	entries, _ := os.ReadDir(dir)
 	for _, e := range entries {
@@ -242,7 +247,7 @@ func (m *Manager) cleanFiles(known, domains map[string]bool, rep *Report) {
 
 // fromRecord rebuilds a Sandbox from its durable record.
 func (m *Manager) fromRecord(r Record) *Sandbox {
-	sb := &Sandbox{
+	sb := linked(&Sandbox{
 		ID: r.ID, Name: r.Name, Labels: r.Labels, Domain: r.Domain, Dir: r.Dir,
 		Overlay: r.Overlay, ConsoleLog: r.ConsoleLog, AgentSocket: r.AgentSocket,
 		Accel:    accel.Choice{DomainType: r.DomainType, Accel: accel.Mode(r.Accel), Reason: "adopted"},
@@ -254,7 +259,7 @@ func (m *Manager) fromRecord(r Record) *Sandbox {
 		log:      m.log,
 		life:     newLife(),
 		rec:      r,
-	}
+	})
 	sb.stopWatch = func() {}
 	sb.loadAccount()
 	return sb
@@ -262,13 +267,13 @@ func (m *Manager) fromRecord(r Record) *Sandbox {
 
 // markStopped closes the stopped channel of a sandbox whose domain is
 // known to be gone.
-func (sb *Sandbox) markStopped() {
+func (sb *domainEnd) markStopped() {
 	sb.curLife().end(Stop{Reason: "stopped/before restart"})
 }
 
 // fail marks sb failed with reason (if it is not final yet) and records it
 // in rep.
-func (m *Manager) fail(sb *Sandbox, reason string, rep *Report) {
+func (m *reconciler) fail(sb *Sandbox, reason string, rep *Report) {
 	if err := sb.setState(StateFailed, reason); err != nil && !errors.Is(err, ErrConflict) {
 		m.log.Warn("mark sandbox failed", "sandbox", sb.ID, "err", err)
 	}

@@ -8,13 +8,14 @@ import (
 
 	"github.com/agentbox/agentbox/vmctl/agent"
 	"github.com/agentbox/agentbox/vmctl/agentproto"
+	"github.com/agentbox/agentbox/vmctl/errdefs"
 )
 
 // ErrReseedUnsupported is returned (wrapped) by ReseedGuest when the
 // guest's agent predates agentproto.OpReseed: the guest keeps the random
 // state its memory was saved with, unless its kernel's vmgenid driver
 // reseeded it (domain.Spec.GenID).
-var ErrReseedUnsupported = errors.New("the guest agent cannot reseed the guest's random number generator (it predates the reseed operation): rebuild the image with a current agent")
+var ErrReseedUnsupported = errdefs.New(errdefs.ErrNotImplemented, "", "the guest agent cannot reseed the guest's random number generator (it predates the reseed operation): rebuild the image with a current agent")
 
 // ReseedGuest gives the guest behind c fresh randomness (agent.Client.Reseed):
 // host random bytes credited to its kernel's pool and its CRNG reseeded.
@@ -36,7 +37,7 @@ func ReseedGuest(ctx context.Context, c *agent.Client) error {
 
 // Reseed is ReseedGuest on the running sandbox's agent. Errors:
 // ErrNotRunning; ReseedGuest's.
-func (sb *Sandbox) Reseed(ctx context.Context) error {
+func (sb *agentConn) Reseed(ctx context.Context) error {
 	c, err := sb.agentFor()
 	if err != nil {
 		return err

@@ -18,7 +18,9 @@ import (
 // Sandbox is one virtual machine with its overlay and agent connection.
 // The exported fields are fixed when the sandbox is made (Create or
 // Reconcile); its lifecycle state changes and is read with State and
-// Record.
+// Record. Its methods are declared on it and on its parts by concern
+// (domainEnd, agentConn, guestProcs, portForwards, guestNet, pauseState,
+// idleGate), whose methods are promoted: all are called on the Sandbox.
 type Sandbox struct {
 	// ID is 12 lowercase hex digits, unique per sandbox.
 	ID string
@@ -78,6 +80,43 @@ type Sandbox struct {
 	// is the newest record and none lands after Remove deleted it.
 	pmu     sync.Mutex
 	removed bool
+
+	// The parts by concern, each a pointer back to this Sandbox (set by
+	// linked): they share its fields and locks; their methods are
+	// promoted.
+	domainEnd    // this file: the domain's end and how callers hear of it
+	agentConn    // this file, build.go, reseed.go, watch.go: the agent connection
+	guestProcs   // procs.go: the guest's detached processes
+	portForwards // ports.go: port forwards and guest connections
+	guestNet     // network.go: the guest's network
+	pauseState   // pause.go: the resources held, the operation lock, state checks
+	idleGate     // idle.go: the idle action and what waits for it
+}
+
+// domainEnd is the end of a sandbox's domain: the watch for it (watch,
+// unwatch, markStopped in reconcile.go), its channel (Stopped), and how
+// it is told to callers (StopErr, NotRunning, Explain). It is a part of
+// the Sandbox it points to (linked).
+type domainEnd struct{ *Sandbox }
+
+// agentConn is a sandbox's guest agent connection: who gets it (Agent),
+// how it is made (connectAgent, build.go) and released, and the guest
+// calls beyond exec.go's commands and files (Reseed, reseed.go; Watch,
+// watch.go). It is a part of the Sandbox it points to (linked).
+type agentConn struct{ *Sandbox }
+
+// linked points sb's parts at sb and returns it. Every Sandbox this
+// package makes is linked (NewBuild, fromRecord); an unlinked one (a
+// test's literal) has only the methods declared on Sandbox itself.
+func linked(sb *Sandbox) *Sandbox {
+	sb.domainEnd = domainEnd{sb}
+	sb.agentConn = agentConn{sb}
+	sb.guestProcs = guestProcs{sb}
+	sb.portForwards = portForwards{sb}
+	sb.guestNet = guestNet{sb}
+	sb.pauseState = pauseState{sb}
+	sb.idleGate = idleGate{sb}
+	return sb
 }
 
 // State returns the sandbox's current lifecycle state.
@@ -110,7 +149,7 @@ func (sb *Sandbox) Tenant() string {
 // Agent returns the connected guest agent client, or nil when the sandbox
 // is not running. All callers share the one connection; it multiplexes
 // concurrent operations (yamux streams).
-func (sb *Sandbox) Agent() *agent.Client {
+func (sb *agentConn) Agent() *agent.Client {
 	sb.mu.Lock()
 	defer sb.mu.Unlock()
 	if sb.rec.State != StateRunning {
@@ -120,7 +159,7 @@ func (sb *Sandbox) Agent() *agent.Client {
 }
 
 // unwatch ends the watch of the sandbox's domain (see Manager.watch).
-func (sb *Sandbox) unwatch() {
+func (sb *domainEnd) unwatch() {
 	sb.mu.Lock()
 	f := sb.stopWatch
 	sb.mu.Unlock()
@@ -150,7 +189,7 @@ func (l *domainLife) end(st Stop) {
 }
 
 // curLife returns the life of the sandbox's current (or last) domain.
-func (sb *Sandbox) curLife() *domainLife {
+func (sb *domainEnd) curLife() *domainLife {
 	sb.mu.Lock()
 	defer sb.mu.Unlock()
 	return sb.life
@@ -159,9 +198,9 @@ func (sb *Sandbox) curLife() *domainLife {
 // Stopped is closed when the domain has stopped for any reason. A sandbox
 // whose domain starts again (Resume from disk, Start) has a new channel:
 // call Stopped again after those.
-func (sb *Sandbox) Stopped() <-chan struct{} { return sb.curLife().done }
+func (sb *domainEnd) Stopped() <-chan struct{} { return sb.curLife().done }
 
-func (sb *Sandbox) stoppedNow() bool {
+func (sb *domainEnd) stoppedNow() bool {
 	select {
 	case <-sb.Stopped():
 		return true
@@ -277,7 +316,7 @@ func (sb *Sandbox) setExtra(extra []byte) {
 
 // StopErr describes why the domain stopped, wrapping ErrGuestDied and
 // carrying the last console lines; nil while it runs.
-func (sb *Sandbox) StopErr() error {
+func (sb *domainEnd) StopErr() error {
 	if !sb.stoppedNow() {
 		return nil
 	}
@@ -299,7 +338,7 @@ func (sb *Sandbox) StopErr() error {
 // the guest shut itself down, failed otherwise (crash, panic, destroyed
 // behind our back, vanished while libvirtd was away). The domain of a
 // sandbox paused to disk was destroyed on purpose: its network stays.
-func (sb *Sandbox) watch(stops <-chan Stop, life *domainLife) {
+func (sb *domainEnd) watch(stops <-chan Stop, life *domainLife) {
 	st, ok := <-stops
 	if !ok {
 		return
@@ -309,7 +348,7 @@ func (sb *Sandbox) watch(stops <-chan Stop, life *domainLife) {
 	if r.PausedToDisk() {
 		return // Pause owns it; the tap and rules stay for the resume
 	}
-	sb.obs.DomainGone(sb) // the domain is gone
+	sb.obs.DomainGone(sb.Sandbox) // the domain is gone
 	if r.State != StateRunning && r.State != StatePaused {
 		return // Create, Stop, Remove, Resume or Start own the change
 	}
@@ -328,7 +367,7 @@ func (sb *Sandbox) watch(stops <-chan Stop, life *domainLife) {
 
 // release closes the agent connection and removes the sockets of a
 // sandbox whose domain is gone.
-func (sb *Sandbox) release() {
+func (sb *agentConn) release() {
 	sb.mu.Lock()
 	c := sb.agent
 	sb.agent = nil
@@ -343,7 +382,7 @@ func (sb *Sandbox) release() {
 // state (with the guest's death, ErrGuestDied, when its domain stopped
 // without agentbox asking: see died), for the operations here and in the
 // sub-packages that need a running sandbox.
-func (sb *Sandbox) NotRunning() error {
+func (sb *domainEnd) NotRunning() error {
 	r := sb.Record()
 	msg := fmt.Sprintf("sandbox %s is %s", sb.ID, r.State)
 	if r.Reason != "" {
@@ -358,7 +397,7 @@ func (sb *Sandbox) NotRunning() error {
 // died reports whether the sandbox's domain stopped and agentbox did not
 // end it: not paused to disk, not being stopped or removed, not stopped
 // by Stop (a guest that powered itself off did die for its callers).
-func (sb *Sandbox) died() bool {
+func (sb *domainEnd) died() bool {
 	if !sb.stoppedNow() {
 		return false
 	}
@@ -375,7 +414,7 @@ func (sb *Sandbox) died() bool {
 // onPurpose reports whether the sandbox is not running because agentbox
 // made it so (paused, stopping, stopped by Stop): a broken agent
 // connection is then that, not the guest's death.
-func (sb *Sandbox) onPurpose() bool {
+func (sb *domainEnd) onPurpose() bool {
 	switch r := sb.Record(); r.State {
 	case StatePaused, StateStopping:
 		return true
@@ -397,7 +436,7 @@ const stopEventGrace = 2 * time.Second
 // (ErrGuestDied with the console's last lines) when the domain stopped or
 // stops within 2 s; otherwise it returns err unchanged, wrapped as a lost
 // connection when it is agent.ErrDisconnected.
-func (sb *Sandbox) Explain(err error) error {
+func (sb *domainEnd) Explain(err error) error {
 	if err == nil {
 		return nil
 	}

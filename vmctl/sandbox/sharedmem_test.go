@@ -11,7 +11,7 @@ import (
 // sharedSandbox is a running sandbox of memMiB guest RAM, a clone of
 // template tpl sharing sharedMiB of it ("" : not a clone).
 func sharedSandbox(id string, memMiB int, tpl string, sharedMiB int) *Sandbox {
-	sb := &Sandbox{ID: id, VCPUs: 1, Memory: memMiB, rec: Record{ID: id, State: StateRunning}}
+	sb := linked(&Sandbox{ID: id, VCPUs: 1, Memory: memMiB, rec: Record{ID: id, State: StateRunning}})
 	if tpl != "" {
 		sb.Shared = &SharedMemory{Template: tpl, MiB: sharedMiB}
 	}
@@ -44,7 +44,7 @@ func TestMemoryCommit(t *testing.T) {
 // whole guest RAM, later ones only their private part; a booted sandbox
 // always its whole RAM. A sandbox that ended holds nothing.
 func TestAdmissionCountsSharedOnce(t *testing.T) {
-	m := &Manager{byID: map[string]*Sandbox{}, names: map[string]string{}}
+	m := linkedManager(&Manager{byID: map[string]*Sandbox{}, names: map[string]string{}})
 	const capacity = 1500
 	var asked []Resources
 	admit := func(r Resources) error {
@@ -141,7 +141,7 @@ func TestSharedMemoryOf(t *testing.T) {
 // would leak past the 404s a tenant gets for others' sandboxes); a name
 // the same tenant holds names its sandbox.
 func TestNameTakenAcrossTenants(t *testing.T) {
-	m := &Manager{byID: map[string]*Sandbox{}, names: map[string]string{}}
+	m := linkedManager(&Manager{byID: map[string]*Sandbox{}, names: map[string]string{}})
 	named := func(id, name, tenant string) *Sandbox {
 		sb := sharedSandbox(id, 512, "", 0)
 		sb.Name, sb.rec.Name, sb.rec.Tenant = name, name, tenant

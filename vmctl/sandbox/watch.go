@@ -12,7 +12,7 @@ import (
 // agent.Client.Watch); ctx bounds the watch, the caller closes the
 // Watcher. Next's errors are the agent's: pass them to Explain. It does no
 // accounting (Busy). Errors: ErrNotRunning; the agent's, explained.
-func (sb *Sandbox) Watch(ctx context.Context, p string, recursive bool) (*agent.Watcher, error) {
+func (sb *agentConn) Watch(ctx context.Context, p string, recursive bool) (*agent.Watcher, error) {
 	c, err := sb.agentFor()
 	if err != nil {
 		return nil, err

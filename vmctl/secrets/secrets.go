@@ -250,7 +250,7 @@ func (s *Set) Save(path string) error {
 }
 
 // ErrNone is returned by Load when a sandbox has no secrets file.
-var ErrNone = errors.New("secrets: the sandbox has no secrets")
+var ErrNone = errdefs.New(errdefs.ErrNotFound, "", "secrets: the sandbox has no secrets")
 
 // Load reads the Set Save wrote to path. Errors: ErrNone (wrapped) when
 // the file does not exist; a file readable by others than its owner (it

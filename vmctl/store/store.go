@@ -12,6 +12,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
 
+	"github.com/agentbox/agentbox/vmctl/errdefs"
 	"github.com/agentbox/agentbox/vmctl/sandbox"
 )
 
@@ -24,18 +25,22 @@ const SchemaVersion = 1
 // lock to let go before it fails with ErrLocked.
 const DefaultLockTimeout = time.Second
 
-// Error categories, wrapped with %w.
+// Error categories, wrapped with %w. Each is a sentinel of an errdefs
+// category: ErrNotFound of errdefs.ErrNotFound (errors.Is matches both),
+// ErrInvalid of errdefs.ErrInvalidArgument, ErrLocked and ErrSchema of
+// errdefs.ErrFailedPrecondition (another agentbox holds or wrote the file:
+// stop it, or use another --state-dir).
 var (
 	// ErrLocked: another process (or another Open in this one) holds the
 	// store's file.
-	ErrLocked = errors.New("state store is locked")
+	ErrLocked = errdefs.New(errdefs.ErrFailedPrecondition, "", "state store is locked")
 	// ErrSchema: the file was written with a schema this agentbox does not
 	// understand (newer, or unreadable).
-	ErrSchema = errors.New("unsupported state store schema")
+	ErrSchema = errdefs.New(errdefs.ErrFailedPrecondition, "", "unsupported state store schema")
 	// ErrNotFound: the sandbox or exec does not exist.
-	ErrNotFound = errors.New("not found")
+	ErrNotFound = errdefs.New(errdefs.ErrNotFound, "", "not found")
 	// ErrInvalid: an argument is malformed (an empty ID).
-	ErrInvalid = errors.New("invalid store argument")
+	ErrInvalid = errdefs.New(errdefs.ErrInvalidArgument, "", "invalid store argument")
 )
 
 // Bucket and key names; see the package documentation.

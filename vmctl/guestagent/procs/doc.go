@@ -10,16 +10,16 @@
 //
 //   - keeps its stdout and stderr together, in arrival order, in one
 //     offset space ([Chunk.Offset]), keeping the last Options.BufferBytes
-//     and counting what fell out (Info.OutputDropped);
+//     and counting what fell out (agentproto.ProcInfo.OutputDropped);
 //   - serves that output from any offset still kept, optionally following
 //     it until the process ends ([Table.Output]), to any number of
 //     concurrent readers;
 //   - feeds its stdin through a pipe when it was started with stdinOpen
 //     ([Table.WriteStdin], closeAfter for EOF), serializing writers;
 //   - signals its process group ([Table.Signal]);
-//   - records how it ended ([Info.State]: running, exited with an
-//     agentproto.ExitStatus, or lost when its Wait failed) and calls
-//     Options.OnExit once;
+//   - records how it ended (agentproto.ProcInfo.State: running, exited
+//     with an agentproto.ExitStatus, or lost when its Wait failed) and
+//     calls Options.OnExit once;
 //   - forgets it on request ([Table.Forget]) or, to make room, when it is
 //     the oldest ended one.
 //

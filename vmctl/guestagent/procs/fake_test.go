@@ -102,7 +102,7 @@ func exit(code int) (agentproto.ExitStatus, error) { return agentproto.ExitStatu
 func argv(a ...string) agentproto.ExecRequest { return agentproto.ExecRequest{Argv: a} }
 
 // collect reads id's output from offset; the chunks' Data are copied.
-func collect(t *testing.T, tb *procs.Table, ctx context.Context, id string, offset int64, follow bool) ([]procs.Chunk, procs.Info, error) {
+func collect(t *testing.T, tb *procs.Table, ctx context.Context, id string, offset int64, follow bool) ([]procs.Chunk, agentproto.ProcInfo, error) {
 	t.Helper()
 	var got []procs.Chunk
 	info, err := tb.Output(ctx, id, offset, follow, func(c procs.Chunk) error {
@@ -131,7 +131,7 @@ func until(t *testing.T, tb *procs.Table, id, want string) {
 	}
 }
 
-func wait(t *testing.T, tb *procs.Table, id string) procs.Info {
+func wait(t *testing.T, tb *procs.Table, id string) agentproto.ProcInfo {
 	t.Helper()
 	info, err := tb.Wait(context.Background(), id)
 	if err != nil {
@@ -143,19 +143,19 @@ func wait(t *testing.T, tb *procs.Table, id string) procs.Info {
 // exits records OnExit calls.
 type exits struct {
 	mu    sync.Mutex
-	calls map[string][]procs.Info
+	calls map[string][]agentproto.ProcInfo
 }
 
-func (x *exits) record(in procs.Info) {
+func (x *exits) record(in agentproto.ProcInfo) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if x.calls == nil {
-		x.calls = map[string][]procs.Info{}
+		x.calls = map[string][]agentproto.ProcInfo{}
 	}
 	x.calls[in.ID] = append(x.calls[in.ID], in)
 }
 
-func (x *exits) get(id string) []procs.Info {
+func (x *exits) get(id string) []agentproto.ProcInfo {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	return x.calls[id]

@@ -62,7 +62,7 @@ func (w streamWriter) Write(b []byte) (int, error) {
 	e := w.e
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.state == StateRunning && len(b) > 0 {
+	if e.state == agentproto.ProcRunning && len(b) > 0 {
 		e.out.append(w.stream, b, e.limit)
 		e.out.broadcast()
 	}
@@ -149,20 +149,20 @@ func (b *buffer) from(next int64) []Chunk {
 // then waits for more output and passes it on, until the process ended
 // and all its output was passed, or ctx is done.
 //
-// The Info returned is the snapshot taken with the last batch of chunks
+// The ProcInfo returned is the snapshot taken with the last batch of chunks
 // passed: when its State is not running, every output byte up to
-// Info.OutputBytes was passed, so the caller can send the "exit" event from
+// ProcInfo.OutputBytes was passed, so the caller can send the "exit" event from
 // it. It is also returned with the errors below, except
 // agentproto.ErrProcNotFound.
 //
 // Errors: agentproto.ErrProcNotFound; a *agentproto.ProcDroppedError
 // (errors.Is agentproto.ErrProcDropped) when offset, or a follower that fell
-// behind by more than the buffer, is below Info.OutputDropped (chunks before
+// behind by more than the buffer, is below ProcInfo.OutputDropped (chunks before
 // it were passed already); emit's error as is; ctx.Err() wrapped.
-func (t *Table) Output(ctx context.Context, id string, offset int64, follow bool, emit func(Chunk) error) (Info, error) {
+func (t *Table) Output(ctx context.Context, id string, offset int64, follow bool, emit func(Chunk) error) (agentproto.ProcInfo, error) {
 	e, err := t.lookup(id)
 	if err != nil {
-		return Info{}, err
+		return agentproto.ProcInfo{}, err
 	}
 	next := max(offset, 0)
 	for {
@@ -174,7 +174,7 @@ func (t *Table) Output(ctx context.Context, id string, offset int64, follow bool
 		}
 		batch := e.out.from(next)
 		var wake <-chan struct{}
-		if follow && info.State == StateRunning {
+		if follow && info.State == agentproto.ProcRunning {
 			wake = e.out.watch()
 		}
 		e.mu.Unlock()

@@ -115,7 +115,7 @@ func (e *entry) stdinUsable() error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	switch {
-	case e.state != StateRunning:
+	case e.state != agentproto.ProcRunning:
 		return fmt.Errorf("process %s: write stdin: %w", e.id, agentproto.ErrProcExited)
 	case !e.stdinOpen:
 		return fmt.Errorf("process %s: write stdin: %w: start the process with stdin_open, and close stdin only with the last write", e.id, agentproto.ErrProcStdinClosed)

@@ -14,21 +14,6 @@ import (
 	"github.com/agentbox/agentbox/vmctl/agentproto"
 )
 
-// Process states, the values of Info.State: the agent protocol's (so the
-// guest's and the host's tables agree). They equal api.ProcessRunning,
-// api.ProcessExited and api.ProcessLost and are part of the API.
-const (
-	// StateRunning: the command runs (or has not reported its end yet).
-	StateRunning = agentproto.ProcRunning
-	// StateExited: the command ended and Info.Exit says how (exit code,
-	// signal, timeout, or why it could not start).
-	StateExited = agentproto.ProcExited
-	// StateLost: the command's agent connection ended before its exit
-	// status arrived (guest death, agent disconnect), or the table was
-	// closed by CloseAll; Info.Error says which. Its real fate is unknown.
-	StateLost = agentproto.ProcLost
-)
-
 // Defaults of Options.
 const (
 	// DefaultBufferBytes is the output kept per process: 8 MiB.
@@ -87,49 +72,24 @@ type Options struct {
 	// agentproto.ErrProcLimit. 0 means DefaultMaxProcesses (256).
 	MaxProcesses int
 	// OnExit, if set, is called once per process when it ends (exited or
-	// lost), with its final Info, from the goroutine that saw the end
+	// lost), with its final ProcInfo, from the goroutine that saw the end
 	// (the table's waiter, or one of CloseAll's), so calls for different
 	// processes may run concurrently and it must be safe for that. It
 	// runs without the table's locks held and may call the table; it
 	// should not block long.
-	OnExit func(Info)
-}
-
-// Info is a snapshot of one process.
-type Info struct {
-	// ID is the caller's id of the process, unique in the table.
-	ID string
-	// Pid is the guest process id; 0 if the command could not start.
-	Pid int
-	// Argv is the command line it was started with.
-	Argv []string
-	// State is StateRunning, StateExited or StateLost.
-	State string
-	// Exit is set when State is StateExited.
-	Exit *agentproto.ExitStatus
-	// Error says why the process is StateLost (the Wait error or the
-	// CloseAll reason); empty otherwise.
-	Error string
-	// StdinOpen says whether WriteStdin still accepts bytes.
-	StdinOpen bool
-	// Tty is the current size of the process's terminal (the request's
-	// Tty, then each Resize); nil when it runs without one.
-	Tty *agentproto.TtySize
-	// OutputBytes is the total of stdout and stderr bytes produced, the
-	// end offset of the combined output.
-	OutputBytes int64
-	// OutputDropped is how many of the oldest output bytes fell out of
-	// the buffer: the smallest offset Output can still read.
-	OutputDropped int64
-	// StartedAt is when Start called the StartFunc.
-	StartedAt time.Time
-	// EndedAt is when the end was seen; zero while running.
-	EndedAt time.Time
+	OnExit func(agentproto.ProcInfo)
 }
 
 // Table holds the detached processes of one sandbox: their state, a
 // bounded buffer of their combined output and their stdin. It is safe for
 // concurrent use.
+//
+// Its snapshots of a process are agentproto.ProcInfo, the protocol's own
+// form, which the agent answers as it is: the guest has no other view of
+// a process, so it needs no type of its own (times are the guest's clock
+// readings in nanoseconds, ProcInfo.StartedNs and EndedNs; states are
+// agentproto.ProcRunning, ProcExited and ProcLost). The host's view is
+// vmctl/process.Info, which says why it is another type.
 type Table struct {
 	opts Options
 
@@ -180,7 +140,7 @@ type entry struct {
 }
 
 // Start starts a detached command under id and returns at once with its
-// first Info (usually running; a command that could not start is already
+// first ProcInfo (usually running; a command that could not start is already
 // exited with Exit.ErrorKind set).
 //
 // ctx is the command's lifetime, not a request's: pass the sandbox's
@@ -198,21 +158,21 @@ type entry struct {
 // wrapped. When the table is closed while start runs, the new command is
 // killed, OnExit is not called and the error wraps
 // agentproto.ErrProcTableClosed.
-func (t *Table) Start(ctx context.Context, id string, req agentproto.ExecRequest, stdin []byte, stdinOpen bool, start StartFunc) (Info, error) {
+func (t *Table) Start(ctx context.Context, id string, req agentproto.ExecRequest, stdin []byte, stdinOpen bool, start StartFunc) (agentproto.ProcInfo, error) {
 	if id == "" {
-		return Info{}, errors.New("process: start: empty id: give each process a unique id")
+		return agentproto.ProcInfo{}, errors.New("process: start: empty id: give each process a unique id")
 	}
 	t.mu.Lock()
 	switch {
 	case t.closed:
 		t.mu.Unlock()
-		return Info{}, fmt.Errorf("process %s: %w: the sandbox is going away", id, agentproto.ErrProcTableClosed)
+		return agentproto.ProcInfo{}, fmt.Errorf("process %s: %w: the sandbox is going away", id, agentproto.ErrProcTableClosed)
 	case t.procs[id] != nil || t.pending[id]:
 		t.mu.Unlock()
-		return Info{}, fmt.Errorf("process %s: %w: choose another id", id, agentproto.ErrProcExists)
+		return agentproto.ProcInfo{}, fmt.Errorf("process %s: %w: choose another id", id, agentproto.ErrProcExists)
 	case len(t.order)+len(t.pending) >= t.opts.MaxProcesses && !t.evictLocked():
 		t.mu.Unlock()
-		return Info{}, fmt.Errorf("process %s: %w: all %d kept processes still run; wait for or kill one", id, agentproto.ErrProcLimit, t.opts.MaxProcesses)
+		return agentproto.ProcInfo{}, fmt.Errorf("process %s: %w: all %d kept processes still run; wait for or kill one", id, agentproto.ErrProcLimit, t.opts.MaxProcesses)
 	}
 	t.pending[id] = true
 	t.mu.Unlock()
@@ -224,7 +184,7 @@ func (t *Table) Start(ctx context.Context, id string, req agentproto.ExecRequest
 		limit:     int64(t.opts.BufferBytes),
 		stdinSem:  make(chan struct{}, 1),
 		done:      make(chan struct{}),
-		state:     StateRunning,
+		state:     agentproto.ProcRunning,
 	}
 	if req.Tty != nil {
 		size := *req.Tty
@@ -247,7 +207,7 @@ func (t *Table) Start(ctx context.Context, id string, req agentproto.ExecRequest
 		if e.stdinR != nil {
 			e.stdinR.CloseWithError(agentproto.ErrProcExited)
 		}
-		return Info{}, fmt.Errorf("process %s: start: %w", id, err)
+		return agentproto.ProcInfo{}, fmt.Errorf("process %s: start: %w", id, err)
 	}
 	e.proc, e.pid = p, p.Pid()
 	if stdinOpen && len(stdin) > 0 {
@@ -263,12 +223,12 @@ func (t *Table) Start(ctx context.Context, id string, req agentproto.ExecRequest
 	delete(t.pending, id)
 	if t.closed {
 		t.mu.Unlock()
-		e.end(StateLost, nil, "the process table was closed while the command started", nil)
+		e.end(agentproto.ProcLost, nil, "the process table was closed while the command started", nil)
 		t.waiters.Go(func() {
 			kill(e)
 			_, _ = p.Wait()
 		})
-		return Info{}, fmt.Errorf("process %s: %w: the sandbox is going away", id, agentproto.ErrProcTableClosed)
+		return agentproto.ProcInfo{}, fmt.Errorf("process %s: %w: the sandbox is going away", id, agentproto.ErrProcTableClosed)
 	}
 	t.procs[id] = e
 	t.order = append(t.order, e)
@@ -295,9 +255,9 @@ func (t *Table) evictLocked() bool {
 func (t *Table) wait(e *entry) {
 	st, err := e.proc.Wait()
 	if err == nil || st.ErrorKind != "" || st.Code >= 0 || st.Signal != 0 {
-		e.end(StateExited, &st, "", t.opts.OnExit)
+		e.end(agentproto.ProcExited, &st, "", t.opts.OnExit)
 	} else {
-		e.end(StateLost, nil, err.Error(), t.opts.OnExit)
+		e.end(agentproto.ProcLost, nil, err.Error(), t.opts.OnExit)
 	}
 }
 
@@ -313,21 +273,21 @@ func (t *Table) lookup(id string) (*entry, error) {
 	return e, nil
 }
 
-// Get returns the process's current Info. Errors: agentproto.ErrProcNotFound.
-func (t *Table) Get(id string) (Info, error) {
+// Get returns the process's current ProcInfo. Errors: agentproto.ErrProcNotFound.
+func (t *Table) Get(id string) (agentproto.ProcInfo, error) {
 	e, err := t.lookup(id)
 	if err != nil {
-		return Info{}, err
+		return agentproto.ProcInfo{}, err
 	}
 	return e.info(), nil
 }
 
-// List returns the Info of every kept process, oldest first.
-func (t *Table) List() []Info {
+// List returns the ProcInfo of every kept process, oldest first.
+func (t *Table) List() []agentproto.ProcInfo {
 	t.mu.Lock()
 	entries := slices.Clone(t.order)
 	t.mu.Unlock()
-	out := make([]Info, len(entries))
+	out := make([]agentproto.ProcInfo, len(entries))
 	for i, e := range entries {
 		out[i] = e.info()
 	}
@@ -335,11 +295,11 @@ func (t *Table) List() []Info {
 }
 
 // Wait blocks until the process ended (exited or lost) or ctx is done and
-// returns its Info. Errors: agentproto.ErrProcNotFound, ctx.Err().
-func (t *Table) Wait(ctx context.Context, id string) (Info, error) {
+// returns its ProcInfo. Errors: agentproto.ErrProcNotFound, ctx.Err().
+func (t *Table) Wait(ctx context.Context, id string) (agentproto.ProcInfo, error) {
 	e, err := t.lookup(id)
 	if err != nil {
-		return Info{}, err
+		return agentproto.ProcInfo{}, err
 	}
 	select {
 	case <-e.done:
@@ -390,7 +350,7 @@ func (t *Table) CloseAll(reason string) {
 	var wg sync.WaitGroup
 	for _, e := range entries {
 		wg.Go(func() {
-			if ok, _ := e.end(StateLost, nil, reason, t.opts.OnExit); ok {
+			if ok, _ := e.end(agentproto.ProcLost, nil, reason, t.opts.OnExit); ok {
 				kill(e)
 			}
 		})
@@ -410,22 +370,22 @@ func kill(e *entry) {
 }
 
 // end marks e ended with state (once: the first caller wins, later ones get
-// false) and returns its final Info. notify, if not nil, is called with that
-// Info before the end is visible to readers (state, output followers, Wait),
+// false) and returns its final ProcInfo. notify, if not nil, is called with that
+// ProcInfo before the end is visible to readers (state, output followers, Wait),
 // so what it records (the daemon's audit entry and exec history) is there by
 // the time anyone sees the process ended. It closes stdin (pending writes
 // fail with agentproto.ErrProcExited) and wakes followers.
-func (e *entry) end(state string, exit *agentproto.ExitStatus, reason string, notify func(Info)) (bool, Info) {
+func (e *entry) end(state string, exit *agentproto.ExitStatus, reason string, notify func(agentproto.ProcInfo)) (bool, agentproto.ProcInfo) {
 	e.mu.Lock()
-	if e.state != StateRunning || e.ending {
+	if e.state != agentproto.ProcRunning || e.ending {
 		e.mu.Unlock()
-		return false, Info{}
+		return false, agentproto.ProcInfo{}
 	}
 	e.ending = true
 	info := e.infoLocked()
 	e.mu.Unlock()
 	now := time.Now()
-	info.State, info.Error, info.StdinOpen, info.EndedAt = state, reason, false, now
+	info.State, info.Error, info.StdinOpen, info.EndedNs = state, reason, false, now.UnixNano()
 	if exit != nil {
 		x := *exit
 		info.Exit = &x
@@ -456,14 +416,14 @@ func (e *entry) ended() bool {
 }
 
 // info returns a snapshot of e.
-func (e *entry) info() Info {
+func (e *entry) info() agentproto.ProcInfo {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.infoLocked()
 }
 
-func (e *entry) infoLocked() Info {
-	in := Info{
+func (e *entry) infoLocked() agentproto.ProcInfo {
+	in := agentproto.ProcInfo{
 		ID:            e.id,
 		Pid:           e.pid,
 		Argv:          slices.Clone(e.argv),
@@ -472,8 +432,13 @@ func (e *entry) infoLocked() Info {
 		StdinOpen:     e.stdinOpen,
 		OutputBytes:   e.out.total,
 		OutputDropped: e.out.total - e.out.kept,
-		StartedAt:     e.startedAt,
-		EndedAt:       e.endedAt,
+		StartedNs:     e.startedAt.UnixNano(),
+	}
+	if in.Argv == nil {
+		in.Argv = []string{} // "argv": [] on the wire, never null
+	}
+	if !e.endedAt.IsZero() {
+		in.EndedNs = e.endedAt.UnixNano()
 	}
 	if e.exit != nil {
 		x := *e.exit
@@ -504,14 +469,14 @@ func (t *Table) Forget(id string) error {
 	return nil
 }
 
-// Resize sets the size of the process's terminal and returns its Info with
+// Resize sets the size of the process's terminal and returns its ProcInfo with
 // the new size. Errors: agentproto.ErrProcNotFound, agentproto.ErrProcExited
 // (it already ended), agentproto.ErrProcNoTty (it runs without a terminal),
 // the Terminal's error wrapped.
-func (t *Table) Resize(id string, size agentproto.TtySize) (Info, error) {
+func (t *Table) Resize(id string, size agentproto.TtySize) (agentproto.ProcInfo, error) {
 	e, err := t.lookup(id)
 	if err != nil {
-		return Info{}, err
+		return agentproto.ProcInfo{}, err
 	}
 	term, ok := e.proc.(Terminal)
 	e.mu.Lock()
@@ -519,15 +484,15 @@ func (t *Table) Resize(id string, size agentproto.TtySize) (Info, error) {
 	e.mu.Unlock()
 	switch {
 	case !hasTty || !ok:
-		return Info{}, fmt.Errorf("process %s: %w: only a process started with a terminal (tty) has a size to change", id, agentproto.ErrProcNoTty)
+		return agentproto.ProcInfo{}, fmt.Errorf("process %s: %w: only a process started with a terminal (tty) has a size to change", id, agentproto.ErrProcNoTty)
 	case e.ended():
-		return Info{}, fmt.Errorf("process %s: resize: %w", id, agentproto.ErrProcExited)
+		return agentproto.ProcInfo{}, fmt.Errorf("process %s: resize: %w", id, agentproto.ErrProcExited)
 	}
 	if err := term.Resize(size); err != nil {
 		if errors.Is(err, agentproto.ErrProcExited) {
-			return Info{}, fmt.Errorf("process %s: resize: %w", id, agentproto.ErrProcExited)
+			return agentproto.ProcInfo{}, fmt.Errorf("process %s: resize: %w", id, agentproto.ErrProcExited)
 		}
-		return Info{}, fmt.Errorf("process %s: resize: %w", id, err)
+		return agentproto.ProcInfo{}, fmt.Errorf("process %s: resize: %w", id, err)
 	}
 	e.mu.Lock()
 	e.tty = &size

@@ -39,13 +39,10 @@ func fmtChunks(cs []procs.Chunk) string {
 	return b.String()
 }
 
-func TestStatesAndStreamsMatchAPI(t *testing.T) {
-	// The values of api.ProcessRunning, ProcessExited, ProcessLost,
-	// EventStdout and EventStderr (not imported: vmctl/api is above this
-	// package).
-	if procs.StateRunning != "running" || procs.StateExited != "exited" || procs.StateLost != "lost" {
-		t.Fatal("process states differ from the api.Process* strings")
-	}
+func TestStreamsMatchAPI(t *testing.T) {
+	// The values of api.EventStdout and EventStderr (not imported:
+	// vmctl/api is above this package). The states are agentproto's
+	// (its TestProcInfoJSON).
 	if procs.StreamStdout != "stdout" || procs.StreamStderr != "stderr" {
 		t.Fatal("stream names differ from the api.Event* strings")
 	}
@@ -65,11 +62,11 @@ func TestOffsetsAcrossStreams(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if info.ID != "p1" || info.Pid == 0 || !reflect.DeepEqual(info.Argv, []string{"x", "-y"}) || info.StdinOpen || info.StartedAt.IsZero() {
+	if info.ID != "p1" || info.Pid == 0 || !reflect.DeepEqual(info.Argv, []string{"x", "-y"}) || info.StdinOpen || info.StartedNs == 0 {
 		t.Fatalf("start info %+v", info)
 	}
 	info = wait(t, tb, "p1")
-	if info.State != procs.StateExited || info.Exit == nil || info.Exit.Code != 3 || info.OutputBytes != 9 || info.OutputDropped != 0 || info.EndedAt.IsZero() || info.Error != "" {
+	if info.State != agentproto.ProcExited || info.Exit == nil || info.Exit.Code != 3 || info.OutputBytes != 9 || info.OutputDropped != 0 || info.EndedNs == 0 || info.Error != "" {
 		t.Fatalf("end info %+v", info)
 	}
 
@@ -148,7 +145,7 @@ func TestFollowLockstep(t *testing.T) {
 		t.Fatal(err)
 	}
 	eqChunks(t, "followed", got, parts...)
-	if info.State != procs.StateExited || info.Exit.Code != 0 || info.OutputBytes != 14 {
+	if info.State != agentproto.ProcExited || info.Exit.Code != 0 || info.OutputBytes != 14 {
 		t.Fatalf("final info %+v", info)
 	}
 }
@@ -172,11 +169,11 @@ func TestFollowEndsOnCancel(t *testing.T) {
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("Output = %v, want context.Canceled", err)
 	}
-	if len(got) != 1 || info.State != procs.StateRunning || info.OutputBytes != 2 {
+	if len(got) != 1 || info.State != agentproto.ProcRunning || info.OutputBytes != 2 {
 		t.Fatalf("got %s, info %+v", fmtChunks(got), info)
 	}
 	// The request's end did not touch the process.
-	if in, _ := tb.Get("p"); in.State != procs.StateRunning {
+	if in, _ := tb.Get("p"); in.State != agentproto.ProcRunning {
 		t.Fatalf("state after cancelled follow: %+v", in)
 	}
 	if err := tb.Signal(context.Background(), "p", syscall.SIGTERM); err != nil {
@@ -288,21 +285,21 @@ func TestStdinRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !info.StdinOpen || info.State != procs.StateRunning {
+	if !info.StdinOpen || info.State != agentproto.ProcRunning {
 		t.Fatalf("start info %+v", info)
 	}
 	if n, err := tb.WriteStdin(ctx, "e", strings.NewReader("world\n"), false); n != 6 || err != nil {
 		t.Fatalf("WriteStdin = %d, %v", n, err)
 	}
 	until(t, tb, "e", "hello world\n")
-	if in, _ := tb.Get("e"); !in.StdinOpen || in.State != procs.StateRunning {
+	if in, _ := tb.Get("e"); !in.StdinOpen || in.State != agentproto.ProcRunning {
 		t.Fatalf("info %+v", in)
 	}
 	if n, err := tb.WriteStdin(ctx, "e", strings.NewReader("bye"), true); n != 3 || err != nil {
 		t.Fatalf("WriteStdin close = %d, %v", n, err)
 	}
 	info = wait(t, tb, "e")
-	if info.State != procs.StateExited || info.Exit.Code != 0 || info.StdinOpen {
+	if info.State != agentproto.ProcExited || info.Exit.Code != 0 || info.StdinOpen {
 		t.Fatalf("end info %+v", info)
 	}
 	var all []byte
@@ -339,7 +336,7 @@ func TestStdinClosed(t *testing.T) {
 		t.Fatalf("WriteStdin = %d, %v", n, err)
 	}
 	until(t, tb, "open", "stdin=\"x\" nil=false\n")
-	if in, _ := tb.Get("open"); in.StdinOpen || in.State != procs.StateRunning {
+	if in, _ := tb.Get("open"); in.StdinOpen || in.State != agentproto.ProcRunning {
 		t.Fatalf("info %+v", in)
 	}
 	if _, err := tb.WriteStdin(ctx, "open", strings.NewReader("y"), false); !errors.Is(err, agentproto.ErrProcStdinClosed) {
@@ -495,7 +492,7 @@ func TestSignal(t *testing.T) {
 		t.Fatal(err)
 	}
 	info := wait(t, tb, "p")
-	if info.State != procs.StateExited || info.Exit.Signal != 15 || info.Exit.ShellCode() != 143 {
+	if info.State != agentproto.ProcExited || info.Exit.Signal != 15 || info.Exit.ShellCode() != 143 {
 		t.Fatalf("info %+v exit %+v", info, info.Exit)
 	}
 	if err := tb.Signal(ctx, "p", syscall.SIGTERM); !errors.Is(err, agentproto.ErrProcExited) {
@@ -552,7 +549,7 @@ func TestLostAndStartFailure(t *testing.T) {
 		t.Fatal(err)
 	}
 	info := wait(t, tb, "lost")
-	if info.State != procs.StateLost || info.Exit != nil || info.StdinOpen || info.OutputBytes != 7 ||
+	if info.State != agentproto.ProcLost || info.Exit != nil || info.StdinOpen || info.OutputBytes != 7 ||
 		info.Error != "agent: exec x: agent: disconnected from guest agent: EOF" {
 		t.Fatalf("lost info %+v", info)
 	}
@@ -570,7 +567,7 @@ func TestLostAndStartFailure(t *testing.T) {
 		t.Fatal(err)
 	}
 	info = wait(t, tb, "nf")
-	if info.State != procs.StateExited || info.Pid != 0 || !reflect.DeepEqual(*info.Exit, notFound) || info.Exit.ShellCode() != 127 {
+	if info.State != agentproto.ProcExited || info.Pid != 0 || !reflect.DeepEqual(*info.Exit, notFound) || info.Exit.ShellCode() != 127 {
 		t.Fatalf("start failure info %+v", info)
 	}
 	if err := tb.Signal(ctx, "nf", syscall.SIGTERM); !errors.Is(err, agentproto.ErrProcExited) {
@@ -583,7 +580,7 @@ func TestLostAndStartFailure(t *testing.T) {
 	if _, err := tb.Start(ctx, "killed", argv("x"), nil, false, start); err != nil {
 		t.Fatal(err)
 	}
-	if info := wait(t, tb, "killed"); info.State != procs.StateExited || info.Exit.Signal != 9 || info.Error != "" {
+	if info := wait(t, tb, "killed"); info.State != agentproto.ProcExited || info.Exit.Signal != 9 || info.Error != "" {
 		t.Fatalf("killed info %+v", info)
 	}
 
@@ -630,7 +627,7 @@ func TestLifetimeContextKills(t *testing.T) {
 		t.Fatal(err)
 	}
 	cancel()
-	if info := wait(t, tb, "p"); info.State != procs.StateExited || info.Exit.Signal != 9 {
+	if info := wait(t, tb, "p"); info.State != agentproto.ProcExited || info.Exit.Signal != 9 {
 		t.Fatalf("info %+v", info)
 	}
 }
@@ -710,7 +707,7 @@ func TestCloseAll(t *testing.T) {
 	until(t, tb, "run", "up\n")
 
 	// A follower and a blocked stdin writer are released by CloseAll.
-	followed := make(chan procs.Info, 1)
+	followed := make(chan agentproto.ProcInfo, 1)
 	go func() {
 		info, err := tb.Output(ctx, "run", 0, true, func(procs.Chunk) error { return nil })
 		if err != nil {
@@ -726,14 +723,14 @@ func TestCloseAll(t *testing.T) {
 
 	tb.CloseAll("sandbox removed")
 	info, _ := tb.Get("run")
-	if info.State != procs.StateLost || info.Error != "sandbox removed" || info.StdinOpen || info.EndedAt.IsZero() {
+	if info.State != agentproto.ProcLost || info.Error != "sandbox removed" || info.StdinOpen || info.EndedNs == 0 {
 		t.Fatalf("info after CloseAll %+v", info)
 	}
 	<-f.done // it got SIGKILL
 	if f.st.Signal != 9 {
 		t.Fatalf("fake ended with %+v", f.st)
 	}
-	if fi := <-followed; fi.State != procs.StateLost {
+	if fi := <-followed; fi.State != agentproto.ProcLost {
 		t.Fatalf("follower's info %+v", fi)
 	}
 	if err := <-wrote; !errors.Is(err, agentproto.ErrProcExited) {
@@ -742,18 +739,18 @@ func TestCloseAll(t *testing.T) {
 	if _, err := tb.Start(ctx, "new", argv("x"), nil, false, long); !errors.Is(err, agentproto.ErrProcTableClosed) {
 		t.Fatalf("Start after CloseAll: %v", err)
 	}
-	if in, _ := tb.Get("done"); in.State != procs.StateExited {
+	if in, _ := tb.Get("done"); in.State != agentproto.ProcExited {
 		t.Fatalf("ended process changed: %+v", in)
 	}
 	tb.WaitWaiters()
-	if got := ex.get("run"); len(got) != 1 || got[0].State != procs.StateLost {
+	if got := ex.get("run"); len(got) != 1 || got[0].State != agentproto.ProcLost {
 		t.Fatalf("OnExit(run) calls %+v", got)
 	}
-	if got := ex.get("done"); len(got) != 1 || got[0].State != procs.StateExited {
+	if got := ex.get("done"); len(got) != 1 || got[0].State != agentproto.ProcExited {
 		t.Fatalf("OnExit(done) calls %+v", got)
 	}
 	// Still lost, although the command's status arrived afterwards.
-	if in, _ := tb.Get("run"); in.State != procs.StateLost || in.Exit != nil {
+	if in, _ := tb.Get("run"); in.State != agentproto.ProcLost || in.Exit != nil {
 		t.Fatalf("info %+v", in)
 	}
 }
@@ -852,7 +849,7 @@ func TestConcurrentFollowers(t *testing.T) {
 			t.Errorf("follower from %d: %v", offset, err)
 			return
 		}
-		if next != int64(len(want)) || info.State != procs.StateExited || info.Exit.Code != 5 || info.OutputBytes != int64(len(want)) {
+		if next != int64(len(want)) || info.State != agentproto.ProcExited || info.Exit.Code != 5 || info.OutputBytes != int64(len(want)) {
 			t.Errorf("follower from %d ended at %d with %+v", offset, next, info)
 		}
 	}
@@ -872,8 +869,8 @@ func TestConcurrentFollowers(t *testing.T) {
 // ended, so what it records (the daemon's process.exit audit entry) is
 // there when a client that saw the exit looks for it.
 func TestOnExitBeforeVisible(t *testing.T) {
-	entered, release := make(chan procs.Info, 1), make(chan struct{})
-	tb := procs.NewTable(procs.Options{OnExit: func(info procs.Info) {
+	entered, release := make(chan agentproto.ProcInfo, 1), make(chan struct{})
+	tb := procs.NewTable(procs.Options{OnExit: func(info agentproto.ProcInfo) {
 		entered <- info
 		<-release
 	}})
@@ -883,16 +880,16 @@ func TestOnExitBeforeVisible(t *testing.T) {
 	}, nil)); err != nil {
 		t.Fatal(err)
 	}
-	var final procs.Info
+	var final agentproto.ProcInfo
 	select {
 	case final = <-entered:
 	case <-time.After(10 * time.Second):
 		t.Fatal("OnExit not called")
 	}
-	if final.State != procs.StateExited || final.Exit == nil || final.Exit.Code != 3 || final.EndedAt.IsZero() {
+	if final.State != agentproto.ProcExited || final.Exit == nil || final.Exit.Code != 3 || final.EndedNs == 0 {
 		t.Fatalf("OnExit's info %+v, want exited with code 3 and ended_at", final)
 	}
-	if info, err := tb.Get("p"); err != nil || info.State != procs.StateRunning {
+	if info, err := tb.Get("p"); err != nil || info.State != agentproto.ProcRunning {
 		t.Fatalf("while OnExit runs: %+v, %v; want still running", info, err)
 	}
 	wctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
@@ -901,7 +898,7 @@ func TestOnExitBeforeVisible(t *testing.T) {
 		t.Fatalf("Wait returned %+v while OnExit runs", info)
 	}
 	close(release)
-	if info := wait(t, tb, "p"); info.State != procs.StateExited || !info.EndedAt.Equal(final.EndedAt) {
-		t.Fatalf("after OnExit: %+v, want exited at %v", info, final.EndedAt)
+	if info := wait(t, tb, "p"); info.State != agentproto.ProcExited || info.EndedNs != final.EndedNs {
+		t.Fatalf("after OnExit: %+v, want exited at %v", info, final.EndedNs)
 	}
 }

@@ -1,14 +1,14 @@
-package apitest
+package backendtest
 
 import (
 	"context"
 
 	"github.com/agentbox/agentbox/vmctl/api"
-	"github.com/agentbox/agentbox/vmctl/apiserver"
+	"github.com/agentbox/agentbox/vmctl/backend"
 )
 
 // LifecycleFns are the functions of the fake's pause, resume and start
-// methods (see Backend.Lifecycle); nil ones answer the fixture sandbox in
+// methods (see Fake.Lifecycle); nil ones answer the fixture sandbox in
 // the state the call leads to.
 type LifecycleFns struct {
 	PauseFn  func(ctx context.Context, ref string, req api.PauseRequest) (api.Sandbox, error)
@@ -16,10 +16,10 @@ type LifecycleFns struct {
 	StartFn  func(ctx context.Context, ref string) (api.Sandbox, error)
 }
 
-var _ apiserver.LifecycleBackend = (*Backend)(nil)
+var _ backend.LifecycleBackend = (*Fake)(nil)
 
-// PauseSandbox implements apiserver.LifecycleBackend.
-func (b *Backend) PauseSandbox(ctx context.Context, ref string, req api.PauseRequest) (api.Sandbox, error) {
+// PauseSandbox implements backend.LifecycleBackend.
+func (b *Fake) PauseSandbox(ctx context.Context, ref string, req api.PauseRequest) (api.Sandbox, error) {
 	b.record("PauseSandbox", ref)
 	if b.Lifecycle.PauseFn != nil {
 		return b.Lifecycle.PauseFn(ctx, ref, req)
@@ -33,8 +33,8 @@ func (b *Backend) PauseSandbox(ctx context.Context, ref string, req api.PauseReq
 	return sb, nil
 }
 
-// ResumeSandbox implements apiserver.LifecycleBackend.
-func (b *Backend) ResumeSandbox(ctx context.Context, ref string, ifPaused bool) (api.Sandbox, error) {
+// ResumeSandbox implements backend.LifecycleBackend.
+func (b *Fake) ResumeSandbox(ctx context.Context, ref string, ifPaused bool) (api.Sandbox, error) {
 	b.record("ResumeSandbox", ref)
 	if b.Lifecycle.ResumeFn != nil {
 		return b.Lifecycle.ResumeFn(ctx, ref, ifPaused)
@@ -42,8 +42,8 @@ func (b *Backend) ResumeSandbox(ctx context.Context, ref string, ifPaused bool) 
 	return Sandbox(SandboxID), nil
 }
 
-// StartSandbox implements apiserver.LifecycleBackend.
-func (b *Backend) StartSandbox(ctx context.Context, ref string) (api.Sandbox, error) {
+// StartSandbox implements backend.LifecycleBackend.
+func (b *Fake) StartSandbox(ctx context.Context, ref string) (api.Sandbox, error) {
 	b.record("StartSandbox", ref)
 	if b.Lifecycle.StartFn != nil {
 		return b.Lifecycle.StartFn(ctx, ref)

@@ -1,4 +1,4 @@
-package apitest
+package backendtest
 
 import (
 	"context"
@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/agentbox/agentbox/vmctl/api"
-	"github.com/agentbox/agentbox/vmctl/apiserver"
+	"github.com/agentbox/agentbox/vmctl/backend"
 )
 
 // ForkFns are the functions of the fake's timeout and restore-of-several
@@ -17,13 +17,13 @@ type ForkFns struct {
 }
 
 var (
-	_ apiserver.TimeoutBackend = (*Backend)(nil)
-	_ apiserver.ForkBackend    = (*Backend)(nil)
+	_ backend.TimeoutBackend = (*Fake)(nil)
+	_ backend.ForkBackend    = (*Fake)(nil)
 )
 
-// SetTimeout implements apiserver.TimeoutBackend: the fixture sandbox
+// SetTimeout implements backend.TimeoutBackend: the fixture sandbox
 // expiring TimeoutSeconds after Epoch.
-func (b *Backend) SetTimeout(ctx context.Context, ref string, req api.TimeoutRequest) (api.Sandbox, error) {
+func (b *Fake) SetTimeout(ctx context.Context, ref string, req api.TimeoutRequest) (api.Sandbox, error) {
 	b.record("SetTimeout", ref)
 	if b.Fork.TimeoutFn != nil {
 		return b.Fork.TimeoutFn(ctx, ref, req)
@@ -34,9 +34,9 @@ func (b *Backend) SetTimeout(ctx context.Context, ref string, req api.TimeoutReq
 	return s, nil
 }
 
-// RestoreSnapshots implements apiserver.ForkBackend: Count fixture
+// RestoreSnapshots implements backend.ForkBackend: Count fixture
 // sandboxes named NAME-i with IDs 000000000001….
-func (b *Backend) RestoreSnapshots(ctx context.Context, name string, req api.RestoreRequest) ([]api.Sandbox, error) {
+func (b *Fake) RestoreSnapshots(ctx context.Context, name string, req api.RestoreRequest) ([]api.Sandbox, error) {
 	b.record("RestoreSnapshots", name)
 	if b.Fork.RestoreManyFn != nil {
 		return b.Fork.RestoreManyFn(ctx, name, req)

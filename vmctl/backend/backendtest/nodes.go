@@ -1,11 +1,11 @@
-package apitest
+package backendtest
 
 import (
 	"context"
 	"time"
 
 	"github.com/agentbox/agentbox/vmctl/api"
-	"github.com/agentbox/agentbox/vmctl/apiserver"
+	"github.com/agentbox/agentbox/vmctl/backend"
 )
 
 // Node returns a valid cluster node fixture called name.
@@ -18,28 +18,36 @@ func Node(name string) api.Node {
 }
 
 // NodeFns are the functions of the fake's cluster node methods (see
-// Backend.Nodes); nil ones answer fixtures.
+// Fake.Nodes); nil ones answer fixtures.
 type NodeFns struct {
 	ListFn  func(ctx context.Context) ([]api.Node, error)
 	DrainFn func(ctx context.Context, name string, drain bool) (api.Node, error)
 }
 
-var _ apiserver.NodeBackend = (*Backend)(nil)
+// nodeFake is the part of a Fake serving backend.NodeBackend from
+// Nodes (promoted: Fake.Nodes) or fixtures; it records its calls in its
+// own log, which Fake.Calls merges.
+type nodeFake struct {
+	Nodes NodeFns
+	log   callLog
+}
 
-// ListNodes implements apiserver.NodeBackend.
-func (b *Backend) ListNodes(ctx context.Context) ([]api.Node, error) {
-	b.record("ListNodes", "")
-	if b.Nodes.ListFn != nil {
-		return b.Nodes.ListFn(ctx)
+var _ backend.NodeBackend = (*Fake)(nil)
+
+// ListNodes implements backend.NodeBackend.
+func (p *nodeFake) ListNodes(ctx context.Context) ([]api.Node, error) {
+	p.log.record("ListNodes", "")
+	if p.Nodes.ListFn != nil {
+		return p.Nodes.ListFn(ctx)
 	}
 	return []api.Node{Node("h1"), Node("h2")}, nil
 }
 
-// DrainNode implements apiserver.NodeBackend.
-func (b *Backend) DrainNode(ctx context.Context, name string, drain bool) (api.Node, error) {
-	b.record("DrainNode", name)
-	if b.Nodes.DrainFn != nil {
-		return b.Nodes.DrainFn(ctx, name, drain)
+// DrainNode implements backend.NodeBackend.
+func (p *nodeFake) DrainNode(ctx context.Context, name string, drain bool) (api.Node, error) {
+	p.log.record("DrainNode", name)
+	if p.Nodes.DrainFn != nil {
+		return p.Nodes.DrainFn(ctx, name, drain)
 	}
 	n := Node(name)
 	if drain {

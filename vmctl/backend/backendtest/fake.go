@@ -1,19 +1,18 @@
-// Package apitest provides a fake apiserver.Backend for tests of the API server,
-// the Go client and the CLI: every method answers from a function field
-// when one is set, else with a fixed valid answer, and records its call.
-package apitest
+package backendtest
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/agentbox/agentbox/vmctl/api"
-	"github.com/agentbox/agentbox/vmctl/apiserver"
 	"github.com/agentbox/agentbox/vmctl/audit"
+	"github.com/agentbox/agentbox/vmctl/backend"
 )
 
 // Epoch is the time of the fixtures.
@@ -52,10 +51,23 @@ func File(p string, size int64) api.FileInfo {
 	return api.FileInfo{Name: name, Path: p, Type: api.FileRegular, Size: size, Mode: "0644", ModTime: Epoch}
 }
 
-// Backend is a fake apiserver.Backend. Set the *Fn fields before use; Calls
-// records "Method ref" for every call (the server must not call it for
-// invalid requests).
-type Backend struct {
+// Fake is the fake backend.Backend, with every capability interface.
+// Each method records "Method ref" in Calls (a front must not call it for
+// invalid requests), then answers from its *Fn field when one is set;
+// else, with Memory set (NewMemory), from the in-memory sandboxes for the
+// methods Memory documents; else with a fixed valid answer (the fixtures
+// of this package). Set the fields before the fake serves.
+//
+// Fake declares the methods Memory serves (sandboxes, exec, processes
+// and their terminals, files, console, audit, events) and those whose
+// functions tests set in a Fake literal (lifecycle, fork, watch); the
+// capabilities that only answer fixtures are parts it embeds by value, so
+// a zero Fake works and their fields (Snapshot, Warm, Ports, Nodes,
+// Templates) and methods are promoted: snapshotFake (snapshots.go),
+// warmFake (warm.go), portFake (ports.go), nodeFake (nodes.go),
+// templateFake (templates.go). Each part records into its own log; Calls
+// merges the logs in call order.
+type Fake struct {
 	InfoFn          func(ctx context.Context) (api.Info, error)
 	CreateSandboxFn func(ctx context.Context, req api.CreateSandboxRequest) (api.Sandbox, error)
 	ListSandboxesFn func(ctx context.Context, labels map[string]string, state string) ([]api.Sandbox, error)
@@ -82,15 +94,9 @@ type Backend struct {
 	EventsFn        func(ctx context.Context, emit func(api.Event) error) error
 
 	// ExecInteractiveFn serves ExecInteractive (execws.go).
-	ExecInteractiveFn func(ctx context.Context, ref string, req api.ExecRequest, stdin io.Reader, started func(apiserver.ExecControl), stdout, stderr io.Writer) (api.ExitStatus, error)
+	ExecInteractiveFn func(ctx context.Context, ref string, req api.ExecRequest, stdin io.Reader, started func(backend.ExecControl), stdout, stderr io.Writer) (api.ExitStatus, error)
 	// WatchFn is the Watch method's function (watch.go).
 	WatchFn func(ctx context.Context, ref, path string, recursive bool, ready func() error, emit func(api.WatchEvent) error) error
-	// Snapshot holds the snapshot methods' functions (snapshots.go).
-	Snapshot SnapshotFns
-	// Warm holds the warm template methods' functions (warm.go).
-	Warm WarmFns
-	// Ports holds the port forward methods' functions (ports.go).
-	Ports PortFns
 	// Fork holds the timeout and restore-of-several functions (fork.go).
 	Fork ForkFns
 	// Lifecycle holds the pause, resume and start methods' functions
@@ -98,80 +104,149 @@ type Backend struct {
 	Lifecycle LifecycleFns
 	// Terminals holds the process resize and attach functions (attach.go).
 	Terminals TerminalFns
-	// Templates holds the named template functions (templates.go).
-	Templates TemplateFns
-	// Nodes holds the cluster node functions (nodes.go).
-	Nodes NodeFns
 
+	// The fixture-only capabilities; their fields Snapshot, Warm, Ports,
+	// Nodes and Templates are promoted.
+	snapshotFake
+	warmFake
+	portFake
+	nodeFake
+	templateFake
+
+	// Memory, when set, is the in-memory service the methods without a
+	// *Fn answer from (memory.go); nil: the fixtures.
+	Memory *Memory
+
+	log callLog
+}
+
+var _ backend.Backend = (*Fake)(nil)
+
+// callSeq orders the calls recorded in the logs of all Fakes' parts, so
+// Calls can merge one Fake's logs in call order.
+var callSeq atomic.Uint64
+
+// call is one recorded call: its place in callSeq and "Method ref".
+type call struct {
+	n    uint64
+	text string
+}
+
+// callLog is the calls one part of a Fake records. Its zero value is
+// ready; it is never copied (it holds a mutex).
+type callLog struct {
 	mu    sync.Mutex
-	calls []string
+	calls []call
 }
 
-var _ apiserver.Backend = (*Backend)(nil)
-
-func (b *Backend) record(method, ref string) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.calls = append(b.calls, method+" "+ref)
+func (l *callLog) record(method, ref string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.calls = append(l.calls, call{callSeq.Add(1), method + " " + ref})
 }
 
-// Calls returns the calls so far, "Method ref" each ("Info " for Info).
-func (b *Backend) Calls() []string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return slices.Clone(b.calls)
+func (l *callLog) snapshot() []call {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.calls)
+}
+
+func (l *callLog) reset() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.calls = nil
+}
+
+// logs returns the call logs of b and of its parts.
+func (b *Fake) logs() []*callLog {
+	return []*callLog{&b.log, &b.snapshotFake.log, &b.warmFake.log, &b.portFake.log, &b.nodeFake.log, &b.templateFake.log}
+}
+
+func (b *Fake) record(method, ref string) { b.log.record(method, ref) }
+
+// Calls returns the calls so far, in order, "Method ref" each ("Info "
+// for Info).
+func (b *Fake) Calls() []string {
+	var all []call
+	for _, l := range b.logs() {
+		all = append(all, l.snapshot()...)
+	}
+	slices.SortFunc(all, func(x, y call) int { return cmp.Compare(x.n, y.n) })
+	if len(all) == 0 {
+		return nil
+	}
+	out := make([]string, len(all))
+	for i, c := range all {
+		out[i] = c.text
+	}
+	return out
 }
 
 // Reset forgets the recorded calls.
-func (b *Backend) Reset() {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.calls = nil
+func (b *Fake) Reset() {
+	for _, l := range b.logs() {
+		l.reset()
+	}
 }
 
-// Info implements apiserver.Backend.
-func (b *Backend) Info(ctx context.Context) (api.Info, error) {
+// Info implements backend.Backend.
+func (b *Fake) Info(ctx context.Context) (api.Info, error) {
 	b.record("Info", "")
 	if b.InfoFn != nil {
 		return b.InfoFn(ctx)
+	}
+	if b.Memory != nil {
+		return b.Memory.info(ctx)
 	}
 	return api.Info{Version: "test", API: "v1",
 		Capacity:  api.Capacity{MemoryMiB: 8192, VCPUs: 8, UsedMemoryMiB: 512, UsedVCPUs: 2},
 		Sandboxes: map[string]int{api.StateRunning: 1}}, nil
 }
 
-// CreateSandbox implements apiserver.Backend.
-func (b *Backend) CreateSandbox(ctx context.Context, req api.CreateSandboxRequest) (api.Sandbox, error) {
+// CreateSandbox implements backend.Backend.
+func (b *Fake) CreateSandbox(ctx context.Context, req api.CreateSandboxRequest) (api.Sandbox, error) {
 	b.record("CreateSandbox", req.Name)
 	if b.CreateSandboxFn != nil {
 		return b.CreateSandboxFn(ctx, req)
 	}
+	if b.Memory != nil {
+		return b.Memory.createSandbox(ctx, req, b.templateList)
+	}
 	return Sandbox(SandboxID), nil
 }
 
-// ListSandboxes implements apiserver.Backend.
-func (b *Backend) ListSandboxes(ctx context.Context, labels map[string]string, state string) ([]api.Sandbox, error) {
+// ListSandboxes implements backend.Backend.
+func (b *Fake) ListSandboxes(ctx context.Context, labels map[string]string, state string) ([]api.Sandbox, error) {
 	b.record("ListSandboxes", "")
 	if b.ListSandboxesFn != nil {
 		return b.ListSandboxesFn(ctx, labels, state)
 	}
+	if b.Memory != nil {
+		return b.Memory.listSandboxes(labels, state)
+	}
 	return []api.Sandbox{Sandbox(SandboxID)}, nil
 }
 
-// GetSandbox implements apiserver.Backend.
-func (b *Backend) GetSandbox(ctx context.Context, ref string) (api.Sandbox, error) {
+// GetSandbox implements backend.Backend.
+func (b *Fake) GetSandbox(ctx context.Context, ref string) (api.Sandbox, error) {
 	b.record("GetSandbox", ref)
 	if b.GetSandboxFn != nil {
 		return b.GetSandboxFn(ctx, ref)
 	}
+	if b.Memory != nil {
+		return b.Memory.getSandbox(ref)
+	}
 	return Sandbox(SandboxID), nil
 }
 
-// StopSandbox implements apiserver.Backend.
-func (b *Backend) StopSandbox(ctx context.Context, ref string) (api.Sandbox, error) {
+// StopSandbox implements backend.Backend.
+func (b *Fake) StopSandbox(ctx context.Context, ref string) (api.Sandbox, error) {
 	b.record("StopSandbox", ref)
 	if b.StopSandboxFn != nil {
 		return b.StopSandboxFn(ctx, ref)
+	}
+	if b.Memory != nil {
+		return b.Memory.stopSandbox(ref)
 	}
 	sb := Sandbox(SandboxID)
 	stopped := Epoch.Add(time.Minute)
@@ -179,21 +254,27 @@ func (b *Backend) StopSandbox(ctx context.Context, ref string) (api.Sandbox, err
 	return sb, nil
 }
 
-// DeleteSandbox implements apiserver.Backend.
-func (b *Backend) DeleteSandbox(ctx context.Context, ref string, force bool) error {
+// DeleteSandbox implements backend.Backend.
+func (b *Fake) DeleteSandbox(ctx context.Context, ref string, force bool) error {
 	b.record("DeleteSandbox", ref)
 	if b.DeleteSandboxFn != nil {
 		return b.DeleteSandboxFn(ctx, ref, force)
 	}
+	if b.Memory != nil {
+		return b.Memory.deleteSandbox(ref, force)
+	}
 	return nil
 }
 
-// Exec implements apiserver.Backend; by default it starts, writes "out\n" and
+// Exec implements backend.Backend; by default it starts, writes "out\n" and
 // "err\n" and exits 0.
-func (b *Backend) Exec(ctx context.Context, ref string, req api.ExecRequest, started func(string, int), stdout, stderr io.Writer) (api.ExitStatus, error) {
+func (b *Fake) Exec(ctx context.Context, ref string, req api.ExecRequest, started func(string, int), stdout, stderr io.Writer) (api.ExitStatus, error) {
 	b.record("Exec", ref)
 	if b.ExecFn != nil {
 		return b.ExecFn(ctx, ref, req, started, stdout, stderr)
+	}
+	if b.Memory != nil {
+		return b.Memory.exec(ctx, ref, req, started, stdout, stderr)
 	}
 	started("e1", 7)
 	io.WriteString(stdout, "out\n")
@@ -201,41 +282,53 @@ func (b *Backend) Exec(ctx context.Context, ref string, req api.ExecRequest, sta
 	return api.ExitStatus{ExitCode: 0, DurationMs: 5}, nil
 }
 
-// StartProcess implements apiserver.Backend.
-func (b *Backend) StartProcess(ctx context.Context, ref string, req api.ExecRequest) (api.Process, error) {
+// StartProcess implements backend.Backend.
+func (b *Fake) StartProcess(ctx context.Context, ref string, req api.ExecRequest) (api.Process, error) {
 	b.record("StartProcess", ref)
 	if b.StartProcessFn != nil {
 		return b.StartProcessFn(ctx, ref, req)
+	}
+	if b.Memory != nil {
+		return b.Memory.startProcess(ref, req)
 	}
 	p := Process("p1")
 	p.Cmd = req.Cmd
 	return p, nil
 }
 
-// ListProcesses implements apiserver.Backend.
-func (b *Backend) ListProcesses(ctx context.Context, ref string) ([]api.Process, error) {
+// ListProcesses implements backend.Backend.
+func (b *Fake) ListProcesses(ctx context.Context, ref string) ([]api.Process, error) {
 	b.record("ListProcesses", ref)
 	if b.ListProcessesFn != nil {
 		return b.ListProcessesFn(ctx, ref)
 	}
+	if b.Memory != nil {
+		return b.Memory.listProcesses(ref)
+	}
 	return []api.Process{Process("p1")}, nil
 }
 
-// GetProcess implements apiserver.Backend.
-func (b *Backend) GetProcess(ctx context.Context, ref, pid string) (api.Process, error) {
+// GetProcess implements backend.Backend.
+func (b *Fake) GetProcess(ctx context.Context, ref, pid string) (api.Process, error) {
 	b.record("GetProcess", ref)
 	if b.GetProcessFn != nil {
 		return b.GetProcessFn(ctx, ref, pid)
 	}
+	if b.Memory != nil {
+		return b.Memory.getProcess(ref, pid)
+	}
 	return Process(pid), nil
 }
 
-// ProcessOutput implements apiserver.Backend; by default it sends "hello" on
+// ProcessOutput implements backend.Backend; by default it sends "hello" on
 // stdout at offset and an exit event.
-func (b *Backend) ProcessOutput(ctx context.Context, ref, pid string, offset int64, follow bool, emit func(api.ExecEvent) error) error {
+func (b *Fake) ProcessOutput(ctx context.Context, ref, pid string, offset int64, follow bool, emit func(api.ExecEvent) error) error {
 	b.record("ProcessOutput", ref)
 	if b.ProcessOutputFn != nil {
 		return b.ProcessOutputFn(ctx, ref, pid, offset, follow, emit)
+	}
+	if b.Memory != nil {
+		return b.Memory.processOutput(ctx, ref, pid, offset, follow, emit)
 	}
 	if err := emit(api.ExecEvent{Type: api.EventStdout, Data: []byte("hello"), Offset: offset}); err != nil {
 		return err
@@ -243,29 +336,38 @@ func (b *Backend) ProcessOutput(ctx context.Context, ref, pid string, offset int
 	return emit(api.ExecEvent{Type: api.EventExit, Exit: &api.ExitStatus{ExitCode: 0, DurationMs: 9}})
 }
 
-// WriteStdin implements apiserver.Backend; by default it counts r's bytes.
-func (b *Backend) WriteStdin(ctx context.Context, ref, pid string, r io.Reader, closeAfter bool) (int64, error) {
+// WriteStdin implements backend.Backend; by default it counts r's bytes.
+func (b *Fake) WriteStdin(ctx context.Context, ref, pid string, r io.Reader, closeAfter bool) (int64, error) {
 	b.record("WriteStdin", ref)
 	if b.WriteStdinFn != nil {
 		return b.WriteStdinFn(ctx, ref, pid, r, closeAfter)
 	}
+	if b.Memory != nil {
+		return b.Memory.writeStdin(ref, pid, r, closeAfter)
+	}
 	return io.Copy(io.Discard, r)
 }
 
-// KillProcess implements apiserver.Backend.
-func (b *Backend) KillProcess(ctx context.Context, ref, pid, signal string) error {
+// KillProcess implements backend.Backend.
+func (b *Fake) KillProcess(ctx context.Context, ref, pid, signal string) error {
 	b.record("KillProcess", ref)
 	if b.KillProcessFn != nil {
 		return b.KillProcessFn(ctx, ref, pid, signal)
 	}
+	if b.Memory != nil {
+		return b.Memory.killProcess(ref, pid, signal)
+	}
 	return nil
 }
 
-// Upload implements apiserver.Backend; by default it counts r's bytes.
-func (b *Backend) Upload(ctx context.Context, ref string, req api.UploadRequest, r io.Reader) (api.FileInfo, error) {
+// Upload implements backend.Backend; by default it counts r's bytes.
+func (b *Fake) Upload(ctx context.Context, ref string, req api.UploadRequest, r io.Reader) (api.FileInfo, error) {
 	b.record("Upload", ref)
 	if b.UploadFn != nil {
 		return b.UploadFn(ctx, ref, req, r)
+	}
+	if b.Memory != nil {
+		return b.Memory.upload(ref, req, r)
 	}
 	n, err := io.Copy(io.Discard, r)
 	if err != nil {
@@ -276,31 +378,40 @@ func (b *Backend) Upload(ctx context.Context, ref string, req api.UploadRequest,
 	return fi, nil
 }
 
-// Download implements apiserver.Backend; by default the file holds "content".
-func (b *Backend) Download(ctx context.Context, ref, path string, open func(api.FileInfo) io.Writer) error {
+// Download implements backend.Backend; by default the file holds "content".
+func (b *Fake) Download(ctx context.Context, ref, path string, open func(api.FileInfo) io.Writer) error {
 	b.record("Download", ref)
 	if b.DownloadFn != nil {
 		return b.DownloadFn(ctx, ref, path, open)
+	}
+	if b.Memory != nil {
+		return b.Memory.download(ref, path, open)
 	}
 	_, err := io.WriteString(open(File(path, 7)), "content")
 	return err
 }
 
-// Stat implements apiserver.Backend.
-func (b *Backend) Stat(ctx context.Context, ref, path string) (api.FileInfo, error) {
+// Stat implements backend.Backend.
+func (b *Fake) Stat(ctx context.Context, ref, path string) (api.FileInfo, error) {
 	b.record("Stat", ref)
 	if b.StatFn != nil {
 		return b.StatFn(ctx, ref, path)
 	}
+	if b.Memory != nil {
+		return b.Memory.stat(ref, path)
+	}
 	return File(path, 7), nil
 }
 
-// List implements apiserver.Backend; by default the directory holds the
+// List implements backend.Backend; by default the directory holds the
 // files a and b, and with depth > 1 a directory d holding c.
-func (b *Backend) List(ctx context.Context, ref, path string, depth int) ([]api.FileInfo, error) {
+func (b *Fake) List(ctx context.Context, ref, path string, depth int) ([]api.FileInfo, error) {
 	b.record("List", ref)
 	if b.ListFn != nil {
 		return b.ListFn(ctx, ref, path, depth)
+	}
+	if b.Memory != nil {
+		return b.Memory.list(ref, path, depth)
 	}
 	if depth > 1 {
 		d := File(path+"/d", 4096)
@@ -310,49 +421,64 @@ func (b *Backend) List(ctx context.Context, ref, path string, depth int) ([]api.
 	return []api.FileInfo{File(path+"/a", 1), File(path+"/b", 2)}, nil
 }
 
-// Move implements apiserver.Backend; by default it describes the
+// Move implements backend.Backend; by default it describes the
 // destination as a 7-byte file.
-func (b *Backend) Move(ctx context.Context, ref string, req api.MoveRequest) (api.FileInfo, error) {
+func (b *Fake) Move(ctx context.Context, ref string, req api.MoveRequest) (api.FileInfo, error) {
 	b.record("Move", ref)
 	if b.MoveFn != nil {
 		return b.MoveFn(ctx, ref, req)
 	}
+	if b.Memory != nil {
+		return b.Memory.move(ref, req)
+	}
 	return File(req.Destination, 7), nil
 }
 
-// Mkdir implements apiserver.Backend.
-func (b *Backend) Mkdir(ctx context.Context, ref string, req api.MkdirRequest) error {
+// Mkdir implements backend.Backend.
+func (b *Fake) Mkdir(ctx context.Context, ref string, req api.MkdirRequest) error {
 	b.record("Mkdir", ref)
 	if b.MkdirFn != nil {
 		return b.MkdirFn(ctx, ref, req)
 	}
-	return nil
-}
-
-// RemoveFile implements apiserver.Backend.
-func (b *Backend) RemoveFile(ctx context.Context, ref, path string, recursive bool) error {
-	b.record("RemoveFile", ref)
-	if b.RemoveFileFn != nil {
-		return b.RemoveFileFn(ctx, ref, path, recursive)
+	if b.Memory != nil {
+		return b.Memory.mkdir(ref, req)
 	}
 	return nil
 }
 
-// Console implements apiserver.Backend; by default the log is "booted\n".
-func (b *Backend) Console(ctx context.Context, ref string, tail int64, w io.Writer) error {
+// RemoveFile implements backend.Backend.
+func (b *Fake) RemoveFile(ctx context.Context, ref, path string, recursive bool) error {
+	b.record("RemoveFile", ref)
+	if b.RemoveFileFn != nil {
+		return b.RemoveFileFn(ctx, ref, path, recursive)
+	}
+	if b.Memory != nil {
+		return b.Memory.removeFile(ref, path, recursive)
+	}
+	return nil
+}
+
+// Console implements backend.Backend; by default the log is "booted\n".
+func (b *Fake) Console(ctx context.Context, ref string, tail int64, w io.Writer) error {
 	b.record("Console", ref)
 	if b.ConsoleFn != nil {
 		return b.ConsoleFn(ctx, ref, tail, w)
+	}
+	if b.Memory != nil {
+		return b.Memory.console(ref, tail, w)
 	}
 	_, err := io.WriteString(w, "booted\n")
 	return err
 }
 
-// Audit implements apiserver.Backend; by default it sends one exec entry.
-func (b *Backend) Audit(ctx context.Context, ref string, emit func(audit.Entry) error) error {
+// Audit implements backend.Backend; by default it sends one exec entry.
+func (b *Fake) Audit(ctx context.Context, ref string, emit func(audit.Entry) error) error {
 	b.record("Audit", ref)
 	if b.AuditFn != nil {
 		return b.AuditFn(ctx, ref, emit)
+	}
+	if b.Memory != nil {
+		return b.Memory.audit(ref, emit)
 	}
 	code := 0
 	return emit(audit.Entry{Time: Epoch, Sandbox: SandboxID, Caller: "uid:0", Action: audit.ActionExec,
@@ -360,12 +486,15 @@ func (b *Backend) Audit(ctx context.Context, ref string, emit func(audit.Entry) 
 		Stdout: &audit.OutputDigest{Bytes: 0, SHA256: fmt.Sprintf("%064x", 0)}})
 }
 
-// Events implements apiserver.Backend; by default it sends one event, then
+// Events implements backend.Backend; by default it sends one event, then
 // waits for ctx.
-func (b *Backend) Events(ctx context.Context, emit func(api.Event) error) error {
+func (b *Fake) Events(ctx context.Context, emit func(api.Event) error) error {
 	b.record("Events", "")
 	if b.EventsFn != nil {
 		return b.EventsFn(ctx, emit)
+	}
+	if b.Memory != nil {
+		return b.Memory.events(emit)
 	}
 	if err := emit(api.Event{Time: Epoch, Type: api.EventSandboxState, Sandbox: SandboxID, Name: "work1", State: api.StateRunning}); err != nil {
 		return err
@@ -374,11 +503,14 @@ func (b *Backend) Events(ctx context.Context, emit func(api.Event) error) error 
 	return ctx.Err()
 }
 
-// ExecHistory implements apiserver.Backend.
-func (b *Backend) ExecHistory(ctx context.Context, ref string, limit int) ([]api.ExecRecord, error) {
+// ExecHistory implements backend.Backend.
+func (b *Fake) ExecHistory(ctx context.Context, ref string, limit int) ([]api.ExecRecord, error) {
 	b.record("ExecHistory", ref)
 	if b.ExecHistoryFn != nil {
 		return b.ExecHistoryFn(ctx, ref, limit)
+	}
+	if b.Memory != nil {
+		return b.Memory.execHistory(ref, limit)
 	}
 	code := 0
 	end := time.Date(2026, 1, 2, 3, 4, 6, 0, time.UTC)

@@ -1,4 +1,4 @@
-package apiserver
+package backend
 
 import (
 	"context"
@@ -8,10 +8,10 @@ import (
 	"github.com/agentbox/agentbox/vmctl/audit"
 )
 
-// Backend is what the HTTP handlers need from the daemon (vmctl/daemon
-// implements it). Sandbox references (ref) are an ID or a name; the server
+// Backend is what every front needs from the daemon (vmctl/daemon
+// implements it). Sandbox references (ref) are an ID or a name; the front
 // has checked their syntax before calling. Guest paths are absolute and
-// clean. The caller of each request is in ctx (CallerFrom).
+// clean. The caller of each request is in ctx (api.CallerFrom).
 //
 // Errors are those of the layers below, wrapped with %w: errdefs
 // categories and reason sentinels, answered through api.ErrorFrom (an

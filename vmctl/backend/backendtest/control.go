@@ -1,4 +1,4 @@
-package apitest
+package backendtest
 
 import (
 	"context"
@@ -7,16 +7,19 @@ import (
 	"sync"
 
 	"github.com/agentbox/agentbox/vmctl/api"
-	"github.com/agentbox/agentbox/vmctl/apiserver"
+	"github.com/agentbox/agentbox/vmctl/backend"
 )
 
-// ExecInteractive implements apiserver.Backend; by default it starts (exec
+// ExecInteractive implements backend.Backend; by default it starts (exec
 // "e1", pid 7, controls recorded in a *Control), copies stdin to stdout
 // until its EOF and exits 0.
-func (b *Backend) ExecInteractive(ctx context.Context, ref string, req api.ExecRequest, stdin io.Reader, started func(apiserver.ExecControl), stdout, stderr io.Writer) (api.ExitStatus, error) {
+func (b *Fake) ExecInteractive(ctx context.Context, ref string, req api.ExecRequest, stdin io.Reader, started func(backend.ExecControl), stdout, stderr io.Writer) (api.ExitStatus, error) {
 	b.record("ExecInteractive", ref)
 	if b.ExecInteractiveFn != nil {
 		return b.ExecInteractiveFn(ctx, ref, req, stdin, started, stdout, stderr)
+	}
+	if b.Memory != nil {
+		return b.Memory.execInteractive(ctx, ref, req, stdin, started, stdout, stderr)
 	}
 	started(&Control{ID: "e1", PID: 7, Tty: req.Tty != nil})
 	if _, err := io.Copy(stdout, stdin); err != nil {
@@ -25,7 +28,7 @@ func (b *Backend) ExecInteractive(ctx context.Context, ref string, req api.ExecR
 	return api.ExitStatus{ExitCode: 0, DurationMs: 5}, nil
 }
 
-// Control is a fake apiserver.ExecControl that records what it is asked:
+// Control is a fake backend.ExecControl that records what it is asked:
 // "resize RxC" and "signal SIG" in Calls. Resize without Tty fails as the
 // daemon's does.
 type Control struct {
@@ -37,15 +40,15 @@ type Control struct {
 	calls []string
 }
 
-var _ apiserver.ExecControl = (*Control)(nil)
+var _ backend.ExecControl = (*Control)(nil)
 
-// ExecID implements apiserver.ExecControl.
+// ExecID implements backend.ExecControl.
 func (c *Control) ExecID() string { return c.ID }
 
-// Pid implements apiserver.ExecControl.
+// Pid implements backend.ExecControl.
 func (c *Control) Pid() int { return c.PID }
 
-// Resize implements apiserver.ExecControl.
+// Resize implements backend.ExecControl.
 func (c *Control) Resize(size api.TtySize) error {
 	if err := size.Validate(); err != nil {
 		return err
@@ -57,7 +60,7 @@ func (c *Control) Resize(size api.TtySize) error {
 	return nil
 }
 
-// Signal implements apiserver.ExecControl.
+// Signal implements backend.ExecControl.
 func (c *Control) Signal(ctx context.Context, signal string) error {
 	c.record("signal " + signal)
 	return nil

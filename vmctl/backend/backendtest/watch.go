@@ -1,18 +1,18 @@
-package apitest
+package backendtest
 
 import (
 	"context"
 
 	"github.com/agentbox/agentbox/vmctl/api"
-	"github.com/agentbox/agentbox/vmctl/apiserver"
+	"github.com/agentbox/agentbox/vmctl/backend"
 )
 
-var _ apiserver.WatchBackend = (*Backend)(nil)
+var _ backend.WatchBackend = (*Fake)(nil)
 
-// Watch implements apiserver.WatchBackend; by default the watch is ready
+// Watch implements backend.WatchBackend; by default the watch is ready
 // at once and sends a CREATE of path+"/a.txt" (with its info), a RENAME
 // of it to path+"/b.txt", an OVERFLOW and the REMOVE of path, then ends.
-func (b *Backend) Watch(ctx context.Context, ref, path string, recursive bool, ready func() error, emit func(api.WatchEvent) error) error {
+func (b *Fake) Watch(ctx context.Context, ref, path string, recursive bool, ready func() error, emit func(api.WatchEvent) error) error {
 	b.record("Watch", ref)
 	if b.WatchFn != nil {
 		return b.WatchFn(ctx, ref, path, recursive, ready, emit)

@@ -1,42 +1,48 @@
-package apitest
+package backendtest
 
 import (
 	"context"
 	"io"
 
 	"github.com/agentbox/agentbox/vmctl/api"
-	"github.com/agentbox/agentbox/vmctl/apiserver"
+	"github.com/agentbox/agentbox/vmctl/backend"
 )
 
 // TerminalFns are the functions of the fake's process terminal methods
-// (see Backend.Terminals); nil ones answer as documented on each method.
+// (see Fake.Terminals); nil ones answer as documented on each method.
 type TerminalFns struct {
 	ResizeFn func(ctx context.Context, ref, pid string, size api.TtySize) (api.Process, error)
-	AttachFn func(ctx context.Context, ref, pid string, at apiserver.ProcessAttachment) (api.ExitStatus, error)
+	AttachFn func(ctx context.Context, ref, pid string, at backend.ProcessAttachment) (api.ExitStatus, error)
 }
 
-var _ apiserver.ProcessTerminalBackend = (*Backend)(nil)
+var _ backend.ProcessTerminalBackend = (*Fake)(nil)
 
-// ResizeProcess implements apiserver.ProcessTerminalBackend; by default it
+// ResizeProcess implements backend.ProcessTerminalBackend; by default it
 // answers Process(pid) with the new size.
-func (b *Backend) ResizeProcess(ctx context.Context, ref, pid string, size api.TtySize) (api.Process, error) {
+func (b *Fake) ResizeProcess(ctx context.Context, ref, pid string, size api.TtySize) (api.Process, error) {
 	b.record("ResizeProcess", ref)
 	if b.Terminals.ResizeFn != nil {
 		return b.Terminals.ResizeFn(ctx, ref, pid, size)
+	}
+	if b.Memory != nil {
+		return b.Memory.resizeProcess(ref, pid, size)
 	}
 	p := Process(pid)
 	p.Tty = &size
 	return p, nil
 }
 
-// AttachProcess implements apiserver.ProcessTerminalBackend; by default
+// AttachProcess implements backend.ProcessTerminalBackend; by default
 // it starts (Process(pid) on a 24x80 terminal, controls in a *Control,
 // output from offset 0 or the given one), echoes stdin to stdout until its
 // EOF and then reports the process exited with 0.
-func (b *Backend) AttachProcess(ctx context.Context, ref, pid string, at apiserver.ProcessAttachment) (api.ExitStatus, error) {
+func (b *Fake) AttachProcess(ctx context.Context, ref, pid string, at backend.ProcessAttachment) (api.ExitStatus, error) {
 	b.record("AttachProcess", ref)
 	if b.Terminals.AttachFn != nil {
 		return b.Terminals.AttachFn(ctx, ref, pid, at)
+	}
+	if b.Memory != nil {
+		return b.Memory.attachProcess(ctx, ref, pid, at)
 	}
 	p := Process(pid)
 	p.Tty = &api.TtySize{Rows: 24, Cols: 80}
