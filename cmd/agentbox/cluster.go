@@ -1,9 +1,7 @@
 package main
 
 import (
-	"context"
 	"fmt"
-	"log/slog"
 	"net/url"
 	"os"
 	"strings"
@@ -11,12 +9,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/agentbox/agentbox/vmctl/api"
-	"github.com/agentbox/agentbox/vmctl/apiserver"
-	"github.com/agentbox/agentbox/vmctl/auth"
 	"github.com/agentbox/agentbox/vmctl/cluster"
-	"github.com/agentbox/agentbox/vmctl/clusterproxy"
-	"github.com/agentbox/agentbox/vmctl/daemon"
-	"github.com/agentbox/agentbox/vmctl/tenant"
 )
 
 // serveClusterFlags are serve's flags for joining a cluster on NATS
@@ -78,51 +71,4 @@ func serveClusterConfig(c *cli.Context) (*cluster.Config, error) {
 		Servers: servers, Token: token, Node: c.String("node"), Advertise: c.String("advertise"),
 		Version: version, QueueTimeout: c.Duration("queue-timeout"),
 	}, nil
-}
-
-// serveCluster joins the cluster of cfg (serveClusterConfig; nil: none),
-// makes d one of its nodes and returns the router of requests between the
-// nodes (vmctl/clusterproxy, for apiserver.Config.Router; nil without a
-// cluster) and the daemon's keyring: that of secrets (the admin's token and
-// the tenants) with the cluster token as the peers' (auth.Config.Peer),
-// for every front; leave ends both, before the daemon shuts down.
-func serveCluster(ctx context.Context, c *cli.Context, cfg *cluster.Config, d *daemon.Daemon, secrets auth.Config, logger *slog.Logger) (router apiserver.Router, keys *auth.Keyring, leave func(context.Context) error, err error) {
-	if cfg == nil {
-		return nil, auth.New(secrets), func(context.Context) error { return nil }, nil
-	}
-	tenants := secrets.Tenants
-	cfg.Local, cfg.Logger = d, logger
-	cfg.Priority = func(_ context.Context, req api.CreateSandboxRequest) string { return req.Priority }
-	tenantOf, withTenant := clusterTenantHooks(tenants) // tenants.go
-	cfg.Tenant, cfg.WithTenant = tenantOf, withTenant
-	n, err := cluster.Join(ctx, *cfg)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	pcfg := clusterproxy.Config{Local: d.HasSandbox, TenantOf: tenantOf, WithTenant: withTenant}
-	p, peerToken, err := clusterRouter(c, n, n, pcfg, logger) // clusterproxy.go
-	if err != nil {
-		n.Close(ctx)
-		return nil, nil, nil, err
-	}
-	secrets.Peer = peerToken
-	d.SetCluster(n)
-	fmt.Fprintf(c.App.ErrWriter, "agentbox serve: node %s of the cluster at %s (advertised as %s)\n", cfg.Node, strings.Join(cfg.Servers, ","), cfg.Advertise)
-	return p, auth.New(secrets), func(ctx context.Context) error {
-		d.SetCluster(nil)
-		p.Close()
-		return n.Close(ctx)
-	}, nil
-}
-
-// serveQuotas returns the daemon's tenant quota store (daemon.Config.Quotas):
-// with both --cluster and --tenants the cluster-wide one (cluster.QuotaStore,
-// also set in cfg for the node to connect), else nil (the daemon's
-// tenant.LocalStore of this host).
-func serveQuotas(cfg *cluster.Config, tenants *tenant.Registry) tenant.QuotaStore {
-	if cfg == nil || tenants == nil {
-		return nil
-	}
-	cfg.Quotas = cluster.NewQuotaStore(cfg.Node)
-	return cfg.Quotas
 }

@@ -5,13 +5,9 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 
 	"github.com/urfave/cli/v2"
-
-	"github.com/agentbox/agentbox/vmctl/cluster"
-	"github.com/agentbox/agentbox/vmctl/clusterproxy"
 )
 
 // serveClusterProxyFlags are serve's flags of the routing between cluster
@@ -24,47 +20,40 @@ func serveClusterProxyFlags() []cli.Flag {
 	}
 }
 
-// clusterRouter builds the apiserver.Router of serve --cluster from
-// --cluster-token-file and --cluster-ca: dir and nodes are the cluster's
-// (vmctl/cluster); tenantOf and withTenant the tenant hooks
-// (clusterproxy.Config; nil without --tenants). With --tls-client-ca,
-// the node presents its own --tls-cert to the others. It returns the
-// Proxy, which the caller closes, and the cluster token, which the
-// daemon's keyring takes as the peers' (auth.Config.Peer).
-func clusterRouter(c *cli.Context, dir cluster.Directory, nodes cluster.Nodes, cfg clusterproxy.Config, logger *slog.Logger) (*clusterproxy.Proxy, string, error) {
+// clusterPeers reads serve --cluster's peer flags: the token of
+// --cluster-token-file (and the file's name, for errors), and the TLS
+// config for other nodes' https:// addresses from --cluster-ca and, with
+// --tls-client-ca, the node's own --tls-cert to present (nil: the
+// system's roots, no certificate).
+func clusterPeers(c *cli.Context) (token, file string, tlsCfg *tls.Config, err error) {
 	f := c.String("cluster-token-file")
 	if f == "" {
-		return nil, "", errors.New("--cluster needs --cluster-token-file: the nodes forward requests to each other with its token (give every node the same file, e.g. made with `openssl rand -hex 32`)")
+		return "", "", nil, errors.New("--cluster needs --cluster-token-file: the nodes forward requests to each other with its token (give every node the same file, e.g. made with `openssl rand -hex 32`)")
 	}
 	tok, err := os.ReadFile(f)
 	if err != nil {
-		return nil, "", fmt.Errorf("--cluster-token-file: %w", err)
+		return "", "", nil, fmt.Errorf("--cluster-token-file: %w", err)
 	}
-	cfg.Directory, cfg.Nodes, cfg.Token, cfg.Logger = dir, nodes, string(tok), logger
 	if ca := c.String("cluster-ca"); ca != "" {
 		pem, err := os.ReadFile(ca)
 		if err != nil {
-			return nil, "", fmt.Errorf("--cluster-ca: %w", err)
+			return "", "", nil, fmt.Errorf("--cluster-ca: %w", err)
 		}
 		pool := x509.NewCertPool()
 		if !pool.AppendCertsFromPEM(pem) {
-			return nil, "", fmt.Errorf("--cluster-ca %s: no PEM certificate in it", ca)
+			return "", "", nil, fmt.Errorf("--cluster-ca %s: no PEM certificate in it", ca)
 		}
-		cfg.TLS = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+		tlsCfg = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
 	}
 	if c.String("tls-client-ca") != "" && c.String("tls-cert") != "" {
 		cert, err := tls.LoadX509KeyPair(c.String("tls-cert"), c.String("tls-key"))
 		if err != nil {
-			return nil, "", fmt.Errorf("TLS key pair: %w", err)
+			return "", "", nil, fmt.Errorf("TLS key pair: %w", err)
 		}
-		if cfg.TLS == nil {
-			cfg.TLS = &tls.Config{MinVersion: tls.VersionTLS12}
+		if tlsCfg == nil {
+			tlsCfg = &tls.Config{MinVersion: tls.VersionTLS12}
 		}
-		cfg.TLS.Certificates = []tls.Certificate{cert}
+		tlsCfg.Certificates = []tls.Certificate{cert}
 	}
-	p, err := clusterproxy.New(cfg)
-	if err != nil {
-		return nil, "", fmt.Errorf("--cluster-token-file %s: %w", f, err)
-	}
-	return p, cfg.Token, nil
+	return string(tok), f, tlsCfg, nil
 }

@@ -10,7 +10,7 @@ import (
 
 	"github.com/agentbox/agentbox/vmctl/accel"
 	"github.com/agentbox/agentbox/vmctl/api"
-	"github.com/agentbox/agentbox/vmctl/inprocess"
+	"github.com/agentbox/agentbox/vmctl/host"
 )
 
 // localOptions are what an in-process run asks of its service.
@@ -27,40 +27,42 @@ type localOptions struct {
 	GuestAgentChannel bool
 }
 
-// startLocal starts the in-process service (vmctl/inprocess) from the
+// startLocal starts the in-process service (a local vmctl/host) from the
 // global flags, saying on stderr what its sweep of killed in-process runs
 // removed.
-func startLocal(ctx context.Context, c *cli.Context, o localOptions) (*inprocess.Service, error) {
+func startLocal(ctx context.Context, c *cli.Context, o localOptions) (*host.Host, error) {
 	logger, err := newLogger(c.String("log-level"))
 	if err != nil {
 		return nil, err
 	}
 	errw := c.App.ErrWriter
-	return inprocess.Start(ctx, inprocess.Config{
+	return host.Start(ctx, host.Options{
 		URI:           c.String("uri"),
 		LibvirtSocket: c.String("libvirt-socket"),
 		StateDir:      c.String("state-dir"),
 		RuntimeDir:    c.String("runtime-dir"),
-		RunID:         o.RunID,
-		Keep:          o.Keep,
 		Logger:        logger,
 		Version:       version,
-		OnAccel: func(m accel.Mode, choice accel.Choice) {
-			// Say which accelerator --accel auto chose: always with -v,
-			// and on a terminal (a person wonders why TCG is slow; a
-			// script's stderr stays the command's own).
-			if o.Verbose || (m == accel.ModeAuto && isTerminal(os.Stderr)) {
-				fmt.Fprintf(errw, "agentbox: accelerator %s (%s)\n", choice.Accel, choice.Reason)
-			}
+		Say:           func(line string) { fmt.Fprintln(errw, "agentbox:", line) },
+		Local: &host.LocalOptions{
+			RunID: o.RunID,
+			Keep:  o.Keep,
+			OnAccel: func(m accel.Mode, choice accel.Choice) {
+				// Say which accelerator --accel auto chose: always with -v,
+				// and on a terminal (a person wonders why TCG is slow; a
+				// script's stderr stays the command's own).
+				if o.Verbose || (m == accel.ModeAuto && isTerminal(os.Stderr)) {
+					fmt.Fprintf(errw, "agentbox: accelerator %s (%s)\n", choice.Accel, choice.Reason)
+				}
+			},
+			GuestAgentChannel: o.GuestAgentChannel,
 		},
-		OnSweep:           func(line string) { fmt.Fprintln(errw, "agentbox:", line) },
-		GuestAgentChannel: o.GuestAgentChannel,
 	})
 }
 
 // printKept tells the user how to reach and remove the sandbox sb that
 // --keep left running after an in-process run.
-func printKept(w io.Writer, svc *inprocess.Service, sb api.Sandbox) {
+func printKept(w io.Writer, svc *host.Host, sb api.Sandbox) {
 	k, err := svc.Keep(sb)
 	if err != nil {
 		fmt.Fprintf(w, "agentbox: %v\n", err)

@@ -13,7 +13,6 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/agentbox/agentbox/vmctl/apiserver"
 	"github.com/agentbox/agentbox/vmctl/client"
 	"github.com/agentbox/agentbox/vmctl/mcp"
 )
@@ -94,19 +93,29 @@ func mcpAction(c *cli.Context) error {
 	return srv.Serve(ctx, mcp.NewStdioTransport(os.Stdin, os.Stdout))
 }
 
-// newMCPServer makes the MCP server of the flags over cl; templates are
-// profiles of the flake (--flake), built here with nix.
+// newMCPServer makes the MCP server of the flags over cl (mcpConfig).
 func newMCPServer(c *cli.Context, cl *client.Client, logger *slog.Logger) (*mcp.Server, error) {
+	cfg, err := mcpConfig(c, logger)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Client = cl
+	return mcp.New(cfg)
+}
+
+// mcpConfig is the MCP server's configuration from the flags, without
+// its Client; templates are profiles of the flake (--flake), built here
+// with nix.
+func mcpConfig(c *cli.Context, logger *slog.Logger) (mcp.Config, error) {
 	image := c.String("mcp-image")
 	if image != "" {
 		abs, err := filepath.Abs(image)
 		if err != nil {
-			return nil, err
+			return mcp.Config{}, err
 		}
 		image = abs
 	}
-	return mcp.New(mcp.Config{
-		Client:       cl,
+	return mcp.Config{
 		Version:      version,
 		DefaultImage: image,
 		ResolveTemplate: func(ctx context.Context, name string) (string, error) {
@@ -120,7 +129,7 @@ func newMCPServer(c *cli.Context, cl *client.Client, logger *slog.Logger) (*mcp.
 		FileLimit:   c.Int64("mcp-file-limit"),
 		Cleanup:     c.Bool("mcp-cleanup"),
 		Logger:      logger,
-	})
+	}, nil
 }
 
 // serveMCPFlags are `serve`'s MCP flags.
@@ -129,21 +138,4 @@ func serveMCPFlags() []cli.Flag {
 		&cli.BoolFlag{Name: "mcp", Usage: "also serve MCP (streamable HTTP) at /mcp on the API's listeners, behind the same auth"},
 		&cli.DurationFlag{Name: "mcp-session-timeout", Value: 30 * time.Minute, Usage: "end an MCP session idle this long (its sandboxes are removed with --mcp-cleanup); 0: never"},
 	}, mcpFlags()...)
-}
-
-// serveMCP mounts the MCP server at /mcp of srv when --mcp is set; its
-// tools reach the daemon through srv's own handler in memory
-// (client.NewHandler), so every call goes through the API. The returned
-// function ends the MCP sessions (cleaning up with --mcp-cleanup) and is
-// to be called before srv's Shutdown.
-func serveMCP(c *cli.Context, srv *apiserver.Server, logger *slog.Logger) (closeMCP func() error, err error) {
-	if !c.Bool("mcp") {
-		return func() error { return nil }, nil
-	}
-	m, err := newMCPServer(c, client.NewHandler(srv.Handler()), logger)
-	if err != nil {
-		return nil, err
-	}
-	srv.Handle("/mcp", m.HTTPHandler(c.Duration("mcp-session-timeout")))
-	return m.Close, nil
 }

@@ -2,12 +2,10 @@ package main
 
 import (
 	"fmt"
-	"log/slog"
-	"time"
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/agentbox/agentbox/vmctl/daemon"
+	"github.com/agentbox/agentbox/vmctl/host"
 	"github.com/agentbox/agentbox/vmctl/policy"
 )
 
@@ -19,33 +17,11 @@ func servePolicyFlags() []cli.Flag {
 	}
 }
 
-// servePolicy starts the plugin of --policy (nil, and a no-op close,
-// without one): a plugin that cannot start or fails its handshake stops
-// serve before it listens.
-func servePolicy(c *cli.Context, logger *slog.Logger) (daemon.Policy, func(), error) {
-	cmdline := c.String("policy")
-	if cmdline == "" {
-		if c.IsSet("policy-timeout") {
-			return nil, nil, fmt.Errorf("--policy-timeout needs --policy")
-		}
-		return nil, func() {}, nil
+// servePolicyOptions reads --policy and --policy-timeout (vmctl/host
+// starts the plugin).
+func servePolicyOptions(c *cli.Context) (host.PolicyOptions, error) {
+	if c.String("policy") == "" && c.IsSet("policy-timeout") {
+		return host.PolicyOptions{}, fmt.Errorf("--policy-timeout needs --policy")
 	}
-	if c.Duration("policy-timeout") <= 0 {
-		return nil, nil, fmt.Errorf("--policy-timeout %s: give a positive duration, e.g. 2s", c.Duration("policy-timeout"))
-	}
-	argv, err := policy.ParseCommand(cmdline)
-	if err != nil {
-		return nil, nil, fmt.Errorf("--policy: %w", err)
-	}
-	pc, err := policy.NewClient(argv, policy.Options{Timeout: c.Duration("policy-timeout"), Logger: logger.With("component", "policy")})
-	if err != nil {
-		return nil, nil, fmt.Errorf("--policy: %w", err)
-	}
-	start := time.Now()
-	if err := pc.Start(); err != nil {
-		pc.Close()
-		return nil, nil, fmt.Errorf("--policy: %w", err)
-	}
-	logger.Info("policy plugin started", "command", argv, "took", time.Since(start), "timeout", c.Duration("policy-timeout"))
-	return pc, func() { pc.Close() }, nil
+	return host.PolicyOptions{Command: c.String("policy"), Timeout: c.Duration("policy-timeout")}, nil
 }

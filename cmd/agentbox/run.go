@@ -125,7 +125,7 @@ func runAction(c *cli.Context) error {
 		}
 	}
 
-	// In-process: the same service, in this process (local.go, vmctl/inprocess).
+	// In-process: the same service, in this process (local.go, vmctl/host).
 	svc, err := startLocal(ctx, c, localOptions{
 		RunID:             runID,
 		Keep:              c.Bool("keep"),

@@ -6,26 +6,17 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"net"
+	"log/slog"
 	"os"
 	"os/signal"
-	"os/user"
-	"path/filepath"
-	"strconv"
 	"syscall"
 	"time"
 
-	sddaemon "github.com/coreos/go-systemd/v22/daemon"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/urfave/cli/v2"
 
 	"github.com/agentbox/agentbox/vmctl/api"
-	"github.com/agentbox/agentbox/vmctl/apiserver"
-	"github.com/agentbox/agentbox/vmctl/auth"
 	"github.com/agentbox/agentbox/vmctl/daemon"
-	"github.com/agentbox/agentbox/vmctl/inprocess"
-	"github.com/agentbox/agentbox/vmctl/libvirt"
+	"github.com/agentbox/agentbox/vmctl/host"
 	"github.com/agentbox/agentbox/vmctl/sandbox/warm"
 )
 
@@ -68,7 +59,8 @@ func serveCommand() *cli.Command {
 	}
 }
 
-// serveAction implements `agentbox serve`.
+// serveAction implements `agentbox serve`: the flags become host.Options
+// (serveOptions) and vmctl/host assembles, serves and ends the daemon.
 func serveAction(c *cli.Context) error {
 	if err := applyConfig(c); err != nil {
 		return err
@@ -82,101 +74,43 @@ func serveAction(c *cli.Context) error {
 	}
 	ctx, stop := signal.NotifyContext(c.Context, syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-
-	stateDir, err := filepath.Abs(c.String("state-dir"))
+	o, err := serveOptions(c, logger)
 	if err != nil {
 		return err
-	}
-	runtimeDir, err := filepath.Abs(c.String("runtime-dir"))
-	if err != nil {
-		return err
-	}
-	apiCfg := apiserver.Config{Logger: logger}
-	if f := c.String("token-file"); f != "" {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			return fmt.Errorf("--token-file: %w", err)
-		}
-		apiCfg.Token = string(b)
-	}
-	if apiCfg.TLS, err = serverTLS(c); err != nil {
-		return err
-	}
-	if apiCfg.Tenants, err = serveTenants(c, apiCfg.Token); err != nil { // tenants.go
-		return err
-	}
-	warmMode, err := warm.ParseMode(c.String("warm-mode"))
-	if err != nil {
-		return usageError(c, err, false)
-	}
-	clusterCfg, err := serveClusterConfig(c) // cluster.go
-	if err != nil {
-		return usageError(c, err, false)
-	}
-	tcpAddr := c.String("listen-tcp")
-	if tcpAddr != "" {
-		if err := apiserver.CheckTCP(apiCfg, tcpAddr); err != nil {
-			return err
-		}
-	}
-
-	// Listeners first: a second daemon on the same socket fails before it
-	// touches libvirt or the store.
-	listeners, err := serveListeners(c, tcpAddr)
-	if err != nil {
-		return err
-	}
-	closeAll := func() {
-		for _, l := range listeners {
-			l.Close()
-		}
 	}
 	if c.Bool("network-cleanup") {
-		defer closeAll()
-		return networkCleanup(c) // servenet.go
+		return networkCleanup(c, o) // servenet.go
 	}
+	if err := serveStartOptions(c, logger, &o); err != nil {
+		return err
+	}
+	h, err := host.Start(ctx, o)
+	if err != nil {
+		return err
+	}
+	h.Wait(ctx)
+	stop() // from here a second SIGTERM or SIGINT kills at once
+	return h.Shutdown(context.Background())
+}
 
-	templates, err := serveTemplates(ctx, c) // templates.go
-	if err != nil {
-		closeAll()
-		return err
-	}
-	conn, err := libvirt.Connect(ctx, libvirt.Config{URI: c.String("uri"), Socket: c.String("libvirt-socket"), Logger: logger})
-	if err != nil {
-		closeAll()
-		return libvirt.ConnectError(c.String("uri"), err)
-	}
-	defer conn.Close()
-	for _, line := range inprocess.Sweep(ctx, stateDir, libvirt.NewDriver(conn)) {
-		fmt.Fprintln(c.App.ErrWriter, "agentbox serve:", line)
-	}
+// serveOptions turns what serve checks before it holds its socket (and
+// what `serve --network-cleanup` needs) into host.Options: directories,
+// secrets, listeners, daemon settings and the printing.
+func serveOptions(c *cli.Context, logger *slog.Logger) (host.Options, error) {
+	o := host.Options{
+		URI:           c.String("uri"),
+		LibvirtSocket: c.String("libvirt-socket"),
+		StateDir:      c.String("state-dir"),
+		RuntimeDir:    c.String("runtime-dir"),
+		Logger:        logger,
+		Version:       version,
+		Say:           func(line string) { fmt.Fprintln(c.App.ErrWriter, "agentbox serve:", line) },
 
-	egressAud := &egressAudit{} // servesecrets.go
-	netw, closeNet, err := newNetwork(c, logger, stateDir, egressAud)
-	if err != nil {
-		closeAll()
-		return err
-	}
-	defer closeNet()
-	pol, closePolicy, err := servePolicy(c, logger) // policy.go
-	if err != nil {
-		closeAll()
-		return err
-	}
-	defer closePolicy()
-	qemuIDs, err := qemuUsers(c) // qemuuser.go
-	if err != nil {
-		closeAll()
-		return err
-	}
-	reg := prometheus.NewRegistry()
-	ceilings, thresholds, usageInterval := daemonResources(c) // resources.go
-	d, err := daemon.New(ctx, daemon.Config{
-		Driver:            libvirt.NewDriver(conn),
-		StateDir:          stateDir,
-		RuntimeDir:        runtimeDir,
-		Logger:            logger,
-		Version:           version,
+		Socket:      c.String("socket"),
+		SocketGroup: c.String("socket-group"),
+		ListenTCP:   c.String("listen-tcp"),
+		Templates:   func(ctx context.Context) ([]daemon.Template, error) { return serveTemplates(ctx, c) }, // templates.go
+
 		Node:              c.String("node"), // cluster.go: "" without --cluster
 		CapacityMemoryMiB: c.Int("capacity-memory"),
 		CapacityVCPUs:     c.Int("capacity-vcpus"),
@@ -187,148 +121,87 @@ func serveAction(c *cli.Context) error {
 			ExecTimeoutMs:      c.Duration("default-exec-timeout").Milliseconds(),
 			MaxExecs:           c.Int("default-max-execs"),
 		},
-		StopOnShutdown: c.Bool("stop-on-exit"),
-		WarmPool:       c.Int("warm-pool"),
-		WarmTemplates:  c.Int("warm-templates"),
-		WarmMode:       warmMode,
-		AuditMaxBytes:  c.Int64("audit-max-bytes"),
-		AuditMaxFiles:  c.Int("audit-max-files"),
-		AuditFullTty:   c.Bool("audit-full-tty"),
-		Registerer:     reg,
-		Network:        netw,
-		Ceilings:       ceilings,
-		Thresholds:     thresholds,
-		UsageInterval:  usageInterval,
-		Templates:      templates,
-		Policy:         pol,
-		Tenants:        apiCfg.Tenants,
-		Quotas:         serveQuotas(clusterCfg, apiCfg.Tenants), // cluster.go
-		QEMUUsers:      qemuIDs,
-	})
+		StopOnExit:      c.Bool("stop-on-exit"),
+		WarmPool:        c.Int("warm-pool"),
+		WarmTemplates:   c.Int("warm-templates"),
+		AuditMaxBytes:   c.Int64("audit-max-bytes"),
+		AuditMaxFiles:   c.Int("audit-max-files"),
+		AuditFullTty:    c.Bool("audit-full-tty"),
+		ShutdownTimeout: c.Duration("shutdown-timeout"),
+		OnReady:         func(h *host.Host) { printServeReady(c, h) },
+	}
+	o.Ceilings, o.Thresholds, o.UsageInterval = daemonResources(c) // resources.go
+	if f := c.String("token-file"); f != "" {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return o, fmt.Errorf("--token-file: %w", err)
+		}
+		o.Auth.Token = string(b)
+	}
+	var err error
+	if o.Auth.TLS, err = serverTLS(c); err != nil {
+		return o, err
+	}
+	if o.Auth.Tenants, err = serveTenants(c, o.Auth.Token); err != nil { // tenants.go
+		return o, err
+	}
+	if o.WarmMode, err = warm.ParseMode(c.String("warm-mode")); err != nil {
+		return o, usageError(c, err, false)
+	}
+	clusterCfg, err := serveClusterConfig(c) // cluster.go
 	if err != nil {
-		closeAll()
+		return o, usageError(c, err, false)
+	}
+	if clusterCfg != nil {
+		o.Cluster = &host.ClusterOptions{Config: clusterCfg}
+	}
+	return o, nil
+}
+
+// serveStartOptions adds to o what only a serve that starts needs: the
+// network, the policy plugin, QEMU's users, the cluster peers, MCP and
+// E2B.
+func serveStartOptions(c *cli.Context, logger *slog.Logger, o *host.Options) error {
+	var err error
+	if o.Network, err = serveNetworkOptions(c); err != nil { // servenet.go
 		return err
 	}
-	egressAud.set(d.AuditEgress)
-	// The one keyring of every front (vmctl/auth): admin, tenants, peers.
-	router, keys, leaveCluster, err := serveCluster(ctx, c, clusterCfg, d, auth.Config{Admin: apiCfg.Token, Tenants: apiCfg.Tenants}, logger) // cluster.go
-	if err != nil {
-		closeAll()
-		d.Shutdown(context.Background())
+	if o.Policy, err = servePolicyOptions(c); err != nil { // policy.go
 		return err
 	}
-	apiCfg.Backend, apiCfg.Router, apiCfg.Keyring = d, router, keys
-	apiCfg.Registerer = reg
-	apiCfg.Metrics = promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})
-	srv, err := apiserver.NewServer(apiCfg)
-	if err != nil {
-		closeAll()
-		leaveCluster(context.Background())
-		d.Shutdown(context.Background())
+	if o.QEMUUsers, err = qemuUsers(c); err != nil { // qemuuser.go
 		return err
 	}
-	closeMCP, err := serveMCP(c, srv, logger) // mcp.go
-	if err != nil {
-		closeAll()
-		leaveCluster(context.Background())
-		d.Shutdown(context.Background())
-		return err
+	if o.Cluster != nil {
+		if o.Auth.ClusterToken, o.Auth.ClusterTokenFile, o.Cluster.TLS, err = clusterPeers(c); err != nil { // clusterproxy.go
+			return err
+		}
 	}
-	front, err := serveE2B(c, srv, templates, stateDir, keys, logger) // e2b.go
-	if err != nil {
-		closeAll()
-		closeMCP()
-		leaveCluster(context.Background())
-		d.Shutdown(context.Background())
-		return err
+	if c.Bool("mcp") {
+		cfg, err := mcpConfig(c, logger) // mcp.go
+		if err != nil {
+			return err
+		}
+		o.MCP = &host.MCPOptions{Config: cfg, SessionTimeout: c.Duration("mcp-session-timeout")}
 	}
-	rep := d.Report()
+	if addr := c.String("e2b-listen"); addr != "" {
+		o.E2B = &host.E2BOptions{Listen: addr, Warm: c.Bool("e2b-warm")}
+	}
+	return nil
+}
+
+// printServeReady prints serve's "listening on" line (host.Options.OnReady).
+func printServeReady(c *cli.Context, h *host.Host) {
+	rep := h.Report()
 	where := c.String("socket")
-	if tcpAddr != "" {
-		where += " and " + tcpAddr
+	if tcp := c.String("listen-tcp"); tcp != "" {
+		where += " and " + tcp
 	}
-	if front != nil {
-		where += ", E2B API on " + front.addr()
+	if addr := h.E2BAddr(); addr != "" {
+		where += ", E2B API on " + addr
 	}
 	fmt.Fprintf(c.App.ErrWriter, "agentbox serve: listening on %s (state %s); %d sandboxes known, %d adopted, %d failed, %d leftovers cleaned\n",
-		where, stateDir, rep.Loaded, len(rep.Adopted), len(rep.Failed), len(rep.Cleaned))
-	logger.Info("agentbox serve ready", "socket", c.String("socket"), "tcp", tcpAddr, "state_dir", stateDir,
-		"instance", d.Instance(), "adopted", len(rep.Adopted), "failed", len(rep.Failed), "cleaned", len(rep.Cleaned))
-
-	errc := make(chan error, len(listeners)+1)
-	for _, l := range listeners {
-		go func() { errc <- srv.Serve(l) }()
-	}
-	front.serve(errc)
-	sddaemon.SdNotify(false, sddaemon.SdNotifyReady)
-	go watchdog(ctx, d)
-
-	var serveErr error
-	select {
-	case <-ctx.Done():
-		logger.Info("shutting down", "timeout", c.Duration("shutdown-timeout"))
-	case serveErr = <-errc:
-		logger.Error("API listener failed", "err", serveErr)
-	}
-	stop()
-	sddaemon.SdNotify(false, sddaemon.SdNotifyStopping)
-	shutCtx, cancel := context.WithTimeout(context.Background(), c.Duration("shutdown-timeout"))
-	defer cancel()
-	err = errors.Join(serveErr, front.shutdown(shutCtx), closeMCP(), srv.Shutdown(shutCtx), leaveCluster(shutCtx), d.Shutdown(shutCtx))
-	if errors.Is(err, context.DeadlineExceeded) {
-		logger.Warn("shutdown deadline reached; remaining requests were cut")
-		err = nil
-	}
-	return err
-}
-
-// serveListeners returns the API's listeners: systemd's (socket
-// activation) if any, else the unix socket --socket (mode 0660, group
-// --socket-group) and, with --listen-tcp, a TCP listener.
-func serveListeners(c *cli.Context, tcpAddr string) ([]net.Listener, error) {
-	ls, err := apiserver.ActivationListeners()
-	if err != nil {
-		return nil, fmt.Errorf("systemd socket activation: %w", err)
-	}
-	if len(ls) > 0 {
-		return ls, nil
-	}
-	gid := -1
-	if g := c.String("socket-group"); g != "" {
-		if gid, err = lookupGroup(g); err != nil {
-			return nil, err
-		}
-	}
-	sock := c.String("socket")
-	if sock == "" {
-		return nil, errors.New("no --socket: give the unix socket path the API listens on")
-	}
-	ul, err := apiserver.ListenUnix(sock, 0o660, gid)
-	if err != nil {
-		return nil, err
-	}
-	ls = append(ls, ul)
-	if tcpAddr != "" {
-		tl, err := net.Listen("tcp", tcpAddr)
-		if err != nil {
-			ul.Close()
-			return nil, fmt.Errorf("--listen-tcp: %w", err)
-		}
-		ls = append(ls, tl)
-	}
-	return ls, nil
-}
-
-// lookupGroup resolves a group name or number.
-func lookupGroup(g string) (int, error) {
-	if n, err := strconv.Atoi(g); err == nil {
-		return n, nil
-	}
-	grp, err := user.LookupGroup(g)
-	if err != nil {
-		return 0, fmt.Errorf("--socket-group %q: %w", g, err)
-	}
-	return strconv.Atoi(grp.Gid)
+		where, h.StateDir(), rep.Loaded, len(rep.Adopted), len(rep.Failed), len(rep.Cleaned))
 }
 
 // serverTLS builds the TCP listener's TLS config from --tls-cert,
@@ -361,25 +234,4 @@ func serverTLS(c *cli.Context) (*tls.Config, error) {
 		cfg.ClientCAs, cfg.ClientAuth = pool, tls.RequireAndVerifyClientCert
 	}
 	return cfg, nil
-}
-
-// watchdog pings systemd's watchdog (WatchdogSec=) at half its interval
-// while the daemon answers, until ctx ends. Without a watchdog it returns.
-func watchdog(ctx context.Context, d *daemon.Daemon) {
-	interval, err := sddaemon.SdWatchdogEnabled(false)
-	if err != nil || interval <= 0 {
-		return
-	}
-	t := time.NewTicker(interval / 2)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if _, err := d.Info(ctx); err == nil {
-				sddaemon.SdNotify(false, sddaemon.SdNotifyWatchdog)
-			}
-		}
-	}
 }

@@ -4,11 +4,8 @@ import (
 	"crypto/x509"
 	"fmt"
 	"os"
-	"sync/atomic"
 
 	"github.com/urfave/cli/v2"
-
-	"github.com/agentbox/agentbox/vmctl/egress"
 )
 
 // secretsUpstreamCAFlag is serve's --secrets-upstream-ca (servenet.go's
@@ -38,19 +35,4 @@ func secretsRoots(c *cli.Context) (*x509.CertPool, error) {
 		return nil, fmt.Errorf("--%s %s: no PEM certificate in it", secretsUpstreamCAFlag.Name, f)
 	}
 	return pool, nil
-}
-
-// egressAudit hands the egress services' decisions to the daemon's audit
-// log (daemon.AuditEgress) once the daemon exists: the network is made
-// before it.
-type egressAudit struct {
-	f atomic.Pointer[func(id string, d egress.Decision)]
-}
-
-func (a *egressAudit) set(f func(id string, d egress.Decision)) { a.f.Store(&f) }
-
-func (a *egressAudit) decide(id string, d egress.Decision) {
-	if f := a.f.Load(); f != nil {
-		(*f)(id, d)
-	}
 }

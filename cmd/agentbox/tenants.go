@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -11,7 +10,6 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/agentbox/agentbox/vmctl/apiserver"
-	"github.com/agentbox/agentbox/vmctl/errdefs"
 	"github.com/agentbox/agentbox/vmctl/tenant"
 )
 
@@ -89,22 +87,4 @@ func readToken(r io.Reader) (string, error) {
 		return "", fmt.Errorf("the token is %d bytes long: use at least %d random bytes, e.g. the output of `openssl rand -hex 32`", len(tok), apiserver.MinTokenBytes)
 	}
 	return tok, nil
-}
-
-// clusterTenantHooks are the TenantOf and WithTenant hooks of
-// clusterproxy.Config and cluster.Config for the tenants of reg (both nil
-// without --tenants): a forwarded or queued request acts for the tenant
-// the other node names, if this node's tenants file has it (else
-// ErrPermissionDenied, 403).
-func clusterTenantHooks(reg *tenant.Registry) (tenantOf func(context.Context) string, withTenant func(context.Context, string) (context.Context, error)) {
-	if reg == nil {
-		return nil, nil
-	}
-	return tenant.Name, func(ctx context.Context, name string) (context.Context, error) {
-		t, ok := reg.Get(name)
-		if !ok {
-			return nil, errdefs.ErrPermissionDenied.WithMessage(fmt.Sprintf("tenant %q is not in this node's --tenants file: give every node of the cluster the same file", name))
-		}
-		return tenant.With(ctx, t), nil
-	}
 }

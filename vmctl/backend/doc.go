@@ -1,7 +1,7 @@
 // Package backend is the service contract: the one interface every front
 // serves — the REST server (vmctl/apiserver), and through it the E2B front
 // (vmctl/e2b, vmctl/envd), MCP (vmctl/mcp), the cluster proxy
-// (vmctl/clusterproxy) and the in-process service (vmctl/inprocess).
+// (vmctl/clusterproxy) and the in-process service of a local host (vmctl/host).
 // vmctl/daemon implements it; vmctl/backend/backendtest is the fake the
 // fronts' tests run against.
 //

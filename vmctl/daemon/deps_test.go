@@ -17,7 +17,7 @@ func TestDaemonLinksNoFront(t *testing.T) {
 		t.Fatalf("go list -deps %s: %v", pkg, err)
 	}
 	deps := strings.Fields(string(out))
-	fronts := []string{"apiserver", "client", "clusterproxy", "e2b", "envd", "mcp", "inprocess"}
+	fronts := []string{"apiserver", "client", "clusterproxy", "e2b", "envd", "mcp", "host"}
 	linked := map[string]bool{}
 	for _, dep := range deps {
 		linked[dep] = true

@@ -26,7 +26,7 @@ import (
 	"github.com/agentbox/agentbox/vmctl/envd"
 	fspb "github.com/agentbox/agentbox/vmctl/envd/gen/filesystem"
 	"github.com/agentbox/agentbox/vmctl/envd/gen/filesystem/filesystemconnect"
-	"github.com/agentbox/agentbox/vmctl/inprocess"
+	"github.com/agentbox/agentbox/vmctl/host"
 )
 
 // guest is a real daemon (the in-process service) with one TCG sandbox,
@@ -42,7 +42,7 @@ func startGuest(t *testing.T) *guest {
 	image := testenv.Image(t)
 	ctx := context.Background()
 	dir := testenv.ShortTempDir(t)
-	svc, err := inprocess.Start(ctx, inprocess.Config{URI: testenv.URI(), StateDir: dir + "/s", RuntimeDir: dir + "/r", RunID: "e2bf5e2bf5e2bf50"})
+	svc, err := host.Start(ctx, host.Options{URI: testenv.URI(), StateDir: dir + "/s", RuntimeDir: dir + "/r", Local: &host.LocalOptions{RunID: "e2bf5e2bf5e2bf50"}})
 	if err != nil {
 		t.Fatal(err)
 	}

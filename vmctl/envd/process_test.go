@@ -21,10 +21,10 @@ import (
 	"github.com/agentbox/agentbox/vmctl/envd"
 	"github.com/agentbox/agentbox/vmctl/envd/gen/process"
 	"github.com/agentbox/agentbox/vmctl/envd/gen/process/processconnect"
-	"github.com/agentbox/agentbox/vmctl/inprocess"
+	"github.com/agentbox/agentbox/vmctl/host"
 )
 
-// guestServer starts the sandbox service in this process (vmctl/inprocess,
+// guestServer starts the sandbox service in this process (a local vmctl/host,
 // as `agentbox run --local` does), a sandbox of the test image, and the
 // data plane over it on an HTTP test server whose requests are routed to
 // that sandbox; it returns the server's URL.
@@ -35,7 +35,7 @@ func guestServer(t *testing.T) string {
 	run := make([]byte, 8)
 	rand.Read(run)
 	ctx := context.Background()
-	svc, err := inprocess.Start(ctx, inprocess.Config{URI: testenv.URI(), StateDir: state, RuntimeDir: runtime, RunID: hex.EncodeToString(run)})
+	svc, err := host.Start(ctx, host.Options{URI: testenv.URI(), StateDir: state, RuntimeDir: runtime, Local: &host.LocalOptions{RunID: hex.EncodeToString(run)}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -62,6 +62,24 @@ func (l *List) Fail(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// Unwind runs every registered undo, newest first, under ctx as given
+// (not WithoutCancel: ctx's deadline bounds each step, as a shutdown
+// timeout bounds a service's teardown), and empties the list. It returns
+// the undos' errors joined as they returned them (a shutdown's errors are
+// its steps' own, not "undo" failures); nil when all succeeded. It is the
+// normal end of what a setup made and kept on its list (a service that
+// runs until Unwind), where Fail is its end on an error.
+func (l *List) Unwind(ctx context.Context) error {
+	var errs []error
+	for i := len(l.steps) - 1; i >= 0; i-- {
+		if err := l.steps[i].undo(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	l.steps = nil
+	return errors.Join(errs...)
+}
+
 // Success forgets the registered undos: the setup succeeded and its
 // caller owns what was made. A later Fail does nothing.
 func (l *List) Success() { l.steps = nil }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentbox/agentbox/vmctl/revert"
 )
@@ -68,5 +69,31 @@ func TestOnError(t *testing.T) {
 	_, err := setup(true)
 	if err == nil || !strings.Contains(err.Error(), "step broke") || !strings.Contains(err.Error(), "undo a: undo broke") {
 		t.Fatalf("failure: %v, want the step's and the undo's error joined", err)
+	}
+}
+
+func TestUnwindKeepsDeadlineAndErrors(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+	defer cancel()
+	var order []string
+	errB := errors.New("b broke")
+	r := revert.New()
+	r.Add("a", func(ctx context.Context) error {
+		order = append(order, "a")
+		if _, ok := ctx.Deadline(); !ok {
+			t.Error("Unwind dropped ctx's deadline")
+		}
+		return nil
+	})
+	r.Add("b", func(context.Context) error { order = append(order, "b"); return errB })
+	err := r.Unwind(ctx)
+	if got := strings.Join(order, ","); got != "b,a" {
+		t.Fatalf("order %s, want b,a", got)
+	}
+	if !errors.Is(err, errB) || err.Error() != "b broke" {
+		t.Fatalf("Unwind = %v, want b's error as it returned it", err)
+	}
+	if err := r.Unwind(ctx); err != nil || len(order) != 2 {
+		t.Fatalf("a second Unwind ran undos again: %v, order %v", err, order)
 	}
 }

@@ -1,15 +1,74 @@
-package inprocess
+package host
 
 import (
 	"context"
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 
+	"github.com/agentbox/agentbox/vmctl/daemon"
+	"github.com/agentbox/agentbox/vmctl/egress"
 	"github.com/agentbox/agentbox/vmctl/netpolicy"
 	"github.com/agentbox/agentbox/vmctl/network"
 	"github.com/agentbox/agentbox/vmctl/sandbox"
 )
+
+// serveNetwork builds serve's network provider from o. Without the
+// privileges it needs (CAP_NET_ADMIN, nf_tables, /dev/net/tun) it logs
+// why and returns nil: the daemon then refuses network policies other
+// than none with that reason, and everything else works. The proxies
+// intercept the hosts sandboxes' secrets are bound to (their files under
+// stateDir) and hand those decisions to aud. release gives the table
+// back (nil without a provider).
+func serveNetwork(o NetworkOptions, log *slog.Logger, stateDir string, aud *egressAudit) (_ sandbox.NetworkProvider, release func()) {
+	pool := o.Pool
+	if !pool.IsValid() {
+		pool = network.DefaultPool
+	}
+	table := o.Table
+	if table == "" {
+		table = network.DefaultTable
+	}
+	m, err := network.New(network.Config{
+		Pool:  pool,
+		Table: table,
+		Egress: network.StartEgress(network.EgressOptions{
+			Hosts:  o.Hosts,
+			Logger: log,
+			OnDecision: func(id string, d egress.Decision) {
+				log.Debug("egress decision", "sandbox", id, "kind", d.Kind, "allowed", d.Allowed, "name", d.Name, "port", d.Port, "reason", d.Reason)
+				aud.decide(id, d)
+			},
+			Intercept: daemon.SecretsIntercept(stateDir, o.SecretsRoots),
+		}),
+		Logger: log,
+	})
+	if err != nil {
+		log.Warn("sandbox networks are unavailable (only --network none works)", "err", err)
+		return nil, nil
+	}
+	return m, func() {
+		if _, err := m.Release(context.Background()); err != nil {
+			log.Warn("release the sandbox network table", "table", m.Table(), "err", err)
+		}
+	}
+}
+
+// egressAudit hands the egress services' decisions to the daemon's audit
+// log (daemon.AuditEgress) once the daemon exists: the network is made
+// before it.
+type egressAudit struct {
+	f atomic.Pointer[func(id string, d egress.Decision)]
+}
+
+func (a *egressAudit) set(f func(id string, d egress.Decision)) { a.f.Store(&f) }
+
+func (a *egressAudit) decide(id string, d egress.Decision) {
+	if f := a.f.Load(); f != nil {
+		(*f)(id, d)
+	}
+}
 
 // NetworkTable is the nftables table (family inet) of in-process
 // sandboxes, apart from any daemon's; every in-process run on a host
@@ -17,7 +76,7 @@ import (
 const NetworkTable = "agentbox_run"
 
 // NewNetwork is the network provider of an in-process run whose policy
-// needs one (the default of Config.Network): the default pool (subnets in
+// needs one (the default of LocalOptions.Network): the default pool (subnets in
 // use on the host are skipped), NetworkTable, an egress service per
 // sandbox. Errors say what is missing (root, nf_tables).
 func NewNetwork(log *slog.Logger) (sandbox.NetworkProvider, error) {

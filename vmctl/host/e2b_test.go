@@ -1,7 +1,6 @@
-package main
+package host
 
 import (
-	"flag"
 	"io"
 	"log/slog"
 	"net/http"
@@ -9,10 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/urfave/cli/v2"
-
 	"github.com/agentbox/agentbox/vmctl/apiserver"
 	"github.com/agentbox/agentbox/vmctl/auth"
+	"github.com/agentbox/agentbox/vmctl/backend/backendtest"
 )
 
 // TestE2BMaxHeaderBytes: the E2B listener (serve --e2b-listen) limits a
@@ -21,20 +19,12 @@ import (
 // below it reaches the front (401 without an API key).
 func TestE2BMaxHeaderBytes(t *testing.T) {
 	const token = "0123456789abcdef0123456789abcdef"
-	srv, err := apiserver.NewServer(apiserver.Config{Backend: cliBackend(), Token: token})
+	srv, err := apiserver.NewServer(apiserver.Config{Backend: &backendtest.Fake{}, Token: token})
 	if err != nil {
 		t.Fatal(err)
 	}
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	for _, f := range serveE2BFlags() {
-		f.Apply(fs)
-	}
-	if err := fs.Parse([]string{"--e2b-listen", "127.0.0.1:0"}); err != nil {
-		t.Fatal(err)
-	}
-	app := cli.NewApp()
-	app.ErrWriter = io.Discard // the note about no "base" template
-	front, err := serveE2B(cli.NewContext(app, fs, nil), srv, nil, t.TempDir(), auth.New(auth.Config{Admin: token}), slog.New(slog.DiscardHandler))
+	var said []string // the note about no "base" template
+	front, err := newE2BFront(&E2BOptions{Listen: "127.0.0.1:0"}, auth.New(auth.Config{Admin: token}), srv, nil, t.TempDir(), slog.New(slog.DiscardHandler), func(l string) { said = append(said, l) })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,5 +59,21 @@ func TestE2BMaxHeaderBytes(t *testing.T) {
 	case err := <-errc:
 		t.Fatalf("E2B listener: %v", err)
 	default:
+	}
+	if len(said) != 1 || !strings.HasPrefix(said[0], "note: no template named base") {
+		t.Errorf("said %q, want the note about no base template", said)
+	}
+}
+
+// TestE2BNeedsKey: the E2B front refuses to start without an API key
+// (neither the admin's token nor tenants).
+func TestE2BNeedsKey(t *testing.T) {
+	srv, err := apiserver.NewServer(apiserver.Config{Backend: &backendtest.Fake{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = newE2BFront(&E2BOptions{Listen: "127.0.0.1:0"}, auth.New(auth.Config{Admin: " \n"}), srv, nil, t.TempDir(), slog.New(slog.DiscardHandler), func(string) {})
+	if err == nil || err.Error() != "--e2b-listen needs --token-file (or --tenants): its token is the API key E2B clients send (E2B_API_KEY)" {
+		t.Errorf("no key: %v", err)
 	}
 }

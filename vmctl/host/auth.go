@@ -1,0 +1,79 @@
+package host
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/agentbox/agentbox/vmctl/apiserver"
+	"github.com/agentbox/agentbox/vmctl/auth"
+	"github.com/agentbox/agentbox/vmctl/cluster"
+	"github.com/agentbox/agentbox/vmctl/clusterproxy"
+	"github.com/agentbox/agentbox/vmctl/e2b"
+	"github.com/agentbox/agentbox/vmctl/errdefs"
+	"github.com/agentbox/agentbox/vmctl/tenant"
+)
+
+// The fronts' secrets, wired in this file only: which of Options.Auth
+// each front checks. Every front checks the daemon's one keyring
+// (vmctl/auth, made by keyring): the REST API (and /mcp behind it) takes
+// it with the admin token, TLS and the tenants; the E2B control plane
+// takes it for its API keys (the admin token or a tenant's); on a node of
+// a cluster it holds ClusterToken as the peers' secret, which the API
+// server tells the cluster router of (apiserver.Router.Peer), and the
+// nodes send each other ClusterToken and name a request's tenant by the
+// hooks below. A change of how secrets are checked is a change of these
+// functions.
+
+// keyring returns the daemon's one keyring of a, for every front: the
+// admin's token and the tenants and, on a node of a cluster (peers), the
+// cluster token as the peers' (auth.Config.Peer). Without peers it holds
+// no peer secret: apiserver.NewServer wants one exactly with a Router.
+func keyring(a Auth, peers bool) *auth.Keyring {
+	cfg := auth.Config{Admin: a.Token, Tenants: a.Tenants}
+	if peers {
+		cfg.Peer = a.ClusterToken
+	}
+	return auth.New(cfg)
+}
+
+// apiAuth sets the REST API's secrets in cfg: the keyring keys, and the
+// admin token, TLS and tenants it was made of (apiserver.Config checks
+// that keys holds Token and Tenants).
+func apiAuth(a Auth, keys *auth.Keyring, cfg *apiserver.Config) {
+	cfg.Token, cfg.TLS, cfg.Tenants, cfg.Keyring = a.Token, a.TLS, a.Tenants, keys
+}
+
+// e2bAuth sets the E2B front's API keys in cfg: those of the keyring keys
+// (the admin token and, with tenants, a tenant's token, acting for its
+// tenant). ok is false when keys requires no secret at all.
+func e2bAuth(keys *auth.Keyring, cfg *e2b.Config) (ok bool) {
+	cfg.Keyring = keys // a tenant's token is its API key
+	return keys.RequiresSecret()
+}
+
+// clusterPeerAuth sets the token the cluster's nodes send each other in
+// pcfg, and the tenant hooks of forwarded (pcfg) and queued (ccfg)
+// requests.
+func clusterPeerAuth(a Auth, pcfg *clusterproxy.Config, ccfg *cluster.Config) {
+	pcfg.Token = a.ClusterToken
+	pcfg.TenantOf, pcfg.WithTenant = clusterTenantHooks(a.Tenants)
+	ccfg.Tenant, ccfg.WithTenant = pcfg.TenantOf, pcfg.WithTenant
+}
+
+// clusterTenantHooks are the TenantOf and WithTenant hooks of
+// clusterproxy.Config and cluster.Config for the tenants of reg (both nil
+// without tenants): a forwarded or queued request acts for the tenant
+// the other node names, if this node's tenants file has it (else
+// ErrPermissionDenied, 403).
+func clusterTenantHooks(reg *tenant.Registry) (tenantOf func(context.Context) string, withTenant func(context.Context, string) (context.Context, error)) {
+	if reg == nil {
+		return nil, nil
+	}
+	return tenant.Name, func(ctx context.Context, name string) (context.Context, error) {
+		t, ok := reg.Get(name)
+		if !ok {
+			return nil, errdefs.ErrPermissionDenied.WithMessage(fmt.Sprintf("tenant %q is not in this node's --tenants file: give every node of the cluster the same file", name))
+		}
+		return tenant.With(ctx, t), nil
+	}
+}

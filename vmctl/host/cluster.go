@@ -1,0 +1,70 @@
+package host
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+
+	"github.com/agentbox/agentbox/vmctl/api"
+	"github.com/agentbox/agentbox/vmctl/apiserver"
+	"github.com/agentbox/agentbox/vmctl/cluster"
+	"github.com/agentbox/agentbox/vmctl/clusterproxy"
+	"github.com/agentbox/agentbox/vmctl/daemon"
+	"github.com/agentbox/agentbox/vmctl/tenant"
+)
+
+// clusterQuotas returns the daemon's tenant quota store
+// (daemon.Config.Quotas): with both a cluster and tenants the
+// cluster-wide one (cluster.QuotaStore, also set in cfg for the node to
+// connect), else nil (the daemon's tenant.LocalStore of this host).
+func clusterQuotas(o *ClusterOptions, tenants *tenant.Registry) tenant.QuotaStore {
+	if o == nil || tenants == nil {
+		return nil
+	}
+	o.Config.Quotas = cluster.NewQuotaStore(o.Config.Node)
+	return o.Config.Quotas
+}
+
+// joinCluster joins the cluster of o (nil: none), makes d one of its
+// nodes and returns the router of requests between the nodes
+// (vmctl/clusterproxy, for apiserver.Config.Router; nil without a
+// cluster); leave ends both, before the daemon shuts down (nil without a
+// cluster).
+func joinCluster(ctx context.Context, o *ClusterOptions, a Auth, d *daemon.Daemon, logger *slog.Logger, say func(string)) (router apiserver.Router, leave func(context.Context) error, err error) {
+	if o == nil {
+		return nil, nil, nil
+	}
+	cfg := o.Config
+	cfg.Local, cfg.Logger = d, logger
+	cfg.Priority = func(_ context.Context, req api.CreateSandboxRequest) string { return req.Priority }
+	pcfg := clusterproxy.Config{Local: d.HasSandbox, TLS: o.TLS, Logger: logger}
+	clusterPeerAuth(a, &pcfg, cfg) // auth.go
+	n, err := cluster.Join(ctx, *cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	pcfg.Directory, pcfg.Nodes = n, n
+	p, err := clusterRouter(pcfg, a)
+	if err != nil {
+		n.Close(ctx)
+		return nil, nil, err
+	}
+	d.SetCluster(n)
+	say(fmt.Sprintf("node %s of the cluster at %s (advertised as %s)", cfg.Node, strings.Join(cfg.Servers, ","), cfg.Advertise))
+	return p, func(ctx context.Context) error {
+		d.SetCluster(nil)
+		p.Close()
+		return n.Close(ctx)
+	}, nil
+}
+
+// clusterRouter makes the Proxy of pcfg (its Directory and Nodes the
+// joined node's); an error names the cluster token's file.
+func clusterRouter(pcfg clusterproxy.Config, a Auth) (*clusterproxy.Proxy, error) {
+	p, err := clusterproxy.New(pcfg)
+	if err != nil {
+		return nil, fmt.Errorf("--cluster-token-file %s: %w", a.ClusterTokenFile, err)
+	}
+	return p, nil
+}

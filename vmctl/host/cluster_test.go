@@ -1,0 +1,37 @@
+package host
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/agentbox/agentbox/vmctl/cluster"
+	"github.com/agentbox/agentbox/vmctl/clusterproxy"
+)
+
+type noCluster struct{}
+
+func (noCluster) Lookup(context.Context, string) (cluster.Entry, error) { return cluster.Entry{}, nil }
+func (noCluster) List(context.Context) ([]cluster.Entry, error)         { return nil, nil }
+func (noCluster) Node(context.Context, string) (cluster.NodeInfo, error) {
+	return cluster.NodeInfo{}, nil
+}
+func (noCluster) Self() string { return "h1" }
+
+// TestClusterRouterToken: a cluster token too short is refused naming
+// its file; a long enough one makes the router.
+func TestClusterRouterToken(t *testing.T) {
+	pcfg := clusterproxy.Config{Directory: noCluster{}, Nodes: noCluster{}}
+	short := Auth{ClusterToken: "abc\n", ClusterTokenFile: "/etc/short"}
+	clusterPeerAuth(short, &pcfg, &cluster.Config{})
+	if _, err := clusterRouter(pcfg, short); err == nil || !strings.HasPrefix(err.Error(), "--cluster-token-file /etc/short: the cluster token is 3 bytes long") {
+		t.Errorf("short token: %v", err)
+	}
+	good := Auth{ClusterToken: "0123456789abcdef0123456789abcdef\n", ClusterTokenFile: "/etc/good"}
+	clusterPeerAuth(good, &pcfg, &cluster.Config{})
+	p, err := clusterRouter(pcfg, good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Close()
+}
