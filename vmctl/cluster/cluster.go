@@ -336,10 +336,15 @@ func (n *Node) setup(ctx context.Context) error {
 	}
 	strs, cons := map[string]jetstream.Stream{}, map[string]jetstream.Consumer{}
 	for _, c := range classes {
+		// No direct get: the puller peeks at each class's head (pullOne)
+		// and a direct get may be answered by a follower that has not
+		// yet stored the last create, which made a waiting high create
+		// look absent while a low one was taken (seen in TestPriorities
+		// under load); a message get is the leader's.
 		s, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 			Name: c.stream, Description: "agentbox creates of priority " + c.name,
 			Subjects: []string{c.subject}, Retention: jetstream.WorkQueuePolicy,
-			Storage: jetstream.FileStorage, Replicas: replicas, AllowDirect: true,
+			Storage: jetstream.FileStorage, Replicas: replicas, AllowDirect: false,
 			MaxAge: 24 * time.Hour, // a message nobody took or removed: its creator gave up long ago
 		})
 		if err != nil {
