@@ -64,7 +64,7 @@
 //   - Query parameters: each route takes a fixed set (Route.Query); an
 //     unknown one, or one given twice (but the repeatable label), is 400.
 //   - Guest paths (path=, MkdirRequest.Path): CleanGuestPath. Modes:
-//     ParseMode. Create, exec and kill requests: see validate.go (names,
+//     ParseMode. Create, exec and kill requests: see vmctl/api's validate.go (names,
 //     labels, resources, accel; argv, env, cwd, timeout; signal).
 //
 // Raw bodies (upload, stdin) have no size limit and are streamed to the

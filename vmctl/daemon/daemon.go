@@ -1,10 +1,11 @@
 // Package daemon is agentbox's service core, behind `agentbox serve`: it
-// implements the REST API's Backend (vmctl/api) on the sandbox manager
+// implements the backend contract (vmctl/backend) on the sandbox manager
 // (vmctl/sandbox) with a durable store (vmctl/store), an audit log
 // (vmctl/audit), tables of detached processes (vmctl/process), admission
 // control against the host's capacity, TTL and idle reaping, and
-// Prometheus metrics. Listening, auth and HTTP are vmctl/api's; process
-// start-up and signals are cmd/agentbox's.
+// Prometheus metrics. HTTP and listeners are vmctl/apiserver's, secrets
+// vmctl/auth's, the assembly and start-up vmctl/host's, signals
+// cmd/agentbox's. vmctl/daemon/DESIGN.md says which room holds what.
 package daemon
 
 import (
