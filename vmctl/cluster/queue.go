@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"sync"
@@ -285,23 +286,31 @@ func (n *Node) pullOne(ctx context.Context) bool {
 	for _, c := range classes {
 		// Peek at the head: fetch only with room for it.
 		raw, err := h.strs[c.name].GetMsg(ctx, 1, jetstream.WithGetMsgSubject(c.subject))
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			continue // empty
+		}
 		if err != nil {
-			continue // empty (or NATS went away)
+			break // NATS slow or away: no lower class jumps this one's head; the next wake or poll retries
 		}
 		var req api.CreateSandboxRequest
 		if json.Unmarshal(raw.Data, &req) == nil && n.cfg.Local.Room(ctx, req) != nil {
 			continue // a node with room takes it; maybe a smaller one of a lower class fits here
 		}
+		// A head that has room here but does not come (another node is
+		// taking it, or the consumer has not caught up) stops the round:
+		// a lower class must not take the slot meanwhile (TestPriorities
+		// saw a low create placed while a high one waited, under load);
+		// the next wake or the poll, within a second, looks again.
 		batch, err := h.cons[c.name].FetchNoWait(1)
 		if err != nil {
-			continue
+			break
 		}
 		var msg jetstream.Msg
 		for m := range batch.Messages() {
 			msg = m
 		}
 		if msg == nil {
-			continue // the head is being created elsewhere
+			break
 		}
 		n.wg.Add(1)
 		go func() {
