@@ -9,7 +9,6 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 
-	"github.com/agentbox/agentbox/tests/testenv"
 	"github.com/agentbox/agentbox/vmctl/api"
 )
 
@@ -28,7 +27,7 @@ func TestOneNATSServerLost(t *testing.T) {
 	}
 	nc.stop(0)
 	var after api.Sandbox
-	testenv.WaitFor(t, 60*time.Second, "a create with one server down", func() bool {
+	waitFor(t, 60*time.Second, "a create with one server down", func() bool {
 		after, err = b.Place(ctx, apiReq("after", 1))
 		return err == nil
 	})
@@ -64,7 +63,7 @@ func TestNATSDownAndBack(t *testing.T) {
 	for i := range nc.servers {
 		nc.stop(i)
 	}
-	testenv.WaitFor(t, 30*time.Second, "a sees NATS gone", func() bool { return !a.Connected() })
+	waitFor(t, 30*time.Second, "a sees NATS gone", func() bool { return !a.Connected() })
 	_, err := a.Place(ctx, apiReq("two", 1))
 	ae := api.ErrorFrom(err)
 	if ae.Status != 503 || ae.Code != api.CodeClusterUnavailable || ae.Message != "NATS is unreachable: cluster creates resume when it is back" {
@@ -85,11 +84,11 @@ func TestNATSDownAndBack(t *testing.T) {
 	for i := range nc.servers {
 		nc.start(i)
 	}
-	testenv.WaitFor(t, 120*time.Second, "a cluster create after NATS is back", func() bool {
+	waitFor(t, 120*time.Second, "a cluster create after NATS is back", func() bool {
 		_, err := a.Place(ctx, apiReq("four", 1))
 		return err == nil
 	})
-	testenv.WaitFor(t, 60*time.Second, "the directory caught up", func() bool {
+	waitFor(t, 60*time.Second, "the directory caught up", func() bool {
 		e, err := a.Lookup(ctx, "three")
 		return err == nil && e.ID == local3.ID
 	})
@@ -123,7 +122,7 @@ func TestNATSWithoutJetStream(t *testing.T) {
 	})
 	want := "this node has not joined the cluster yet: NATS answers but setting up its JetStream buckets and streams failed ("
 	var last error
-	testenv.WaitFor(t, 30*time.Second, "the setup error in the answer", func() bool {
+	waitFor(t, 30*time.Second, "the setup error in the answer", func() bool {
 		_, last = n.ListNodes(context.Background())
 		return last != nil && strings.HasPrefix(api.ErrorFrom(last).Message, want)
 	})

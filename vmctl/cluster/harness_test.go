@@ -17,7 +17,6 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 
-	"github.com/agentbox/agentbox/tests/testenv"
 	"github.com/agentbox/agentbox/vmctl/api"
 	"github.com/agentbox/agentbox/vmctl/errdefs"
 )
@@ -271,9 +270,22 @@ func joinNode(t testing.TB, nc *natsCluster, name string, local *fakeLocal, twea
 		defer cancel()
 		n.Close(ctx)
 	})
-	testenv.WaitFor(t, 60*time.Second, "node "+name+" joins", func() bool {
+	waitFor(t, 60*time.Second, "node "+name+" joins", func() bool {
 		info, err := n.Node(context.Background(), name)
 		return err == nil && info.State == NodeUp
 	})
 	return n
+}
+
+// waitFor polls cond every 50 ms until it holds, failing the test after
+// limit (a generous bound for a shared, slow machine: not a speed claim).
+func waitFor(t testing.TB, limit time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for: %s", what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }

@@ -10,7 +10,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/agentbox/agentbox/tests/testenv"
 	"github.com/agentbox/agentbox/vmctl/api"
 	"github.com/agentbox/agentbox/vmctl/errdefs"
 )
@@ -85,7 +84,7 @@ func TestQueueWaitsForRoom(t *testing.T) {
 		t.Fatalf("a has %d, b %d sandboxes", la.count(), lb.count())
 	}
 	waiting := placeAsync(a, apiReq("late", 1), "")
-	testenv.WaitFor(t, 30*time.Second, "the create queued", func() bool { return queued(t, a, PriorityNormal) == 1 })
+	waitFor(t, 30*time.Second, "the create queued", func() bool { return queued(t, a, PriorityNormal) == 1 })
 	select {
 	case r := <-waiting:
 		t.Fatalf("create into a full cluster returned: %+v %v", r.sb, r.err)
@@ -102,7 +101,7 @@ func TestQueueWaitsForRoom(t *testing.T) {
 		t.Fatalf("late placed at %+v, %v; want b", e, err)
 	}
 	// Acked after the answer: the queue empties right after.
-	testenv.WaitFor(t, 30*time.Second, "the queue empty", func() bool { return queued(t, a, PriorityNormal) == 0 })
+	waitFor(t, 30*time.Second, "the queue empty", func() bool { return queued(t, a, PriorityNormal) == 0 })
 
 	// The queue timeout: 429 queue_timeout, nothing left behind.
 	short := joinNode(t, nc, "short", newFakeLocal(0), func(c *Config) { c.QueueTimeout = time.Second })
@@ -133,9 +132,9 @@ func TestPriorities(t *testing.T) {
 		t.Fatal(err)
 	}
 	low := placeAsync(a, apiReq("low", 1), PriorityLow)
-	testenv.WaitFor(t, 30*time.Second, "low queued", func() bool { return queued(t, a, PriorityLow) == 1 })
+	waitFor(t, 30*time.Second, "low queued", func() bool { return queued(t, a, PriorityLow) == 1 })
 	high := placeAsync(a, apiReq("high", 1), PriorityHigh)
-	testenv.WaitFor(t, 30*time.Second, "high queued", func() bool { return queued(t, a, PriorityHigh) == 1 })
+	waitFor(t, 30*time.Second, "high queued", func() bool { return queued(t, a, PriorityHigh) == 1 })
 
 	local.DeleteSandbox(ctx, first.ID, true)
 	r := <-high
@@ -170,7 +169,7 @@ func TestBreaker(t *testing.T) {
 			t.Fatalf("create %d: %v", i, err)
 		}
 	}
-	testenv.WaitFor(t, 30*time.Second, "a breaker-open", func() bool {
+	waitFor(t, 30*time.Second, "a breaker-open", func() bool {
 		nodes, err := a.ListNodes(ctx)
 		return err == nil && nodes[0].State == NodeBreakerOpen
 	})
@@ -241,7 +240,7 @@ func TestDrain(t *testing.T) {
 	if err != nil || node.State != NodeDraining {
 		t.Fatalf("drain: %+v %v", node, err)
 	}
-	testenv.WaitFor(t, 30*time.Second, "a stops pulling", func() bool { return a.draining.Load() })
+	waitFor(t, 30*time.Second, "a stops pulling", func() bool { return a.draining.Load() })
 	for range 6 {
 		if _, err := a.Place(ctx, apiReq("", 1)); err != nil {
 			t.Fatal(err)
@@ -250,7 +249,7 @@ func TestDrain(t *testing.T) {
 	if la.count() != held || lb.count() != 7-held {
 		t.Fatalf("a has %d (had %d), b %d", la.count(), held, lb.count())
 	}
-	testenv.WaitFor(t, 30*time.Second, "a listed draining with its sandboxes", func() bool {
+	waitFor(t, 30*time.Second, "a listed draining with its sandboxes", func() bool {
 		nodes, err := b.ListNodes(ctx)
 		return err == nil && nodes[0].State == NodeDraining && nodes[0].Sandboxes == held
 	})
