@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 
 	"github.com/urfave/cli/v2"
@@ -36,28 +37,39 @@ func startLocal(ctx context.Context, c *cli.Context, o localOptions) (*host.Host
 		return nil, err
 	}
 	errw := c.App.ErrWriter
-	return host.Start(ctx, host.Options{
+	opts := hostOptions(c, logger, "agentbox:")
+	opts.Local = &host.LocalOptions{
+		RunID: o.RunID,
+		Keep:  o.Keep,
+		OnAccel: func(m accel.Mode, choice accel.Choice) {
+			// Say which accelerator --accel auto chose: always with -v,
+			// and on a terminal (a person wonders why TCG is slow; a
+			// script's stderr stays the command's own).
+			if o.Verbose || (m == accel.ModeAuto && isTerminal(os.Stderr)) {
+				fmt.Fprintf(errw, "agentbox: accelerator %s (%s)\n", choice.Accel, choice.Reason)
+			}
+		},
+		GuestAgentChannel: o.GuestAgentChannel,
+	}
+	return host.Start(ctx, opts)
+}
+
+// hostOptions returns the host.Options every command that starts the
+// service in this process (serve, run --local, mcp --local) takes from the
+// global flags: libvirt, the state and runtime directories, the logger and
+// version, and Say writing "PREFIX line" to the CLI's stderr. The caller
+// adds its own fields.
+func hostOptions(c *cli.Context, logger *slog.Logger, prefix string) host.Options {
+	errw := c.App.ErrWriter
+	return host.Options{
 		URI:           c.String("uri"),
 		LibvirtSocket: c.String("libvirt-socket"),
 		StateDir:      c.String("state-dir"),
 		RuntimeDir:    c.String("runtime-dir"),
 		Logger:        logger,
 		Version:       version,
-		Say:           func(line string) { fmt.Fprintln(errw, "agentbox:", line) },
-		Local: &host.LocalOptions{
-			RunID: o.RunID,
-			Keep:  o.Keep,
-			OnAccel: func(m accel.Mode, choice accel.Choice) {
-				// Say which accelerator --accel auto chose: always with -v,
-				// and on a terminal (a person wonders why TCG is slow; a
-				// script's stderr stays the command's own).
-				if o.Verbose || (m == accel.ModeAuto && isTerminal(os.Stderr)) {
-					fmt.Fprintf(errw, "agentbox: accelerator %s (%s)\n", choice.Accel, choice.Reason)
-				}
-			},
-			GuestAgentChannel: o.GuestAgentChannel,
-		},
-	})
+		Say:           func(line string) { fmt.Fprintln(errw, prefix, line) },
+	}
 }
 
 // printKept tells the user how to reach and remove the sandbox sb that

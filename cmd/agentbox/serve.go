@@ -97,39 +97,29 @@ func serveAction(c *cli.Context) error {
 // what `serve --network-cleanup` needs) into host.Options: directories,
 // secrets, listeners, daemon settings and the printing.
 func serveOptions(c *cli.Context, logger *slog.Logger) (host.Options, error) {
-	o := host.Options{
-		URI:           c.String("uri"),
-		LibvirtSocket: c.String("libvirt-socket"),
-		StateDir:      c.String("state-dir"),
-		RuntimeDir:    c.String("runtime-dir"),
-		Logger:        logger,
-		Version:       version,
-		Say:           func(line string) { fmt.Fprintln(c.App.ErrWriter, "agentbox serve:", line) },
-
-		Socket:      c.String("socket"),
-		SocketGroup: c.String("socket-group"),
-		ListenTCP:   c.String("listen-tcp"),
-		Templates:   func(ctx context.Context) ([]daemon.Template, error) { return serveTemplates(ctx, c) }, // templates.go
-
-		Node:              c.String("node"), // cluster.go: "" without --cluster
-		CapacityMemoryMiB: c.Int("capacity-memory"),
-		CapacityVCPUs:     c.Int("capacity-vcpus"),
-		TCGCacheMiB:       c.Int("tcg-cache"),
-		Defaults: api.Limits{
-			TTLSeconds:         int64(c.Duration("default-ttl").Seconds()),
-			IdleTimeoutSeconds: int64(c.Duration("default-idle-timeout").Seconds()),
-			ExecTimeoutMs:      c.Duration("default-exec-timeout").Milliseconds(),
-			MaxExecs:           c.Int("default-max-execs"),
-		},
-		StopOnExit:      c.Bool("stop-on-exit"),
-		WarmPool:        c.Int("warm-pool"),
-		WarmTemplates:   c.Int("warm-templates"),
-		AuditMaxBytes:   c.Int64("audit-max-bytes"),
-		AuditMaxFiles:   c.Int("audit-max-files"),
-		AuditFullTty:    c.Bool("audit-full-tty"),
-		ShutdownTimeout: c.Duration("shutdown-timeout"),
-		OnReady:         func(h *host.Host) { printServeReady(c, h) },
+	o := hostOptions(c, logger, "agentbox serve:")
+	o.Socket = c.String("socket")
+	o.SocketGroup = c.String("socket-group")
+	o.ListenTCP = c.String("listen-tcp")
+	o.Templates = func(ctx context.Context) ([]daemon.Template, error) { return serveTemplates(ctx, c) } // templates.go
+	o.Node = c.String("node")                                                                            // cluster.go: "" without --cluster
+	o.CapacityMemoryMiB = c.Int("capacity-memory")
+	o.CapacityVCPUs = c.Int("capacity-vcpus")
+	o.TCGCacheMiB = c.Int("tcg-cache")
+	o.Defaults = api.Limits{
+		TTLSeconds:         int64(c.Duration("default-ttl").Seconds()),
+		IdleTimeoutSeconds: int64(c.Duration("default-idle-timeout").Seconds()),
+		ExecTimeoutMs:      c.Duration("default-exec-timeout").Milliseconds(),
+		MaxExecs:           c.Int("default-max-execs"),
 	}
+	o.StopOnExit = c.Bool("stop-on-exit")
+	o.WarmPool = c.Int("warm-pool")
+	o.WarmTemplates = c.Int("warm-templates")
+	o.AuditMaxBytes = c.Int64("audit-max-bytes")
+	o.AuditMaxFiles = c.Int("audit-max-files")
+	o.AuditFullTty = c.Bool("audit-full-tty")
+	o.ShutdownTimeout = c.Duration("shutdown-timeout")
+	o.OnReady = func(h *host.Host) { printServeReady(c, h) }
 	o.Ceilings, o.Thresholds, o.UsageInterval = daemonResources(c) // resources.go
 	if f := c.String("token-file"); f != "" {
 		b, err := os.ReadFile(f)

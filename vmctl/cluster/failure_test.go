@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 
+	"github.com/agentbox/agentbox/tests/testenv"
 	"github.com/agentbox/agentbox/vmctl/api"
 )
 
@@ -27,7 +28,7 @@ func TestOneNATSServerLost(t *testing.T) {
 	}
 	nc.stop(0)
 	var after api.Sandbox
-	waitFor(t, 60*time.Second, "a create with one server down", func() bool {
+	testenv.WaitFor(t, 60*time.Second, "a create with one server down", func() bool {
 		after, err = b.Place(ctx, apiReq("after", 1))
 		return err == nil
 	})
@@ -63,7 +64,7 @@ func TestNATSDownAndBack(t *testing.T) {
 	for i := range nc.servers {
 		nc.stop(i)
 	}
-	waitFor(t, 30*time.Second, "a sees NATS gone", func() bool { return !a.Connected() })
+	testenv.WaitFor(t, 30*time.Second, "a sees NATS gone", func() bool { return !a.Connected() })
 	_, err := a.Place(ctx, apiReq("two", 1))
 	ae := api.ErrorFrom(err)
 	if ae.Status != 503 || ae.Code != api.CodeClusterUnavailable || ae.Message != "NATS is unreachable: cluster creates resume when it is back" {
@@ -84,11 +85,11 @@ func TestNATSDownAndBack(t *testing.T) {
 	for i := range nc.servers {
 		nc.start(i)
 	}
-	waitFor(t, 120*time.Second, "a cluster create after NATS is back", func() bool {
+	testenv.WaitFor(t, 120*time.Second, "a cluster create after NATS is back", func() bool {
 		_, err := a.Place(ctx, apiReq("four", 1))
 		return err == nil
 	})
-	waitFor(t, 60*time.Second, "the directory caught up", func() bool {
+	testenv.WaitFor(t, 60*time.Second, "the directory caught up", func() bool {
 		e, err := a.Lookup(ctx, "three")
 		return err == nil && e.ID == local3.ID
 	})
@@ -122,7 +123,7 @@ func TestNATSWithoutJetStream(t *testing.T) {
 	})
 	want := "this node has not joined the cluster yet: NATS answers but setting up its JetStream buckets and streams failed ("
 	var last error
-	waitFor(t, 30*time.Second, "the setup error in the answer", func() bool {
+	testenv.WaitFor(t, 30*time.Second, "the setup error in the answer", func() bool {
 		_, last = n.ListNodes(context.Background())
 		return last != nil && strings.HasPrefix(api.ErrorFrom(last).Message, want)
 	})

@@ -17,6 +17,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 
+	"github.com/agentbox/agentbox/tests/testenv"
 	"github.com/agentbox/agentbox/vmctl/api"
 	"github.com/agentbox/agentbox/vmctl/errdefs"
 )
@@ -119,7 +120,8 @@ type fakeLocal struct {
 	fail     error
 	delay    time.Duration
 	creates  int
-	onCreate func(ctx context.Context) // called with each create's context
+	onCreate func(ctx context.Context)          // called with each create's context
+	onRoom   func(req api.CreateSandboxRequest) // called, unlocked, before each room check
 }
 
 func newFakeLocal(capacity int) *fakeLocal {
@@ -131,6 +133,9 @@ var errFakeCapacity = errdefs.New(errdefs.ErrResourceExhausted, api.CodeCapacity
 func shape(req api.CreateSandboxRequest) int { return max(1, req.VCPUs) }
 
 func (f *fakeLocal) Room(ctx context.Context, req api.CreateSandboxRequest) error {
+	if f.onRoom != nil {
+		f.onRoom(req)
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.used+shape(req) > f.capacity {
@@ -270,22 +275,9 @@ func joinNode(t testing.TB, nc *natsCluster, name string, local *fakeLocal, twea
 		defer cancel()
 		n.Close(ctx)
 	})
-	waitFor(t, 60*time.Second, "node "+name+" joins", func() bool {
+	testenv.WaitFor(t, 60*time.Second, "node "+name+" joins", func() bool {
 		info, err := n.Node(context.Background(), name)
 		return err == nil && info.State == NodeUp
 	})
 	return n
-}
-
-// waitFor polls cond every 50 ms until it holds, failing the test after
-// limit (a generous bound for a shared, slow machine: not a speed claim).
-func waitFor(t testing.TB, limit time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for: %s", what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/agentbox/agentbox/tests/testenv"
 )
 
 func TestMembershipAndExpiry(t *testing.T) {
@@ -15,7 +17,7 @@ func TestMembershipAndExpiry(t *testing.T) {
 	if _, err := a.Place(ctx, apiReq("", 2)); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 30*time.Second, "capacity in the heartbeats", func() bool {
+	testenv.WaitFor(t, 30*time.Second, "capacity in the heartbeats", func() bool {
 		nodes, err := b.ListNodes(ctx)
 		if err != nil || len(nodes) != 2 {
 			return false
@@ -38,7 +40,7 @@ func TestMembershipAndExpiry(t *testing.T) {
 	closeCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	b.Close(closeCtx)
-	waitFor(t, 30*time.Second, "b unreachable", func() bool {
+	testenv.WaitFor(t, 30*time.Second, "b unreachable", func() bool {
 		info, err := a.Node(ctx, "b")
 		return err == nil && info.State == NodeUnreachable
 	})

@@ -283,45 +283,66 @@ func (n *Node) pullOne(ctx context.Context) bool {
 		<-n.slots
 		return false
 	}
-	for _, c := range classes {
+	i := n.head(ctx, h)
+	if i > 0 {
+		// A higher class's create queued after that class was looked at
+		// but before room was found for a lower one (room freed meanwhile)
+		// comes first: look once more from the top, now that the room
+		// check has passed (TestPriorities: a high create queued just
+		// before a removal lost the slot to a low one queued earlier).
+		i = n.head(ctx, h)
+	}
+	if i < 0 {
+		<-n.slots
+		return false
+	}
+	batch, err := h.cons[classes[i].name].FetchNoWait(1)
+	if err != nil {
+		<-n.slots
+		return false
+	}
+	var msg jetstream.Msg
+	for m := range batch.Messages() {
+		msg = m
+	}
+	if msg == nil {
+		// A head that has room here but does not come (another node is
+		// taking it, or the consumer has not caught up) ends the round: a
+		// lower class must not take the slot meanwhile; the next wake or
+		// the poll, within a second, looks again.
+		<-n.slots
+		return false
+	}
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		defer func() { <-n.slots; signal(n.wake) }()
+		n.create(ctx, msg)
+	}()
+	return true
+}
+
+// head returns the index in classes of the first class, high before
+// normal before low, whose queue's head this node has room for, or -1
+// when there is none or NATS did not answer (no lower class jumps the
+// head of one that could not be read; the next wake or poll retries).
+func (n *Node) head(ctx context.Context, h handles) int {
+	for i, c := range classes {
 		// Peek at the head: fetch only with room for it.
 		raw, err := h.strs[c.name].GetMsg(ctx, 1, jetstream.WithGetMsgSubject(c.subject))
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
 			continue // empty
 		}
 		if err != nil {
-			break // NATS slow or away: no lower class jumps this one's head; the next wake or poll retries
+			return -1
 		}
 		var req api.CreateSandboxRequest
 		if json.Unmarshal(raw.Data, &req) == nil && n.cfg.Local.Room(ctx, req) != nil {
 			continue // a node with room takes it; maybe a smaller one of a lower class fits here
 		}
-		// A head that has room here but does not come (another node is
-		// taking it, or the consumer has not caught up) stops the round:
-		// a lower class must not take the slot meanwhile (TestPriorities
-		// saw a low create placed while a high one waited, under load);
-		// the next wake or the poll, within a second, looks again.
-		batch, err := h.cons[c.name].FetchNoWait(1)
-		if err != nil {
-			break
-		}
-		var msg jetstream.Msg
-		for m := range batch.Messages() {
-			msg = m
-		}
-		if msg == nil {
-			break
-		}
-		n.wg.Add(1)
-		go func() {
-			defer n.wg.Done()
-			defer func() { <-n.slots; signal(n.wake) }()
-			n.create(ctx, msg)
-		}()
-		return true
+		return i
 	}
-	<-n.slots
-	return false
+	return -1
 }
 
 // create makes one create it took from the queue: on the local daemon,

@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/agentbox/agentbox/tests/testenv"
 	"github.com/agentbox/agentbox/vmctl/api"
 	"github.com/agentbox/agentbox/vmctl/errdefs"
 )
@@ -84,7 +86,7 @@ func TestQueueWaitsForRoom(t *testing.T) {
 		t.Fatalf("a has %d, b %d sandboxes", la.count(), lb.count())
 	}
 	waiting := placeAsync(a, apiReq("late", 1), "")
-	waitFor(t, 30*time.Second, "the create queued", func() bool { return queued(t, a, PriorityNormal) == 1 })
+	testenv.WaitFor(t, 30*time.Second, "the create queued", func() bool { return queued(t, a, PriorityNormal) == 1 })
 	select {
 	case r := <-waiting:
 		t.Fatalf("create into a full cluster returned: %+v %v", r.sb, r.err)
@@ -101,7 +103,7 @@ func TestQueueWaitsForRoom(t *testing.T) {
 		t.Fatalf("late placed at %+v, %v; want b", e, err)
 	}
 	// Acked after the answer: the queue empties right after.
-	waitFor(t, 30*time.Second, "the queue empty", func() bool { return queued(t, a, PriorityNormal) == 0 })
+	testenv.WaitFor(t, 30*time.Second, "the queue empty", func() bool { return queued(t, a, PriorityNormal) == 0 })
 
 	// The queue timeout: 429 queue_timeout, nothing left behind.
 	short := joinNode(t, nc, "short", newFakeLocal(0), func(c *Config) { c.QueueTimeout = time.Second })
@@ -132,9 +134,9 @@ func TestPriorities(t *testing.T) {
 		t.Fatal(err)
 	}
 	low := placeAsync(a, apiReq("low", 1), PriorityLow)
-	waitFor(t, 30*time.Second, "low queued", func() bool { return queued(t, a, PriorityLow) == 1 })
+	testenv.WaitFor(t, 30*time.Second, "low queued", func() bool { return queued(t, a, PriorityLow) == 1 })
 	high := placeAsync(a, apiReq("high", 1), PriorityHigh)
-	waitFor(t, 30*time.Second, "high queued", func() bool { return queued(t, a, PriorityHigh) == 1 })
+	testenv.WaitFor(t, 30*time.Second, "high queued", func() bool { return queued(t, a, PriorityHigh) == 1 })
 
 	local.DeleteSandbox(ctx, first.ID, true)
 	r := <-high
@@ -155,6 +157,56 @@ func TestPriorities(t *testing.T) {
 	}
 }
 
+// A high create queued while the puller's round is past the high class
+// (it saw that queue empty) and room frees before the round's room check
+// of a lower class's head still goes first: the round looks again from
+// the top before it takes a lower class. The fake's room check is where
+// the interleaving is forced: it queues the high create and frees the
+// room the first time it is asked about the low one.
+func TestPriorityQueuedMidRound(t *testing.T) {
+	nc := startNATS(t, 3)
+	local := newFakeLocal(1)
+	a := joinNode(t, nc, "a", local, func(c *Config) { c.Priority = prioFromCtx })
+	ctx := context.Background()
+	first, err := a.Place(ctx, apiReq("", 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		once sync.Once
+		high chan placed
+	)
+	queuedHigh := make(chan struct{})
+	local.onRoom = func(req api.CreateSandboxRequest) {
+		if req.Name != "low" {
+			return
+		}
+		once.Do(func() {
+			high = placeAsync(a, apiReq("high", 1), PriorityHigh)
+			for queued(t, a, PriorityHigh) != 1 {
+				time.Sleep(5 * time.Millisecond) // on the puller's goroutine: no t.Fatal here
+			}
+			local.DeleteSandbox(ctx, first.ID, true)
+			close(queuedHigh)
+		})
+	}
+	low := placeAsync(a, apiReq("low", 1), PriorityLow)
+	testenv.Receive(t, 30*time.Second, "the puller's room check of the low create", queuedHigh)
+	r := testenv.Receive(t, 40*time.Second, "the high create's result", high)
+	if r.err != nil || r.sb.Name != "high" {
+		t.Fatalf("high: %+v %v", r.sb, r.err)
+	}
+	select {
+	case r := <-low:
+		t.Fatalf("low placed while the node held high: %+v %v", r.sb, r.err)
+	default:
+	}
+	local.DeleteSandbox(ctx, r.sb.ID, true)
+	if r := testenv.Receive(t, 40*time.Second, "the low create's result", low); r.err != nil || r.sb.Name != "low" {
+		t.Fatalf("low: %+v %v", r.sb, r.err)
+	}
+}
+
 // A node whose creates fail three times in a row stops pulling and says
 // why; the others go on placing.
 func TestBreaker(t *testing.T) {
@@ -169,7 +221,7 @@ func TestBreaker(t *testing.T) {
 			t.Fatalf("create %d: %v", i, err)
 		}
 	}
-	waitFor(t, 30*time.Second, "a breaker-open", func() bool {
+	testenv.WaitFor(t, 30*time.Second, "a breaker-open", func() bool {
 		nodes, err := a.ListNodes(ctx)
 		return err == nil && nodes[0].State == NodeBreakerOpen
 	})
@@ -240,7 +292,7 @@ func TestDrain(t *testing.T) {
 	if err != nil || node.State != NodeDraining {
 		t.Fatalf("drain: %+v %v", node, err)
 	}
-	waitFor(t, 30*time.Second, "a stops pulling", func() bool { return a.draining.Load() })
+	testenv.WaitFor(t, 30*time.Second, "a stops pulling", func() bool { return a.draining.Load() })
 	for range 6 {
 		if _, err := a.Place(ctx, apiReq("", 1)); err != nil {
 			t.Fatal(err)
@@ -249,7 +301,7 @@ func TestDrain(t *testing.T) {
 	if la.count() != held || lb.count() != 7-held {
 		t.Fatalf("a has %d (had %d), b %d", la.count(), held, lb.count())
 	}
-	waitFor(t, 30*time.Second, "a listed draining with its sandboxes", func() bool {
+	testenv.WaitFor(t, 30*time.Second, "a listed draining with its sandboxes", func() bool {
 		nodes, err := b.ListNodes(ctx)
 		return err == nil && nodes[0].State == NodeDraining && nodes[0].Sandboxes == held
 	})

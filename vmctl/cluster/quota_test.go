@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/agentbox/agentbox/tests/testenv"
 	"github.com/agentbox/agentbox/vmctl/errdefs"
 	"github.com/agentbox/agentbox/vmctl/tenant"
 )
@@ -32,7 +33,7 @@ func quotaStores(t *testing.T, nc *natsCluster) []*QuotaStore {
 			t.Fatal(err)
 		}
 		var kv jetstream.KeyValue
-		waitFor(t, 60*time.Second, "the quota bucket", func() bool {
+		testenv.WaitFor(t, 60*time.Second, "the quota bucket", func() bool {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
 			kv, err = js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: bucketQuota, Replicas: 3, History: 1})

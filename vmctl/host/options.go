@@ -20,8 +20,9 @@ import (
 
 // Options is what a host is started with (Start). `agentbox serve` fills
 // it from its flags (serveOptions, cmd/agentbox/serve.go); `agentbox run
-// --local` and `agentbox mcp --local` fill the first block from the
-// global flags and set Local (startLocal, cmd/agentbox/local.go). Values
+// --local` and `agentbox mcp --local` set Local (startLocal,
+// cmd/agentbox/local.go); all three take the first block from the global
+// flags through one function (hostOptions, cmd/agentbox/local.go). Values
 // arrive parsed: flags are checked and files read by the caller, so a
 // flag's mistake is reported before anything starts; errors of what
 // Start itself does still name the flag (e.g. "--policy: …"). A field's
