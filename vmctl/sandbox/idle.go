@@ -11,7 +11,7 @@ import "time"
 // the action, on the sandbox as the action left it.
 
 // idleGate is a sandbox's idle action (RunIfIdle) and what waits for it
-// (KeepAwake; BeginExec and Busy in exec.go). It is a part of the Sandbox
+// (KeepAwake; BeginExec and Busy in account.go). It is a part of the Sandbox
 // it points to (linked).
 type idleGate struct{ *Sandbox }
 

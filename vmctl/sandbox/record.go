@@ -99,7 +99,7 @@ type Record struct {
 	// (kept after a failed resume from disk, for the reason's sake).
 	Paused *PauseRecord `json:"paused,omitempty"`
 	// Extra is the sandbox's exec accounting as JSON (ExecAccount: limits
-	// and counters; exec.go); the manager itself never reads it.
+	// and counters; account.go); the manager itself never reads it.
 	Extra []byte `json:"extra,omitempty"`
 	// SharedMemory is the guest RAM the sandbox maps from a memory
 	// template rather than holds (a clone; sharedmem.go); nil otherwise,

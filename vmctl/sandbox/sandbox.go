@@ -74,7 +74,7 @@ type Sandbox struct {
 	agent        *agent.Client
 	restoreTimes RestoreTimes // see LastRestore
 
-	acct execAccount // exec.go
+	acct execAccount // account.go
 
 	// pmu serializes writes of the record to the Store, so the last write
 	// is the newest record and none lands after Remove deleted it.
@@ -101,7 +101,7 @@ type domainEnd struct{ *Sandbox }
 
 // agentConn is a sandbox's guest agent connection: who gets it (Agent),
 // how it is made (connectAgent, build.go) and released, and the guest
-// calls beyond exec.go's commands and files (Reseed, reseed.go; Watch,
+// calls beyond guest.go's commands and files (Reseed, reseed.go; Watch,
 // watch.go). It is a part of the Sandbox it points to (linked).
 type agentConn struct{ *Sandbox }
 
