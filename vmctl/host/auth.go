@@ -3,6 +3,7 @@ package host
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/agentbox/agentbox/vmctl/apiserver"
 	"github.com/agentbox/agentbox/vmctl/auth"
@@ -34,6 +35,24 @@ func keyring(a Auth, peers bool) *auth.Keyring {
 		cfg.Peer = a.ClusterToken
 	}
 	return auth.New(cfg)
+}
+
+// distinctSecrets refuses a tenant whose token is the cluster token
+// (Auth.ClusterToken, with peers): the keyring would take that tenant's
+// requests for a peer's, and a peer's requests carry any caller's
+// identity and tenant (clusterproxy), so the tenant could act as the
+// admin or as any other tenant. (A tenant holding the admin's token is
+// refused where the tenants file is read, cmd/agentbox/tenants.go.)
+// Errors: a plain error naming the tenant and the file, saying what to do.
+func distinctSecrets(a Auth, peers bool) error {
+	tok := strings.TrimSpace(a.ClusterToken)
+	if !peers || tok == "" {
+		return nil
+	}
+	if t, ok := a.Tenants.Lookup(tok); ok {
+		return fmt.Errorf("tenants file: tenant %q has the cluster token (--cluster-token-file %s), which the cluster's nodes authenticate each other with and whose requests may act for anyone: give the tenant its own token", t.Name, a.ClusterTokenFile)
+	}
+	return nil
 }
 
 // apiAuth sets the REST API's secrets in cfg: the keyring keys, and the

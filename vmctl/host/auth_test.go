@@ -3,9 +3,12 @@ package host
 import (
 	"context"
 	"crypto/sha256"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/agentbox/agentbox/tests/testenv"
 	"github.com/agentbox/agentbox/vmctl/api"
 	"github.com/agentbox/agentbox/vmctl/apiserver"
 	"github.com/agentbox/agentbox/vmctl/auth"
@@ -81,5 +84,39 @@ func TestKeyring(t *testing.T) {
 	}
 	if e2bAuth(keyring(Auth{ClusterToken: peer}, true), &ecfg) {
 		t.Error("e2bAuth: the peers' secret alone is an API key")
+	}
+}
+
+// TestTenantHoldsClusterToken: on a node of a cluster a tenant whose
+// token is the cluster token is refused at start (before anything
+// listens): the keyring would take it for a peer, whose requests act for
+// any caller. Without a cluster the same files are accepted.
+func TestTenantHoldsClusterToken(t *testing.T) {
+	const shared = "cluster-token-0123456789abcdef"
+	reg, err := tenant.NewRegistry([]*tenant.Tenant{{Name: "a"}}, [][sha256.Size]byte{sha256.Sum256([]byte(shared))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := Auth{Tenants: reg, ClusterToken: shared + "\n", ClusterTokenFile: "nodes.token"}
+	err = distinctSecrets(a, true)
+	want := `tenants file: tenant "a" has the cluster token (--cluster-token-file nodes.token), which the cluster's nodes authenticate each other with and whose requests may act for anyone: give the tenant its own token`
+	if err == nil || err.Error() != want {
+		t.Fatalf("distinctSecrets = %v\nwant %s", err, want)
+	}
+	if err := distinctSecrets(a, false); err != nil {
+		t.Fatalf("without a cluster: %v", err)
+	}
+	a.ClusterToken = "another-token-0123456789abcdef"
+	if err := distinctSecrets(a, true); err != nil {
+		t.Fatalf("distinct tokens: %v", err)
+	}
+	sock := filepath.Join(testenv.ShortTempDir(t), "s")
+	o := Options{StateDir: t.TempDir(), RuntimeDir: t.TempDir(), Socket: sock, Cluster: &ClusterOptions{},
+		Auth: Auth{Tenants: reg, ClusterToken: shared, ClusterTokenFile: "nodes.token"}}
+	if _, err := Start(t.Context(), o); err == nil || err.Error() != want {
+		t.Fatalf("Start = %v", err)
+	}
+	if _, err := os.Stat(sock); !os.IsNotExist(err) {
+		t.Fatalf("the refused Start made its socket: %v", err)
 	}
 }

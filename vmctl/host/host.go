@@ -90,6 +90,9 @@ func Start(ctx context.Context, o Options) (_ *Host, err error) {
 // startServe is Start for serve (see there).
 func (h *Host) startServe(ctx context.Context, stateDir, runtimeDir string) error {
 	o, log := h.o, h.log
+	if err := distinctSecrets(o.Auth, o.Cluster != nil); err != nil {
+		return err
+	}
 	ls, err := Listen(o)
 	if err != nil {
 		return err
