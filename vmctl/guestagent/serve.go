@@ -140,7 +140,11 @@ func serve(ctx context.Context, conn io.ReadWriteCloser, br *bufio.Reader, opts 
 	s.log.Info("host session started", "nonce", hello.Nonce)
 
 	sc := &sessionConn{r: br, conn: conn}
-	sess, err := yamux.Server(sc, agentproto.YamuxConfig())
+	var yc io.ReadWriteCloser = sc
+	if hostile != nil {
+		yc = hostile.session(sc)
+	}
+	sess, err := yamux.Server(yc, agentproto.YamuxConfig())
 	if err != nil {
 		conn.Close()
 		return fmt.Errorf("guestagent: yamux: %w", err)
@@ -177,6 +181,16 @@ func serve(ctx context.Context, conn io.ReadWriteCloser, br *bufio.Reader, opts 
 		return nil
 	}
 	return fmt.Errorf("guestagent: session: %w", sc.err)
+}
+
+// hostile is the misbehaving agent of the test build (hostile.go, build
+// tag hostile: the isolation suite's hostile guest agent, which attacks
+// the host's side of the protocol on command); nil in every other build.
+var hostile interface {
+	// session wraps the connection under the session's yamux server.
+	session(c io.ReadWriteCloser) io.ReadWriteCloser
+	// handle serves req instead of the agent when it reports true.
+	handle(fw *agentproto.Writer, req agentproto.Request) bool
 }
 
 // yamuxHeaderSize is the size of a yamux frame header: version, type,
@@ -252,6 +266,9 @@ func (s *server) handle(st *yamux.Stream) {
 	}
 	if err := req.Validate(); err != nil {
 		s.fail(fw, req.Op, err)
+		return
+	}
+	if hostile != nil && hostile.handle(fw, req) {
 		return
 	}
 	var err error
