@@ -25,7 +25,7 @@ func serveCommand() *cli.Command {
 		Name:  "serve",
 		Usage: "run the agentbox daemon: REST API on a unix socket, long-lived sandboxes",
 		Description: "Serves the REST API (/v1, see vmctl/api/openapi.yaml) on the unix socket --socket, and on TCP with\n" +
-			"--listen-tcp (which needs the global --token-file, whose token TCP clients must send, or --tls-cert/--tls-key). State (store, audit log, overlays,\n" +
+			"--listen-tcp (which needs the global --token-file, whose token TCP clients must send, or --tls-cert/--tls-key with --tls-client-ca). State (store, audit log, overlays,\n" +
 			"console logs) lives in --state-dir. On start the daemon reconciles its records with libvirt: sandboxes\n" +
 			"whose domains still run are adopted, those whose domain vanished are marked failed, and domains of\n" +
 			"this daemon that no record knows are destroyed. On SIGTERM or SIGINT it stops accepting, lets\n" +

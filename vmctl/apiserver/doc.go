@@ -115,7 +115,8 @@
 //   - unix sockets (ListenUnix, or systemd's through ActivationListeners):
 //     no token; file permissions (0660, a group) decide who may connect,
 //     and the peer's uid (SO_PEERCRED) names the caller, "uid:N".
-//   - TCP: refused unless Config has a Token, Tenants or TLS (CheckTCP).
+//   - TCP: refused unless Config has a Token or Tenants, or TLS that
+//     requires verified client certificates (CheckTCP).
 //     With a Token (or Tenants) every request needs "Authorization: Bearer
 //     TOKEN", checked against the daemon's one keyring (vmctl/auth,
 //     Config.Keyring: the admin's, the tenants' and the cluster peers'

@@ -78,13 +78,22 @@ const ReadHeaderTimeout = 10 * time.Second
 const MaxHeaderBytes = 64 << 10
 
 // CheckTCP returns an error unless cfg may serve a TCP listener on addr:
-// it needs a Token, Tenants (or a Keyring that requires a secret) or TLS,
-// since anyone who reaches the port could otherwise run commands in the
-// sandboxes. Serve runs the same check; the daemon calls it before
+// it needs a secret every request must carry (a Token, Tenants or a
+// Keyring that requires a secret) or TLS that requires verified client
+// certificates (tls.RequireAndVerifyClientCert, serve --tls-client-ca).
+// Without either, anyone who reaches the port could run commands in the
+// sandboxes: TLS with a server certificate alone only encrypts, so it is
+// refused too. Serve runs the same check; the daemon calls it before
 // binding to fail early.
 func CheckTCP(cfg Config, addr string) error {
-	if strings.TrimSpace(cfg.Token) == "" && cfg.TLS == nil && cfg.Tenants == nil && !cfg.Keyring.RequiresSecret() {
+	if strings.TrimSpace(cfg.Token) != "" || cfg.Tenants != nil || cfg.Keyring.RequiresSecret() {
+		return nil
+	}
+	if cfg.TLS == nil {
 		return fmt.Errorf("refusing to listen on TCP %s without --token-file or --tls-cert/--tls-key: anyone who can reach the port could run commands in your sandboxes", addr)
+	}
+	if cfg.TLS.ClientAuth != tls.RequireAndVerifyClientCert {
+		return fmt.Errorf("refusing to listen on TCP %s unauthenticated: --tls-cert needs --tls-client-ca (client certificates) or a token (--token-file or --tenants); TLS alone encrypts but lets anyone who can reach the port run commands in your sandboxes", addr)
 	}
 	return nil
 }
@@ -206,7 +215,8 @@ func (s *Server) Handle(pattern string, h http.Handler) {
 // accept error. A unix listener (l.Addr().Network() is
 // "unix") serves without a token and names callers by their uid (peer
 // credentials); any other listener is treated as TCP: it is refused
-// (CheckTCP) without a Token or TLS, wrapped in TLS when Config.TLS is
+// (CheckTCP) without a Token, Tenants or TLS requiring client
+// certificates, wrapped in TLS when Config.TLS is
 // set, and every request must carry the Token when one is set. Serve may be
 // called for several listeners at once; it closes l when it returns.
 func (s *Server) Serve(l net.Listener) error {
@@ -225,9 +235,6 @@ func (s *Server) Serve(l net.Listener) error {
 			return err
 		}
 		if s.tls != nil {
-			if !s.keys.RequiresSecret() && s.tls.ClientAuth != tls.RequireAndVerifyClientCert {
-				s.log.Warn("TCP listener with TLS but without a bearer token or required client certificates: anyone who can reach it can run commands in the sandboxes", "addr", l.Addr().String())
-			}
 			l = tls.NewListener(l, s.tls)
 		}
 		srv.Handler = s.tcpAuth(s.handler)

@@ -35,6 +35,7 @@ import (
 	"github.com/agentbox/agentbox/vmctl/apiserver"
 	"github.com/agentbox/agentbox/vmctl/auth"
 	"github.com/agentbox/agentbox/vmctl/backend/backendtest"
+	"github.com/agentbox/agentbox/vmctl/tenant"
 )
 
 // guard is how long a test waits for something that must happen before it
@@ -451,6 +452,48 @@ func TestTCPRefusedWithoutTokenOrTLS(t *testing.T) {
 	}
 	if err := apiserver.CheckTCP(apiserver.Config{Token: "0123456789abcdef"}, "x"); err != nil {
 		t.Errorf("CheckTCP with a token: %v", err)
+	}
+}
+
+// TestTCPRefusedWithTLSAlone: TLS with a server certificate but neither
+// required client certificates nor a token authenticates nobody: CheckTCP
+// and Serve refuse it, saying what to add; client certificates, a token
+// or tenants make it servable.
+func TestTCPRefusedWithTLSAlone(t *testing.T) {
+	pool, serverCert, _ := certs(t)
+	alone := &tls.Config{Certificates: []tls.Certificate{serverCert}}
+	want := "refusing to listen on TCP 127.0.0.1:7070 unauthenticated: --tls-cert needs --tls-client-ca (client certificates) or a token (--token-file or --tenants); TLS alone encrypts but lets anyone who can reach the port run commands in your sandboxes"
+	if err := apiserver.CheckTCP(apiserver.Config{TLS: alone}, "127.0.0.1:7070"); err == nil || err.Error() != want {
+		t.Errorf("CheckTCP = %v", err)
+	}
+	optional := &tls.Config{Certificates: []tls.Certificate{serverCert}, ClientCAs: pool, ClientAuth: tls.VerifyClientCertIfGiven}
+	if err := apiserver.CheckTCP(apiserver.Config{TLS: optional}, "127.0.0.1:7070"); err == nil || err.Error() != want {
+		t.Errorf("CheckTCP with optional client certificates = %v", err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = newServer(t, apiserver.Config{Backend: &backendtest.Fake{}, TLS: alone}).Serve(l)
+	if err == nil || !strings.HasPrefix(err.Error(), "refusing to listen on TCP "+l.Addr().String()+" unauthenticated") {
+		t.Fatalf("Serve = %v, want a refusal", err)
+	}
+	if _, err := net.Dial("tcp", l.Addr().String()); err == nil {
+		t.Error("the refused listener still accepts")
+	}
+	required := &tls.Config{Certificates: []tls.Certificate{serverCert}, ClientCAs: pool, ClientAuth: tls.RequireAndVerifyClientCert}
+	reg, err := tenant.Parse(fmt.Appendf(nil, "[[tenant]]\nname = \"a\"\ntoken_sha256 = %q\n", tenant.HashToken("0123456789abcdef0123456789abcdef")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, cfg := range map[string]apiserver.Config{
+		"client certificates": {TLS: required},
+		"a token":             {TLS: alone, Token: "0123456789abcdef"},
+		"tenants":             {TLS: alone, Tenants: reg},
+	} {
+		if err := apiserver.CheckTCP(cfg, "x"); err != nil {
+			t.Errorf("CheckTCP with TLS and %s: %v", name, err)
+		}
 	}
 }
 

@@ -38,4 +38,15 @@
 //     any other line that is not an entry; a bad line never fails a read.
 //   - Entries are never rewritten; only rotation deletes, and only whole
 //     files beyond MaxFiles.
+//
+// # Guest-caused entries
+//
+// Entries a guest's traffic causes (the egress proxy's decisions) go
+// through [Log.AppendGuest], which bounds what the guest controls: every
+// string is cut to [MaxFieldBytes] (4 KiB, marked "…[cut: N bytes]"),
+// the entry to [MaxGuestEntryBytes] (16 KiB), and a sandbox gets at most
+// [GuestBurst] (60) of them at once, then [GuestPerSecond] (1) a second;
+// the dropped ones are counted in one [ActionGuestDropped] entry before
+// the sandbox's next one (or at Close). So no guest can grow one entry or
+// flood the log until rotation deletes the other tenants' entries.
 package audit

@@ -56,6 +56,8 @@ type Log struct {
 	maxFiles int
 	log      *slog.Logger
 
+	guest guestLimiter // AppendGuest's rate limit (guest.go)
+
 	mu     sync.Mutex
 	f      *os.File // the active file; nil after a failed reopen
 	size   int64    // bytes in the active file
@@ -213,13 +215,10 @@ func (l *Log) Append(e Entry) error {
 		e.Time = time.Now()
 	}
 	e.Time = e.Time.UTC()
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(e); err != nil { // Encode ends the line with '\n'
-		return fmt.Errorf("audit log: encode %s entry: %w", e.Action, err)
+	line, err := encodeLine(e)
+	if err != nil {
+		return err
 	}
-	line := buf.Bytes()
 
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -243,6 +242,18 @@ func (l *Log) Append(e Entry) error {
 		return fmt.Errorf("audit log: append to %s: %w", l.activePath(), err)
 	}
 	return nil
+}
+
+// encodeLine returns e as a line of the log: its JSON (HTML characters
+// not escaped) and a newline.
+func encodeLine(e Entry) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(e); err != nil { // Encode ends the line with '\n'
+		return nil, fmt.Errorf("audit log: encode %s entry: %w", e.Action, err)
+	}
+	return buf.Bytes(), nil
 }
 
 // rotate shifts the rotated files up by one, deleting the one that would
@@ -297,9 +308,24 @@ func (l *Log) Sync() error {
 	return nil
 }
 
-// Close flushes and closes the log; later Appends fail with ErrClosed.
+// Close appends the ActionGuestDropped entries still owed (AppendGuest),
+// then flushes and closes the log; later Appends fail with ErrClosed.
 // Reads already under way finish. Calls after the first return nil.
 func (l *Log) Close() error {
+	var errs []error
+	for _, e := range l.guest.pending() {
+		if err := l.Append(e); err != nil && !errors.Is(err, ErrClosed) {
+			errs = append(errs, err)
+		}
+	}
+	if err := l.close(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// close is Close without the owed summaries.
+func (l *Log) close() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {

@@ -173,8 +173,8 @@ func TestWrong(t *testing.T) {
 }
 
 // TestEmpty: a keyring with nothing (or nil) holds no secret and
-// requires none: the TCP listener with TLS only serves anyone it lets
-// connect, as before the keyring; a keyring of the peers' token alone
+// requires none (a TCP listener with it needs TLS that requires client
+// certificates, apiserver.CheckTCP); a keyring of the peers' token alone
 // requires none either. An unset secret never matches "".
 func TestEmpty(t *testing.T) {
 	for name, k := range map[string]*auth.Keyring{"empty": auth.New(auth.Config{}), "nil": nil, "white space": auth.New(auth.Config{Admin: "\n", Peer: " "})} {

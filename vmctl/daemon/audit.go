@@ -13,11 +13,21 @@ import (
 
 // appendAudit writes e to the audit log; a failed write is logged and
 // counted, never fails the action it records.
-func (c *core) appendAudit(e audit.Entry) {
+func (c *core) appendAudit(e audit.Entry) { c.writeAudit(e, c.audit.Append) }
+
+// appendGuestAudit is appendAudit for an entry a guest's traffic caused
+// (the egress proxy's decisions), not a request: audit.Log.AppendGuest
+// cuts its strings (audit.MaxFieldBytes, audit.MaxGuestEntryBytes) and
+// limits how many a sandbox gets (audit.GuestBurst, GuestPerSecond).
+func (c *core) appendGuestAudit(e audit.Entry) { c.writeAudit(e, c.audit.AppendGuest) }
+
+// writeAudit fills in e's tenant from its sandbox's owner when it has
+// none and appends it with write, logging and counting a failure.
+func (c *core) writeAudit(e audit.Entry, write func(audit.Entry) error) {
 	if e.Tenant == "" && e.Sandbox != "" {
 		e.Tenant = c.tenants.owner(e.Sandbox) // tenants.go
 	}
-	if err := c.audit.Append(e); err != nil {
+	if err := write(e); err != nil {
 		c.log.Error("audit log write failed", "err", err, "action", e.Action, "sandbox", e.Sandbox)
 		c.metrics.errors.WithLabelValues("audit_write").Inc()
 	}

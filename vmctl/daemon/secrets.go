@@ -140,8 +140,11 @@ func (c *core) secretsView(r sandbox.Record) []api.SecretInfo {
 // AuditEgress records a decision of a sandbox's egress proxy about a
 // connection it intercepts (egress.KindIntercept: the connection to a
 // host a secret is bound to, or a request refused inside it) in the
-// audit log, as action egress.intercept by the caller "guest"; other
-// decisions are not audited. Safe for concurrent use.
+// audit log, as action egress.intercept by the caller "guest", bounded
+// as every guest-caused entry (appendGuestAudit: its strings cut to
+// audit.MaxFieldBytes, at most audit.GuestBurst at once, then
+// audit.GuestPerSecond, per sandbox); other decisions are not audited.
+// Safe for concurrent use.
 func (c *core) AuditEgress(id string, dec egress.Decision) {
 	if dec.Kind != egress.KindIntercept {
 		return
@@ -154,5 +157,5 @@ func (c *core) AuditEgress(id string, dec egress.Decision) {
 	if !dec.Allowed {
 		e.Error, e.ErrorMessage = "refused", dec.Reason
 	}
-	c.appendAudit(e)
+	c.appendGuestAudit(e) // the guest's strings and rate: bounded
 }

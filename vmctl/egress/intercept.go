@@ -24,6 +24,16 @@ import (
 // and of a request refused inside one (its Host is not the SNI name).
 const KindIntercept = "intercept"
 
+// MaxHeaderBytes bounds a request's line and headers inside an
+// intercepted connection: 64 KiB, as the daemon's API
+// (apiserver.MaxHeaderBytes), not net/http's default 1 MiB; net/http
+// reads up to 4 KiB more before it refuses. A larger request gets 431
+// Request Header Fields Too Large and the connection closes; nothing goes
+// upstream. It also bounds what a guest's headers can put into a
+// Decision (the Host of a refused request), which the audit log cuts
+// further (audit.MaxFieldBytes).
+const MaxHeaderBytes = 64 << 10
+
 // Intercept makes the proxy terminate the guest's TLS to some allowed
 // names (vmctl/secrets binds secrets to them) and rewrite the headers of
 // the requests it forwards there:
@@ -36,6 +46,8 @@ const KindIntercept = "intercept"
 //     carry a Host (port aside) equal to the SNI name, else it is refused
 //     with 421 Misdirected Request and a Decision (Allowed false): no
 //     domain fronting to another name through an intercepted connection;
+//   - a request's line and headers hold at most MaxHeaderBytes (431
+//     past it);
 //   - in each request's headers every Replacement.Placeholder of the name
 //     is replaced by its Value; the URL, body and trailers are left alone;
 //   - in each response's headers every Value is replaced by its
@@ -222,6 +234,7 @@ func (s *Service) intercept(c *net.TCPConn, peeked []byte, d Decision, addrs []n
 		Handler:           handler,
 		ErrorLog:          errLog,
 		ReadHeaderTimeout: s.cfg.PeekTimeout,
+		MaxHeaderBytes:    MaxHeaderBytes,
 		ConnState: func(_ net.Conn, st http.ConnState) {
 			if st == http.StateClosed || st == http.StateHijacked {
 				ln.Close()

@@ -326,3 +326,41 @@ func BenchmarkInterceptDownload(b *testing.B) {
 		})
 	}
 }
+
+// TestInterceptMaxHeaderBytes: inside an intercepted connection a request
+// whose headers pass MaxHeaderBytes (a 1 MiB Host, or any large header)
+// gets 431 and reaches no backend; one under it goes through.
+func TestInterceptMaxHeaderBytes(t *testing.T) {
+	f := startIntercept(t, true)
+	ph := f.set.Secrets[0].Placeholder
+	send := func(host, extra string) (int, string) {
+		t.Helper()
+		conn, err := tls.Dial("tcp", netip.AddrPortFrom(f.h, f.api.ap.Port()).String(), &tls.Config{ServerName: "api.test", RootCAs: f.caPool})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		go fmt.Fprintf(conn, "GET /h HTTP/1.1\r\nHost: %s\r\nAuthorization: %s\r\nX-Big: %s\r\n\r\n", host, ph, extra)
+		r, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			t.Fatalf("%d-byte Host, %d-byte header: %v", len(host), len(extra), err)
+		}
+		b, _ := io.ReadAll(r.Body)
+		r.Body.Close()
+		return r.StatusCode, string(b)
+	}
+	if code, body := send("api.test", strings.Repeat("b", MaxHeaderBytes/2)); code != 200 || body != "ok /h" {
+		t.Errorf("a 32 KiB header: %d %q, want 200", code, body)
+	}
+	for _, tc := range []struct{ host, extra string }{
+		{"api.test", strings.Repeat("b", MaxHeaderBytes+8<<10)},
+		{strings.Repeat("h", 1<<20), "x"},
+	} {
+		if code, body := send(tc.host, tc.extra); code != http.StatusRequestHeaderFieldsTooLarge {
+			t.Errorf("%d-byte Host, %d-byte header: %d %.200q…, want 431", len(tc.host), len(tc.extra), code, body)
+		}
+	}
+	if got := f.api.requests(); len(got) != 1 {
+		t.Errorf("api.test saw %d requests, want only the small one", len(got))
+	}
+}

@@ -39,6 +39,18 @@ func startMCP(o *MCPOptions, srv *apiserver.Server) (closeMCP func() error, err 
 	return m.Close, nil
 }
 
+// E2BReadHeaderTimeout bounds how long an E2B client (serve
+// --e2b-listen) may take to send a request's line and headers, as the
+// API's (apiserver.ReadHeaderTimeout, 10 s): a client that trickles them
+// (slowloris) is cut off then, and holds no connection longer. Bodies and
+// responses have none: they are streams (process output, uploads).
+const E2BReadHeaderTimeout = apiserver.ReadHeaderTimeout
+
+// E2BIdleTimeout closes an E2B client's keep-alive connection (HTTP/1.1
+// or HTTP/2) that waits this long for its next request, as the API's
+// default (apiserver.Config.IdleTimeout, 2 minutes).
+const E2BIdleTimeout = 2 * time.Minute
+
 // e2bFront is the E2B API's listener and server (`serve --e2b-listen`).
 type e2bFront struct {
 	ln  net.Listener
@@ -78,7 +90,13 @@ func newE2BFront(o *E2BOptions, keys *auth.Keyring, srv *apiserver.Server, templ
 	if err != nil {
 		return nil, fmt.Errorf("--e2b-listen: %w", err)
 	}
-	hs := &http.Server{Handler: front, ReadHeaderTimeout: 30 * time.Second, MaxHeaderBytes: apiserver.MaxHeaderBytes, ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
+	hs := &http.Server{
+		Handler:           front,
+		ReadHeaderTimeout: E2BReadHeaderTimeout,
+		IdleTimeout:       E2BIdleTimeout,
+		MaxHeaderBytes:    apiserver.MaxHeaderBytes,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
 	// HTTP/1.1, and HTTP/2 without TLS (prior knowledge) for clients that
 	// speak it; the SDK's undici uses HTTP/1.1 over http://.
 	hs.Protocols = new(http.Protocols)
