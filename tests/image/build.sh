@@ -177,7 +177,7 @@ else
 		die "$REPO_ROOT/cmd/agentbox-guest does not exist; set AGENT_BIN=path/to/agentbox-guest"
 	command -v go >/dev/null || die "go not found; set AGENT_BIN=path/to/agentbox-guest"
 	(cd "$REPO_ROOT" && CGO_ENABLED=0 GOOS=linux GOARCH=amd64 \
-		go build -trimpath -buildvcs=false -o "$WORK/agentbox-guest" ./cmd/agentbox-guest) ||
+		go build -trimpath -buildvcs=false -tags "${AGENT_TAGS:-}" -o "$WORK/agentbox-guest" ./cmd/agentbox-guest) ||
 		die "building ./cmd/agentbox-guest failed; set AGENT_BIN to use a prebuilt binary"
 fi
 AGENT_SHA=$(sha256 "$WORK/agentbox-guest")
