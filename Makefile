@@ -73,9 +73,10 @@ test: host-setup deps
 	@$(MAKE) --no-print-directory nix-check
 	@$(MAKE) --no-print-directory proto-check
 	@img=$$(tests/image/build.sh | tail -n1) && \
+	himg=$$(AGENT_TAGS=hostile tests/image/build.sh | tail -n1) && \
 	$(GO) vet ./... && \
 	$(MAKE) --no-print-directory fuzz && \
-	AGENTBOX_TEST_STRICT=1 AGENTBOX_TEST_IMAGE="$$img" $(GO) test -race -count=1 -timeout 45m ./...
+	AGENTBOX_TEST_STRICT=1 AGENTBOX_TEST_IMAGE="$$img" AGENTBOX_TEST_HOSTILE_IMAGE="$$himg" $(GO) test -race -count=1 -timeout 45m ./...
 
 # Unit tests only: the layout checks (tests/layout) and every package of
 # the module except the black-box suites

@@ -33,6 +33,21 @@ func Image(t testing.TB) string {
 	return dir
 }
 
+// HostileImage returns the image of the hostile guest agent
+// (AGENTBOX_TEST_HOSTILE_IMAGE: tests/image/build.sh with AGENT_TAGS=hostile,
+// which `make test` builds), failing the test when it is not set.
+func HostileImage(t testing.TB) string {
+	t.Helper()
+	dir := os.Getenv("AGENTBOX_TEST_HOSTILE_IMAGE")
+	if dir == "" {
+		t.Fatal("AGENTBOX_TEST_HOSTILE_IMAGE is not set: run `make test`, or export AGENTBOX_TEST_HOSTILE_IMAGE=\"$(AGENT_TAGS=hostile tests/image/build.sh | tail -n1)\"")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "manifest.toml")); err != nil {
+		t.Fatalf("AGENTBOX_TEST_HOSTILE_IMAGE=%s: %v", dir, err)
+	}
+	return dir
+}
+
 // URI returns the libvirt URI tests use.
 func URI() string {
 	if u := os.Getenv("AGENTBOX_TEST_URI"); u != "" {
