@@ -12,7 +12,7 @@ package guestagent
 // in it: that exec is not run but answered by the attack on the host's
 // side of the protocol, as a guest whose root was taken could do:
 //
-//	ping-flood N     N yamux ping requests (default 100000), never reading the answers
+//	ping-flood N     stops reading, then sends N yamux ping requests (default 100000)
 //	stream-flood N   N guest-opened yamux streams (default 10000)
 //	bad-version      a yamux frame of version 1
 //	oversize         a data frame header announcing 2 GiB
@@ -168,6 +168,7 @@ func (h *hostileAgent) handle(fw *agentproto.Writer, req agentproto.Request) boo
 	}
 	switch attack := req.Exec.Argv[1]; attack {
 	case "ping-flood":
+		close(c.stall) // and never read the answers
 		c.flood(cmp(n, 100000), func(i int) []byte { return frame(0, yamuxPing, yamuxFlagSYN, 0, uint32(i)) })
 	case "stream-flood":
 		// A server's streams have even IDs (yamux spec.md).
