@@ -225,6 +225,7 @@ func TestHostileGuestAgent(t *testing.T) {
 			r.saw += "; " + a.then(id)
 		}
 		r.during = d.figures()
+		t.Logf("%s: daemon before %+v, during %+v; %s", a.name, r.before, r.during, r.saw)
 		if !a.stays {
 			testenv.WaitFor(t, 3*time.Minute, a.name+": the attacker failed", func() bool {
 				s, _ := d.sandboxState(id)
