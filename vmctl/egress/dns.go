@@ -81,6 +81,9 @@ func (s *Service) answer(m *dns.Msg, q dns.Question, d *Decision) {
 		(pol.Mode == netpolicy.ModeAllowlist && pol.AllowsName(name))
 	switch {
 	case local:
+		if pol.DNS == netpolicy.DNSStrict && name != netpolicy.HostAlias && !s.strictResolves(m, d) { // strict.go
+			return
+		}
 		d.Allowed = true
 		d.Reason = "allowed"
 		if (q.Qtype == dns.TypeA && s.cfg.Addr.Is4()) || (q.Qtype == dns.TypeAAAA && s.cfg.Addr.Is6()) {
@@ -130,7 +133,7 @@ func (s *Service) forward(m *dns.Msg, q dns.Question, d *Decision) {
 		if (network == "ip4") != a.Is4() {
 			continue
 		}
-		if !trusted && forbiddenAlways(a) {
+		if !trusted && forbiddenOpen(s.cfg.Policy, a) { // addrs.go
 			refused++
 			continue
 		}
