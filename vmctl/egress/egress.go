@@ -100,7 +100,9 @@ type Config struct {
 	Resolver Resolver
 	// Hosts maps lowercase names (no trailing dot) to addresses, consulted
 	// before Resolver and trusted: its addresses may be private or loopback
-	// (daemon config, tests). It never makes a name allowed.
+	// (daemon config, tests), except for a policy with BlockPrivate, whose
+	// answers from Hosts are checked as the Resolver's. It never makes a
+	// name allowed.
 	Hosts map[string][]netip.Addr
 	// ForwardAll (open mode only): the resolver answers A/AAAA for any name
 	// with its real addresses (filtered, see the package doc).

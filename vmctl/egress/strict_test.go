@@ -285,3 +285,43 @@ func TestDNSDefaultWildcardLeaks(t *testing.T) {
 		t.Errorf("upstream asked %q: the default resolver answers allowed names without asking", up.names())
 	}
 }
+
+// TestHostsUntrustedForBlockPrivate: an operator's pin (Config.Hosts)
+// into loopback or a private network is trusted for the admin's sandbox
+// but checked like any answer for a BlockPrivate (tenant's) one: by the
+// proxy, by dns strict and by open mode's resolver.
+func TestHostsUntrustedForBlockPrivate(t *testing.T) {
+	requireLowPorts(t)
+	b := newBackend(t, netip.MustParseAddr("127.0.0.1"), 0, false)
+	port := b.ap.Port()
+	pins := map[string][]netip.Addr{"pinned.test": {b.ap.Addr()}, "lan.test": {netip.MustParseAddr("10.1.2.3")}}
+	for _, block := range []bool{false, true} {
+		f := start(t, []string{"pinned.test:" + itoa(port)}, func(c *Config) {
+			c.Hosts = pins
+			c.Policy.BlockPrivate = block
+		})
+		code, body, err := get(t, f.client(), "http://pinned.test:"+itoa(port)+"/x")
+		want := [2]any{200, "host=pinned.test:" + itoa(port) + " sni= path=/x"}
+		if block {
+			want = [2]any{403, "agentbox: pinned.test resolves only to addresses a sandbox may not reach\n"}
+		}
+		if err != nil || code != want[0] || body != want[1] {
+			t.Errorf("block_private %v: GET pinned.test: %d %q %v, want %v", block, code, body, err, want)
+		}
+
+		h := loopback()
+		svc, err := Start(context.Background(), Config{Addr: h, Policy: netpolicy.Policy{Mode: netpolicy.ModeOpen, BlockPrivate: block}, ForwardAll: true,
+			Resolver: &fakeResolver{}, Hosts: pins})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := exchange(t, "udp", h, "lan.test", dns.TypeA, nil)
+		if n := len(r.Answer); n != map[bool]int{false: 1, true: 0}[block] {
+			t.Errorf("block_private %v: open mode answers lan.test (pinned to 10.1.2.3) with %q", block, answers(r))
+		}
+		svc.Close()
+	}
+	if n := b.ln.n.Load(); n != 1 {
+		t.Errorf("backend accepted %d connections, want 1 (the admin's)", n)
+	}
+}
