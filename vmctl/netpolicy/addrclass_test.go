@@ -234,7 +234,7 @@ func TestDNSMode(t *testing.T) {
 		{p, "loose", `unknown dns mode "loose"`},
 		{w, "strict", "--allow *.example.org: dns strict resolves only names the policy lists, and any name below a wildcard is the guest's choice: list each name (e.g. --allow www.example.org)"},
 		{Policy{Mode: ModeOpen}, "strict", "dns strict needs --network allowlist: with open the guest can reach any DNS server itself"},
-		{Policy{}, "strict", "dns strict needs --network allowlist: with none"},
+		{Policy{}, "strict", "dns strict needs --network allowlist: mode none has no network"},
 	} {
 		if _, err := tc.p.WithDNS(tc.dns); err == nil || !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tc.msg) {
 			t.Errorf("%s WithDNS(%q): %v, want ErrInvalid with %q", tc.p, tc.dns, err, tc.msg)

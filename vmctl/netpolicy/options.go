@@ -69,8 +69,12 @@ func (p Policy) withOptions(dns string, blockPrivate bool) (Policy, error) {
 	}
 	p.DNS, p.BlockPrivate = m, blockPrivate
 	if m == DNSStrict {
-		if p.Mode != ModeAllowlist {
-			return Policy{}, fmt.Errorf("%w: dns strict needs --network allowlist: with %s the guest can reach any DNS server itself", ErrInvalid, orNone(p.Mode))
+		switch p.Mode {
+		case ModeAllowlist:
+		case ModeOpen:
+			return Policy{}, fmt.Errorf("%w: dns strict needs --network allowlist: with open the guest can reach any DNS server itself", ErrInvalid)
+		default:
+			return Policy{}, fmt.Errorf("%w: dns strict needs --network allowlist: mode none has no network", ErrInvalid)
 		}
 		for _, r := range p.Allow {
 			if r.Kind == RuleName && strings.HasPrefix(r.Name, "*.") {
@@ -102,11 +106,4 @@ func (p Policy) optionsString() string {
 		s += " private=blocked"
 	}
 	return s
-}
-
-func orNone(m Mode) Mode {
-	if m == "" {
-		return ModeNone
-	}
-	return m
 }
