@@ -131,6 +131,7 @@ func (h *Host) startServe(ctx context.Context, stateDir, runtimeDir string) erro
 	reg := prometheus.NewRegistry()
 	cfg := h.daemonConfig(stateDir, runtimeDir)
 	cfg.Network, cfg.Policy, cfg.Templates, cfg.Registerer = netw, pol, templates, reg
+	cfg.TenantPrivateNetworks = o.Network.TenantPrivate // serve --tenant-private-networks
 	d, err := daemon.New(ctx, cfg)
 	if err != nil {
 		return err
@@ -196,30 +197,29 @@ func (h *Host) startServe(ctx context.Context, stateDir, runtimeDir string) erro
 func (h *Host) daemonConfig(stateDir, runtimeDir string) daemon.Config {
 	o := h.o
 	return daemon.Config{
-		Driver:                libvirt.NewDriver(h.conn),
-		StateDir:              stateDir,
-		RuntimeDir:            runtimeDir,
-		Logger:                h.log,
-		Version:               o.Version,
-		Node:                  o.Node,
-		CapacityMemoryMiB:     o.CapacityMemoryMiB,
-		CapacityVCPUs:         o.CapacityVCPUs,
-		TCGCacheMiB:           o.TCGCacheMiB,
-		Defaults:              o.Defaults,
-		StopOnShutdown:        o.StopOnExit,
-		WarmPool:              o.WarmPool,
-		WarmTemplates:         o.WarmTemplates,
-		WarmMode:              o.WarmMode,
-		AuditMaxBytes:         o.AuditMaxBytes,
-		AuditMaxFiles:         o.AuditMaxFiles,
-		AuditFullTty:          o.AuditFullTty,
-		Ceilings:              o.Ceilings,
-		Thresholds:            o.Thresholds,
-		UsageInterval:         o.UsageInterval,
-		Tenants:               o.Auth.Tenants,
-		TenantPrivateNetworks: o.Network.TenantPrivate,
-		Quotas:                clusterQuotas(o.Cluster, o.Auth.Tenants), // cluster.go
-		QEMUUsers:             o.QEMUUsers,
+		Driver:            libvirt.NewDriver(h.conn),
+		StateDir:          stateDir,
+		RuntimeDir:        runtimeDir,
+		Logger:            h.log,
+		Version:           o.Version,
+		Node:              o.Node,
+		CapacityMemoryMiB: o.CapacityMemoryMiB,
+		CapacityVCPUs:     o.CapacityVCPUs,
+		TCGCacheMiB:       o.TCGCacheMiB,
+		Defaults:          o.Defaults,
+		StopOnShutdown:    o.StopOnExit,
+		WarmPool:          o.WarmPool,
+		WarmTemplates:     o.WarmTemplates,
+		WarmMode:          o.WarmMode,
+		AuditMaxBytes:     o.AuditMaxBytes,
+		AuditMaxFiles:     o.AuditMaxFiles,
+		AuditFullTty:      o.AuditFullTty,
+		Ceilings:          o.Ceilings,
+		Thresholds:        o.Thresholds,
+		UsageInterval:     o.UsageInterval,
+		Tenants:           o.Auth.Tenants,
+		Quotas:            clusterQuotas(o.Cluster, o.Auth.Tenants), // cluster.go
+		QEMUUsers:         o.QEMUUsers,
 	}
 }
 
