@@ -42,7 +42,7 @@ func createCommand() *cli.Command {
 			&cli.DurationFlag{Name: "boot-timeout", Value: 120 * time.Second, Usage: "give up if the guest agent has not answered after `DURATION`"},
 			&cli.BoolFlag{Name: "locked", Usage: "refuse a PROFILE whose image differs from the lock file (written by agentbox profile lock)"},
 			&cli.BoolFlag{Name: "warm", Usage: "start from the image's saved \"ready\" state instead of booting (the first --warm create of an image and shape boots once to save it)"},
-			networkFlag, allowFlag, createTemplateFlag, createEnvFlag, priorityFlag,
+			networkFlag, allowFlag, dnsFlag, createTemplateFlag, createEnvFlag, priorityFlag,
 			createSecretFlag, createSecretHostFlag, // createsecrets.go
 		}, append(append(resourceFlags(), profileFlags()...), idleFlags()...)...),
 		OnUsageError: usageError,

@@ -37,3 +37,29 @@ func TestCLINetworkFlags(t *testing.T) {
 		t.Errorf("a refused --allow sent a create request")
 	}
 }
+
+// TestCLIDNSFlag: --dns strict reaches the create request as "dns":
+// "strict"; with a wildcard or without allowlist it is refused before any
+// request, saying why.
+func TestCLIDNSFlag(t *testing.T) {
+	d := startDaemon(t)
+	img := t.TempDir()
+	d.cli(t, nil, "create", "--image", img, "--network", "allowlist", "--allow", "files.test", "--dns", "strict").check(t, 0, "000000abc001\n", "")
+	if cs := d.mem.Creates(); len(cs) != 1 || !equalJSON(cs[0].Network, &api.NetworkPolicy{Mode: "allowlist", Allow: []string{"files.test"}, DNS: "strict"}) {
+		t.Fatalf("create requests %+v", cs)
+	}
+	for _, c := range []struct {
+		args   []string
+		stderr string
+	}{
+		{[]string{"--network", "allowlist", "--allow", "*.files.test", "--dns", "strict"}, "agentbox: invalid network policy: --allow *.files.test: dns strict resolves only names the policy lists, and any name below a wildcard is the guest's choice: list each name (e.g. --allow www.files.test), or leave dns strict out\n"},
+		{[]string{"--network", "open", "--dns", "strict"}, "agentbox: invalid network policy: dns strict needs --network allowlist: with open the guest can reach any DNS server itself\n"},
+		{[]string{"--dns", "strict"}, "agentbox: invalid network policy: dns strict needs --network allowlist: mode none has no network\n"},
+		{[]string{"--network", "allowlist", "--dns", "loose"}, "agentbox: invalid network policy: unknown dns mode \"loose\": use strict, or leave it out for the default\n"},
+	} {
+		d.cli(t, nil, append([]string{"create", "--image", img}, c.args...)...).check(t, 125, "", c.stderr)
+	}
+	if len(d.mem.Creates()) != 1 {
+		t.Errorf("a refused --dns sent a create request")
+	}
+}

@@ -44,7 +44,7 @@ func runCommand() *cli.Command {
 			&cli.DurationFlag{Name: "boot-timeout", Value: 120 * time.Second, Usage: "give up if the guest agent has not answered after `DURATION`"},
 			&cli.BoolFlag{Name: "verbose", Aliases: []string{"v"}, Usage: "say which accelerator was chosen and how long the boot took"},
 			&cli.BoolFlag{Name: "qemu-ga-channel", Hidden: true, Usage: "add qemu-ga's channel (benchmarks)"},
-			networkFlag, allowFlag,
+			networkFlag, allowFlag, dnsFlag,
 			&cli.BoolFlag{Name: "locked", Usage: "refuse a PROFILE whose image differs from the lock file (written by agentbox profile lock)"},
 		}, append(append(commandFlags(), resourceFlags()...), profileFlags()...)...),
 		OnUsageError: usageError,

@@ -18,12 +18,14 @@ func networkFlags() []cli.Flag {
 		&cli.StringFlag{Name: "network-table", Value: network.DefaultTable, Usage: "nftables table (family inet) of this daemon's firewall rules; two daemons on one host need two `NAME`s"},
 		&cli.StringSliceFlag{Name: "network-host", Usage: "resolve `NAME=IP` on the host for allowlisted names (repeatable; before the host's resolver; trusted, may be loopback)"},
 		secretsUpstreamCAFlag, // servesecrets.go
+		&cli.BoolFlag{Name: "tenant-private-networks", Usage: "let tenants' sandboxes reach private (RFC 1918), CGNAT (100.64.0.0/10) and ULA (fc00::/7) destinations, as the admin's do; by default a tenant's sandbox reaches none of them in any mode and its CIDR rules into them are refused (see docs/network.md)"},
 		&cli.BoolFlag{Name: "network-cleanup", Usage: "do not serve: remove the nftables table --network-table and its taps, which a daemon leaves while sandboxes run for the next daemon, then exit (when that daemon will never come back; refused while a daemon answers on --socket)"},
 	}
 }
 
 // serveNetworkOptions reads serve's network flags: --network-pool,
-// --network-table, --network-host and --secrets-upstream-ca.
+// --network-table, --network-host, --secrets-upstream-ca and
+// --tenant-private-networks.
 func serveNetworkOptions(c *cli.Context) (host.NetworkOptions, error) {
 	pool, err := netip.ParsePrefix(c.String("network-pool"))
 	if err != nil {
@@ -43,7 +45,8 @@ func serveNetworkOptions(c *cli.Context) (host.NetworkOptions, error) {
 	if err != nil {
 		return host.NetworkOptions{}, err
 	}
-	return host.NetworkOptions{Pool: pool, Table: c.String("network-table"), Hosts: hosts, SecretsRoots: roots}, nil
+	return host.NetworkOptions{Pool: pool, Table: c.String("network-table"), Hosts: hosts, SecretsRoots: roots,
+		TenantPrivate: c.Bool("tenant-private-networks")}, nil
 }
 
 // networkCleanup implements `serve --network-cleanup`: with the API

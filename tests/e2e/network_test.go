@@ -203,6 +203,9 @@ func TestNetworkPolicies(t *testing.T) {
 		{"--network", "allowlist", "--allow", "0.0.0.0/0:80"},
 		{"--network", "none", "--allow", "example.test"},
 		{"--network", "bogus"},
+		{"--network", "allowlist", "--allow", "[64:ff9b::a9fe:a9fe]:80"}, // 169.254.169.254 through NAT64
+		{"--network", "allowlist", "--allow", "*.example.test", "--dns", "strict"},
+		{"--network", "open", "--dns", "strict"},
 	} {
 		r := d.cli(nil, append([]string{"create", "--image", imageDir(t), "--accel", "tcg"}, bad...)...)
 		if r.code != 125 || len(r.stdout) != 0 || !strings.Contains(string(r.stderr), "network") && !strings.Contains(string(r.stderr), "allow") {
@@ -240,6 +243,15 @@ func TestNetworkPolicies(t *testing.T) {
 		if err != nil || p.Bits() != 30 || !pool.Contains(p.Addr()) || netip.MustParseAddr(nw.Gateway).Next() != p.Addr() {
 			t.Errorf("network %+v: want a /30 of %s with the gateway just below the address", nw, pool)
 		}
+	}
+	// The edges at the tap (read from the kernel, no traffic sent there):
+	// every sandbox's chain drops the metadata address 100.100.100.200,
+	// open mode's CGNAT 100.64.0.0/10 as well.
+	if got := fwdDrops(t, table, a); got != neverDrops {
+		t.Errorf("netA (allowlist): forward chain drops %s, want %s", got, neverDrops)
+	}
+	if got, want := fwdDrops(t, table, b), neverDrops+" 100.64.0.0/10"; got != want {
+		t.Errorf("netB (open): forward chain drops %s, want %s", got, want)
 	}
 	gA, hA := strings.Split(na.Address, "/")[0], na.Gateway
 	gB, hB := strings.Split(nb.Address, "/")[0], nb.Gateway

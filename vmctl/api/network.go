@@ -10,6 +10,11 @@ type NetworkPolicy struct {
 	// Allow lists the allowed destinations (allowlist; open takes only
 	// host:PORT).
 	Allow []string `json:"allow,omitempty"`
+	// DNS is "strict" (allowlist only, no wildcard rules: the host
+	// resolves only names the policy lists, and answers one only when it
+	// leads to an address the sandbox may reach; netpolicy.DNSStrict) or
+	// "" for the default.
+	DNS string `json:"dns,omitempty"`
 }
 
 // NetworkInfo is a sandbox's network as inspect shows it: its policy
@@ -30,4 +35,11 @@ type NetworkInfo struct {
 	Tap string `json:"tap,omitempty"`
 	// MAC is the guest NIC's MAC address.
 	MAC string `json:"mac,omitempty"`
+	// DNS is "strict" for a policy created with dns strict; "" otherwise.
+	DNS string `json:"dns,omitempty"`
+	// PrivateBlocked says the sandbox reaches no private (RFC 1918),
+	// CGNAT (100.64.0.0/10) or ULA (fc00::/7) destination in any mode: a
+	// tenant's sandbox unless the daemon runs with
+	// --tenant-private-networks.
+	PrivateBlocked bool `json:"private_blocked,omitempty"`
 }

@@ -130,6 +130,11 @@ type Config struct {
 	// tenant's snapshot by the admin reserves that tenant's quota from
 	// here. Nil: no tenants.
 	Tenants *tenant.Registry
+	// TenantPrivateNetworks lets tenants' sandboxes reach private (RFC
+	// 1918), CGNAT and ULA destinations like the admin's (serve
+	// --tenant-private-networks); by default a tenant's policy gets
+	// netpolicy.Policy.BlockPrivate (network.go's tenantNetwork).
+	TenantPrivateNetworks bool
 	// Quotas reserves tenants' usage against their quotas; nil means a
 	// tenant.LocalStore of this host (a cluster passes its own).
 	Quotas tenant.QuotaStore

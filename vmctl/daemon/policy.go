@@ -213,6 +213,9 @@ func (s *lifecycleService) policyNetwork(ctx context.Context, req api.CreateSand
 		allow = nil
 	}
 	np, err := netpolicy.Parse(mode, allow)
+	if err == nil && p.DNS != netpolicy.DNSDefault {
+		np, err = np.WithDNS(string(p.DNS)) // the request's dns mode stays
+	}
 	if err != nil {
 		return p, policy.ErrUnavailable.WithMessage(fmt.Sprintf("policy: the plugin's network change (mode %q, allow %q) is not a valid policy: %v; the create was refused (fail closed)", mode, allow, err))
 	}

@@ -115,6 +115,9 @@ func (s *lifecycleService) create(ctx context.Context, req api.CreateSandboxRequ
 	if policy, err = s.policyNetwork(ctx, req, policy); err != nil { // policy.go
 		return nil, err
 	}
+	if policy, err = tenantNetwork(ctx, policy, s.cfg.TenantPrivateNetworks); err != nil { // network.go
+		return nil, err
+	}
 	if err := s.adm.applyCeilings(ctx, img, &req); err != nil {
 		return nil, err
 	}

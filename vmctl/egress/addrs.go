@@ -3,43 +3,49 @@ package egress
 import (
 	"net"
 	"net/netip"
+
+	"github.com/agentbox/agentbox/vmctl/netpolicy"
 )
 
-var (
-	thisNetwork = netip.MustParsePrefix("0.0.0.0/8")
-	cgnat       = netip.MustParsePrefix("100.64.0.0/10") // holds the metadata address 100.100.100.200
-	broadcast   = netip.MustParseAddr("255.255.255.255")
-	ec2Metadata = netip.MustParseAddr("fd00:ec2::254")
-)
+// openMode is the policy whose open-mode reach forbiddenAlways judges by.
+var openMode = netpolicy.Policy{Mode: netpolicy.ModeOpen}
 
 // forbiddenAlways reports addresses no resolver answer may lead to, in any
-// mode: loopback, link-local (169.254.169.254 metadata), multicast,
-// unspecified, 0.0.0.0/8, broadcast, carrier-grade NAT and metadata
-// addresses, and the host's own addresses.
-func forbiddenAlways(a netip.Addr) bool {
-	a = a.Unmap()
-	return !a.IsValid() || a.IsUnspecified() || a.IsLoopback() || a.IsLinkLocalUnicast() ||
-		a.IsMulticast() || a.IsLinkLocalMulticast() || a.IsInterfaceLocalMulticast() ||
-		thisNetwork.Contains(a) || cgnat.Contains(a) || a == broadcast || a == ec2Metadata ||
-		isLocalAddr(a)
+// mode: what open mode never reaches (netpolicy.Policy.OpenReaches:
+// loopback, link-local with metadata 169.254.169.254, multicast,
+// unspecified, 0.0.0.0/8, reserved and broadcast, carrier-grade NAT with
+// metadata 100.100.100.200, fd00:ec2::254) and the host's own addresses.
+// IPv6 addresses that carry an IPv4 address (NAT64 64:ff9b::/96, 6to4,
+// IPv4-mapped, ...) are judged as that address (netpolicy.Classify).
+func forbiddenAlways(a netip.Addr) bool { return forbiddenOpen(openMode, a) }
+
+// forbiddenOpen is forbiddenAlways for the sandbox of policy p: with
+// p.BlockPrivate (a tenant's sandbox) private and ULA addresses too, as
+// the tap's forward rules drop them.
+func forbiddenOpen(p netpolicy.Policy, a netip.Addr) bool {
+	return !p.OpenReaches(a) || isHostAddr(a)
 }
 
-// forbiddenForProxy adds private ranges (RFC 1918, fc00::/7) to
-// forbiddenAlways: an allowlisted name resolved by the real resolver must
-// lead to a public address (DNS-rebinding protection).
+// forbiddenForProxy reports addresses an allowlisted name resolved by the
+// real resolver may not lead to: any but public ones (netpolicy.Classify;
+// so private RFC 1918, CGNAT and fc00::/7 too, as DNS-rebinding
+// protection), and the host's own.
 func forbiddenForProxy(a netip.Addr) bool {
-	return forbiddenAlways(a) || a.Unmap().IsPrivate()
+	return netpolicy.Classify(a) != netpolicy.ClassPublic || isHostAddr(a)
 }
 
-// isLocalAddr reports whether a is assigned to one of the host's interfaces.
-func isLocalAddr(a netip.Addr) bool {
+// isHostAddr reports whether a, or the IPv4 address it carries
+// (netpolicy.Embedded4), is assigned to one of the host's interfaces.
+func isHostAddr(a netip.Addr) bool {
+	a = a.WithZone("")
+	v4, _ := netpolicy.Embedded4(a)
 	ifAddrs, err := net.InterfaceAddrs()
 	if err != nil {
 		return false // the other checks still apply
 	}
 	for _, ia := range ifAddrs {
 		if n, ok := ia.(*net.IPNet); ok {
-			if b, ok := netip.AddrFromSlice(n.IP); ok && b.Unmap() == a {
+			if b, ok := netip.AddrFromSlice(n.IP); ok && (b.Unmap() == a || b.Unmap() == v4) {
 				return true
 			}
 		}

@@ -81,6 +81,9 @@ func (s *Service) answer(m *dns.Msg, q dns.Question, d *Decision) {
 		(pol.Mode == netpolicy.ModeAllowlist && pol.AllowsName(name))
 	switch {
 	case local:
+		if pol.DNS == netpolicy.DNSStrict && name != netpolicy.HostAlias && !s.strictResolves(m, d) { // strict.go
+			return
+		}
 		d.Allowed = true
 		d.Reason = "allowed"
 		if (q.Qtype == dns.TypeA && s.cfg.Addr.Is4()) || (q.Qtype == dns.TypeAAAA && s.cfg.Addr.Is6()) {
@@ -130,7 +133,7 @@ func (s *Service) forward(m *dns.Msg, q dns.Question, d *Decision) {
 		if (network == "ip4") != a.Is4() {
 			continue
 		}
-		if !trusted && forbiddenAlways(a) {
+		if !trusted && forbiddenOpen(s.cfg.Policy, a) { // addrs.go
 			refused++
 			continue
 		}
@@ -146,8 +149,12 @@ func (s *Service) forward(m *dns.Msg, q dns.Question, d *Decision) {
 	}
 }
 
-// lookup resolves name on the host: Config.Hosts (trusted) first, then the
+// lookup resolves name on the host: Config.Hosts first, then the
 // Resolver. Addresses come back unmapped. network is "ip", "ip4" or "ip6".
+// Config.Hosts' addresses are trusted (may be loopback or private) unless
+// the policy has BlockPrivate (a tenant's sandbox): then they are checked
+// as the Resolver's are, so an operator's pin into the host or its
+// networks does not open them to tenants.
 func (s *Service) lookup(name, network string) (addrs []netip.Addr, trusted bool, err error) {
 	if hs, ok := s.cfg.Hosts[name]; ok {
 		for _, a := range hs {
@@ -156,7 +163,7 @@ func (s *Service) lookup(name, network string) (addrs []netip.Addr, trusted bool
 				addrs = append(addrs, a)
 			}
 		}
-		return addrs, true, nil
+		return addrs, !s.cfg.Policy.BlockPrivate, nil
 	}
 	ctx, cancel := context.WithTimeout(s.ctx, s.cfg.LookupTimeout)
 	defer cancel()

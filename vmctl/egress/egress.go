@@ -10,11 +10,21 @@
 // never learns or reaches a real address. AAAA (A when H is IPv6) and other
 // types of an allowed name get an empty NOERROR; every other name gets
 // NXDOMAIN, whatever its type; ANY, non-IN classes and non-query opcodes get
-// REFUSED. Unknown names are never forwarded upstream, so DNS cannot carry
-// data out. With Config.ForwardAll (open mode only) A/AAAA of any name are
-// resolved upstream and answered with the real addresses, minus loopback,
-// link-local, multicast, unspecified, carrier-grade NAT (100.64.0.0/10, which
-// holds a metadata address) and the host's own addresses.
+// REFUSED. Unknown names are never forwarded upstream, so the resolver's
+// questions cannot carry data out; but the proxy resolves the name a guest
+// sends when a rule covers it, so with a wildcard rule (*.example.com) the
+// guest chooses names the host resolves (data out through DNS). Under
+// netpolicy.DNSStrict the policy has no wildcard rules, and an allowed name
+// is answered only after it resolved on the host to an address the proxy
+// would use (strict.go). With Config.ForwardAll (open mode only) A/AAAA of
+// any name are resolved upstream and answered with the real addresses, minus
+// what open mode does not reach (netpolicy.Policy.OpenReaches: loopback,
+// link-local, multicast, unspecified, reserved, carrier-grade NAT
+// 100.64.0.0/10 with the metadata address 100.100.100.200; private and ULA
+// too with BlockPrivate, as the tap drops them) and the host's own addresses.
+// Every check judges an IPv6 address that carries an IPv4 address (NAT64
+// 64:ff9b::/96, 6to4 2002::/16, IPv4-mapped, ...) as that IPv4 address
+// (netpolicy.Classify).
 //
 // Proxy (H:PORT for each netpolicy.Policy.NamePorts port). The proxy peeks at
 // the first bytes, up to 64 KiB within Config.PeekTimeout: a TLS ClientHello
@@ -23,8 +33,9 @@
 // name must match a rule for that port (AllowsNamePort); otherwise the
 // connection is closed, after a 403 for HTTP. An allowed name is resolved on
 // the host (Config.Hosts first, then Config.Resolver); addresses from the
-// resolver that are loopback, link-local, multicast, unspecified, private
-// (RFC 1918, fc00::/7), 0.0.0.0/8, 100.64.0.0/10 or the host's own are refused
+// resolver that are not public (netpolicy.Classify: loopback, link-local,
+// multicast, unspecified, private RFC 1918, fc00::/7, 0.0.0.0/8,
+// 100.64.0.0/10, ...) or are the host's own are refused
 // (DNS-rebinding protection: an allowed name cannot be pointed at the host or
 // its network); Config.Hosts entries are trusted as configured. The proxy dials
 // the first usable address at the same port, replays the peeked bytes and
@@ -89,7 +100,9 @@ type Config struct {
 	Resolver Resolver
 	// Hosts maps lowercase names (no trailing dot) to addresses, consulted
 	// before Resolver and trusted: its addresses may be private or loopback
-	// (daemon config, tests). It never makes a name allowed.
+	// (daemon config, tests), except for a policy with BlockPrivate, whose
+	// answers from Hosts are checked as the Resolver's. It never makes a
+	// name allowed.
 	Hosts map[string][]netip.Addr
 	// ForwardAll (open mode only): the resolver answers A/AAAA for any name
 	// with its real addresses (filtered, see the package doc).

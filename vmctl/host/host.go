@@ -134,6 +134,7 @@ func (h *Host) startServe(ctx context.Context, stateDir, runtimeDir string) erro
 	reg := prometheus.NewRegistry()
 	cfg := h.daemonConfig(stateDir, runtimeDir)
 	cfg.Network, cfg.Policy, cfg.Templates, cfg.Registerer = netw, pol, templates, reg
+	cfg.TenantPrivateNetworks = o.Network.TenantPrivate // serve --tenant-private-networks
 	d, err := daemon.New(ctx, cfg)
 	if err != nil {
 		return err

@@ -187,6 +187,10 @@ type NetworkOptions struct {
 	// SecretsRoots is the pool the intercepting egress proxy verifies the
 	// upstream servers of secrets' hosts with; nil: the host's roots.
 	SecretsRoots *x509.CertPool
+	// TenantPrivate lets tenants' sandboxes reach private (RFC 1918),
+	// CGNAT and ULA destinations (daemon.Config.TenantPrivateNetworks;
+	// serve --tenant-private-networks); false blocks them.
+	TenantPrivate bool
 }
 
 // PolicyOptions are serve's policy plugin (vmctl/policy).

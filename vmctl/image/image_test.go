@@ -94,8 +94,19 @@ func TestManifestNetwork(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := img.Manifest.DefaultNetwork()
-	if p.Mode != "allowlist" || strings.Join(p.Strings(), " ") != "api.example.com host:5432" {
+	if p.Mode != "allowlist" || strings.Join(p.Strings(), " ") != "api.example.com host:5432" || p.DNS != "" {
 		t.Fatalf("default network = %v %q, want allowlist [api.example.com host:5432]", p.Mode, p.Strings())
+	}
+
+	// dns = "strict" is the policy's DNS mode.
+	dir = writeImage(t, func(f map[string][]byte, m *string) {
+		*m = strings.Replace(*m, "[sha256]", "[network]\npolicy = \"allowlist\"\nallow = [\"api.example.com\"]\ndns = \"strict\"\n[sha256]", 1)
+	})
+	if img, err = Load(context.Background(), dir, LoadOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if p := img.Manifest.DefaultNetwork(); p.String() != "allowlist[api.example.com] dns=strict" {
+		t.Fatalf("default network = %s, want allowlist[api.example.com] dns=strict", p)
 	}
 }
 
@@ -129,6 +140,9 @@ func TestLoadErrors(t *testing.T) {
 		{"bad network", func(f map[string][]byte, m *string) {
 			*m = strings.Replace(*m, "[sha256]", "[network]\npolicy = \"allowlist\"\nallow = [\"10.0.0.0/8\"]\n[sha256]", 1)
 		}, "network: "},
+		{"strict dns with a wildcard", func(f map[string][]byte, m *string) {
+			*m = strings.Replace(*m, "[sha256]", "[network]\npolicy = \"allowlist\"\nallow = [\"*.example.com\"]\ndns = \"strict\"\n[sha256]", 1)
+		}, "dns strict resolves only names the policy lists"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

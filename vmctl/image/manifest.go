@@ -78,17 +78,27 @@ type Resources struct {
 // Network is an image's default network policy, in the forms of
 // vmctl/netpolicy: Policy is "none", "allowlist" or "open"; Allow holds
 // DEST strings such as "api.example.com", "example.com:8443", "198.51.100.0/24:80"
-// or "host:5432".
+// or "host:5432"; DNS is "strict" (netpolicy.DNSStrict) or empty.
 type Network struct {
 	Policy string   `toml:"policy"`
 	Allow  []string `toml:"allow,omitempty"`
+	DNS    string   `toml:"dns,omitempty"`
+}
+
+// policy parses n (netpolicy.Parse and WithDNS).
+func (n Network) policy() (netpolicy.Policy, error) {
+	p, err := netpolicy.Parse(n.Policy, n.Allow)
+	if err != nil {
+		return netpolicy.Policy{}, err
+	}
+	return p.WithDNS(n.DNS)
 }
 
 // DefaultNetwork returns the image's default network policy (mode none when
 // the manifest has no [network]). The manifest was validated when it was
 // parsed, so the policy parses.
 func (m Manifest) DefaultNetwork() netpolicy.Policy {
-	p, err := netpolicy.Parse(m.Network.Policy, m.Network.Allow)
+	p, err := m.Network.policy()
 	if err != nil {
 		return netpolicy.Policy{Mode: netpolicy.ModeNone}
 	}
@@ -170,7 +180,7 @@ func (m Manifest) Validate() error {
 	if m.Resources.CPUQuotaPercent < 0 {
 		bad("resources.cpu_quota_percent = %d: want a percentage of one host CPU, or leave it out for no cap", m.Resources.CPUQuotaPercent)
 	}
-	if _, err := netpolicy.Parse(m.Network.Policy, m.Network.Allow); err != nil {
+	if _, err := m.Network.policy(); err != nil {
 		bad("network: %v", err)
 	}
 	if len(problems) > 0 {

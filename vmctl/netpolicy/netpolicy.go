@@ -17,6 +17,14 @@
 //
 // Names are case-insensitive ASCII (internationalized names in punycode,
 // xn--...), stored lowercased without a trailing dot.
+//
+// A Policy has two options besides its rules (options.go): DNS (DNSStrict:
+// the host resolves only names the policy spells out) and BlockPrivate (no
+// private, CGNAT or ULA destination; the daemon sets it for tenants).
+// Addresses are judged by Classify (addrclass.go), which the tap's firewall
+// and the egress service share; an IPv6 address that carries an IPv4
+// address (NAT64 64:ff9b::/96, 6to4 2002::/16, IPv4-mapped, ...) is judged
+// as the IPv4 address it carries.
 package netpolicy
 
 import (
@@ -161,24 +169,38 @@ func (r *Rule) UnmarshalText(b []byte) error {
 }
 
 // Policy is a sandbox's network policy. Its JSON form is
-// {"mode":"allowlist","allow":["example.com:443","198.51.100.0/24:8080","host:5432"]};
-// unmarshaling validates it as Parse does.
+// {"mode":"allowlist","allow":["example.com:443","198.51.100.0/24:8080","host:5432"]},
+// with "dns":"strict" and "block_private":true when set (options.go);
+// unmarshaling validates it as Parse and Validate do.
 type Policy struct {
 	Mode  Mode   `json:"mode"`
 	Allow []Rule `json:"allow,omitempty"`
+	// DNS is how the host resolves names for the sandbox (DNSDefault or
+	// DNSStrict; options.go).
+	DNS DNSMode `json:"dns,omitempty"`
+	// BlockPrivate keeps the sandbox from private (RFC 1918), CGNAT and
+	// ULA destinations in every mode (options.go); the daemon sets it
+	// for a tenant's sandbox unless the operator opens them.
+	BlockPrivate bool `json:"block_private,omitempty"`
 }
 
-// UnmarshalJSON decodes the JSON form and validates it with Parse.
+// UnmarshalJSON decodes the JSON form and validates it with Parse and
+// the options' checks (Validate).
 func (p *Policy) UnmarshalJSON(b []byte) error {
 	var raw struct {
-		Mode  string   `json:"mode"`
-		Allow []string `json:"allow"`
+		Mode         string   `json:"mode"`
+		Allow        []string `json:"allow"`
+		DNS          string   `json:"dns"`
+		BlockPrivate bool     `json:"block_private"`
 	}
 	if err := json.Unmarshal(b, &raw); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	v, err := Parse(raw.Mode, raw.Allow)
 	if err != nil {
+		return err
+	}
+	if v, err = v.withOptions(raw.DNS, raw.BlockPrivate); err != nil {
 		return err
 	}
 	*p = v
@@ -238,9 +260,14 @@ func Parse(mode string, allow []string) (Policy, error) {
 	return p, nil
 }
 
-// Validate checks p as Parse would (for a Policy built by hand or read from storage).
+// Validate checks p as Parse would, and its options as WithDNS and
+// WithPrivateBlocked do (for a Policy built by hand or read from storage).
 func (p Policy) Validate() error {
-	_, err := Parse(string(p.Mode), p.Strings())
+	v, err := Parse(string(p.Mode), p.Strings())
+	if err != nil {
+		return err
+	}
+	_, err = v.withOptions(string(p.DNS), p.BlockPrivate)
 	return err
 }
 
@@ -253,16 +280,19 @@ func (p Policy) Strings() []string {
 	return out
 }
 
-// String returns "none", "open", or "allowlist[example.com host:5432]".
+// String returns "none", "open", or "allowlist[example.com host:5432]",
+// followed by the options that are set: " dns=strict", " private=blocked"
+// (as in "open private=blocked").
 func (p Policy) String() string {
 	m := p.Mode
 	if m == "" {
 		m = ModeNone
 	}
-	if len(p.Allow) == 0 {
-		return string(m)
+	s := string(m)
+	if len(p.Allow) > 0 {
+		s += "[" + strings.Join(p.Strings(), " ") + "]"
 	}
-	return string(m) + "[" + strings.Join(p.Strings(), " ") + "]"
+	return s + p.optionsString()
 }
 
 // HasNIC reports whether the sandbox gets a network device (mode is not none).
@@ -493,6 +523,9 @@ func cidrRule(dest, prefix, portS string) (Rule, error) {
 		if pfx.Overlaps(r.prefix) {
 			return bad("the range covers %s, which a sandbox may never reach; list narrower ranges, or use --network open for the whole outside", r.what)
 		}
+	}
+	if what, ok := neverEmbedded(pfx); ok { // addrclass.go: NAT64, 6to4, ...
+		return bad("the range covers %s, which a sandbox may never reach; list narrower ranges", what)
 	}
 	return Rule{Kind: RuleCIDR, Prefix: pfx, Port: port}, nil
 }

@@ -30,17 +30,6 @@ const (
 	chainPostrouting = "postrouting"
 )
 
-// blockedV4 are the destinations forwarded traffic from a tap never
-// reaches, whatever the policy: this host (0/8, loopback), link-local and
-// cloud metadata (169.254.0.0/16), multicast and reserved/broadcast.
-var blockedV4 = []netip.Prefix{
-	netip.MustParsePrefix("0.0.0.0/8"),
-	netip.MustParsePrefix("127.0.0.0/8"),
-	netip.MustParsePrefix("169.254.0.0/16"),
-	netip.MustParsePrefix("224.0.0.0/4"),
-	netip.MustParsePrefix("240.0.0.0/4"),
-}
-
 // firewall owns one nftables table (family inet) through netlink.
 type firewall struct {
 	mu                   sync.Mutex
@@ -200,13 +189,14 @@ func (fw *firewall) install(s sandboxRules) error {
 	}
 	add(in, drop()...)
 
-	// Forwarded: never to other sandboxes, link-local, loopback, multicast;
+	// Forwarded: never to other sandboxes or the blocked destinations
+	// (link-local, loopback, multicast, metadata, ...; blockedDests);
 	// then the policy.
 	add(fwd, join(nfproto(unix.NFPROTO_IPV4, expr.CmpOpNeq), drop())...)
 	add(fwd, join(ipAddr(12, s.guest, expr.CmpOpNeq), drop())...)
 	add(fwd, join(ifPrefix(expr.MetaKeyOIFNAME), drop())...)
 	add(fwd, join(ifGroup(expr.MetaKeyOIFGROUP, fw.group), drop())...)
-	for _, p := range blockedV4 {
+	for _, p := range blockedDests(s.policy) { // blocked.go
 		add(fwd, join(ipPrefix(16, p), drop())...)
 	}
 	switch s.policy.Mode {

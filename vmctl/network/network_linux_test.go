@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/google/nftables"
+	"github.com/google/nftables/expr"
 	"github.com/vishvananda/netlink"
 
 	"github.com/agentbox/agentbox/tests/testenv"
@@ -289,5 +290,83 @@ func TestReleaseAndCleanup(t *testing.T) {
 	}
 	if _, err := Cleanup(ctx, "bad-name"); err == nil || !strings.Contains(err.Error(), "want a letter") {
 		t.Errorf("Cleanup(bad-name): %v", err)
+	}
+}
+
+// fwdDrops reads sandbox id's forward chain back from the kernel and
+// returns the destination ranges it drops ("100.64.0.0/10 ..."), in rule
+// order, and whether it ends in open mode's accept.
+func fwdDrops(t *testing.T, table, id string) (drops string, acceptsAll bool) {
+	t.Helper()
+	c, err := nftables.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules, err := c.GetRules(&nftables.Table{Family: nftables.TableFamilyINet, Name: table}, &nftables.Chain{Name: fwdChain(id)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, r := range rules {
+		e := r.Exprs
+		if len(e) == 1 {
+			if v, ok := e[0].(*expr.Verdict); ok && v.Kind == expr.VerdictAccept {
+				acceptsAll = true
+			}
+			continue
+		}
+		if len(e) != 4 {
+			continue
+		}
+		p, ok1 := e[0].(*expr.Payload)
+		b, ok2 := e[1].(*expr.Bitwise)
+		cmp, ok3 := e[2].(*expr.Cmp)
+		v, ok4 := e[3].(*expr.Verdict)
+		if !ok1 || !ok2 || !ok3 || !ok4 || p.Offset != 16 || p.Len != 4 || v.Kind != expr.VerdictDrop {
+			continue
+		}
+		bits := 0
+		for _, m := range b.Mask {
+			for ; m&0x80 != 0; m <<= 1 {
+				bits++
+			}
+		}
+		a, _ := netip.AddrFromSlice(cmp.Data)
+		out = append(out, netip.PrefixFrom(a, bits).String())
+	}
+	return strings.Join(out, " "), acceptsAll
+}
+
+// TestForwardChainBlocks: the kernel's forward chains drop what
+// blockedDests says: the always-blocked ranges with 100.100.100.200 for
+// every sandbox, CGNAT in open mode, private and CGNAT with BlockPrivate
+// (a tenant's sandbox), whatever the mode.
+func TestForwardChainBlocks(t *testing.T) {
+	m := newTestManager(t, "10.213.249.0/28", nil)
+	ctx := context.Background()
+	allow := mustParse(t, "allowlist", "198.51.100.0/24:80")
+	tenantAllow, err := allow.WithPrivateBlocked()
+	if err != nil {
+		t.Fatal(err)
+	}
+	inside := " 100.64.0.0/10 10.0.0.0/8 172.16.0.0/12 192.168.0.0/16"
+	for _, tc := range []struct {
+		id     string
+		p      netpolicy.Policy
+		drops  string
+		accept bool
+	}{
+		{"ccccccccccc1", allow, never, false},
+		{"ccccccccccc2", netpolicy.Policy{Mode: netpolicy.ModeOpen}, never + " 100.64.0.0/10", true},
+		{"ccccccccccc3", netpolicy.Policy{Mode: netpolicy.ModeOpen, BlockPrivate: true}, never + inside, true},
+		{"ccccccccccc4", tenantAllow, never + inside, false},
+	} {
+		if _, err := m.Setup(ctx, tc.id, tc.p, 0); err != nil {
+			t.Fatal(err)
+		}
+		drops, accept := fwdDrops(t, m.Table(), tc.id)
+		if drops != tc.drops || accept != tc.accept {
+			t.Errorf("%s: forward chain drops %q, accepts all %v; want %q, %v", tc.p, drops, accept, tc.drops, tc.accept)
+		}
 	}
 }
