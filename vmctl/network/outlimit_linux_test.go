@@ -317,7 +317,11 @@ func TestOutLimitTraffic(t *testing.T) {
 	if toHost != each || toDest != each {
 		t.Fatalf("delivered %d bytes to the host and %d forwarded, want %d each", toHost, toDest, each)
 	}
-	if secs < 0.85*wantSecs || secs > 1.15*wantSecs {
-		t.Errorf("took %.2f s, want %.2f s ± 15 %% (one budget for both paths)", secs, wantSecs)
+	// Only the lower bound is asserted: two budgets (one per path) would
+	// take about half the time, and a loaded machine can only make the
+	// transfer slower, never faster (an upper bound would time the machine,
+	// not the limiter: it failed under load at 3.52 s for 2.90 s).
+	if secs < 0.85*wantSecs {
+		t.Errorf("took %.2f s, want at least %.2f s (85 %% of %.2f s: one budget for both paths)", secs, 0.85*wantSecs, wantSecs)
 	}
 }
