@@ -10,6 +10,7 @@ import (
 	"path"
 	"time"
 
+	"github.com/agentbox/agentbox/vmctl/agent"
 	"github.com/agentbox/agentbox/vmctl/agentproto"
 	"github.com/agentbox/agentbox/vmctl/api"
 	"github.com/agentbox/agentbox/vmctl/audit"
@@ -141,7 +142,10 @@ func (s *filesService) Stat(ctx context.Context, ref, p string) (api.FileInfo, e
 }
 
 // List implements backend.Backend: one agent listing per directory,
-// depth first, so a directory's entries follow it.
+// depth first, so a directory's entries follow it. A walk stops with
+// agent.ErrTooLarge (413 too_large) as soon as it holds more than
+// api.MaxListEntries entries, so a guest that fakes a deep or wide tree
+// costs the daemon at most that many.
 func (s *filesService) List(ctx context.Context, ref, p string, depth int) ([]api.FileInfo, error) {
 	ctx, err := s.policyFile(ctx, ref, audit.ActionList, p, "", nil) // policy.go
 	if err != nil {
@@ -165,6 +169,10 @@ func (s *filesService) List(ctx context.Context, ref, p string, depth int) ([]ap
 			entries, err := sb.ReadDir(ctx, dir)
 			if err != nil {
 				return err
+			}
+			if n := len(out) + len(entries); n > api.MaxListEntries {
+				msg := fmt.Sprintf("listing %s to depth %d gives more than %d entries, the limit (%d with %s): list a subdirectory or with a smaller depth", p, depth, api.MaxListEntries, n, dir)
+				return errdefs.WithDetails(agent.ErrTooLarge.WithMessage(msg), map[string]any{"limit": api.MaxListEntries, "count": n})
 			}
 			for _, e := range entries {
 				ep := path.Join(dir, e.Name)
