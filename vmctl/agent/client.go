@@ -45,6 +45,7 @@ type Options struct {
 // each operation runs on its own stream.
 type Client struct {
 	conn         net.Conn
+	guard        *agentproto.Guard
 	sess         *yamux.Session
 	agentVersion string
 	log          *slog.Logger
@@ -87,13 +88,14 @@ func Dial(ctx context.Context, conn net.Conn, opts Options) (*Client, error) {
 		return nil, fmt.Errorf("agent: handshake: %w", err)
 	}
 	_ = conn.SetDeadline(time.Time{})
-	sess, err := yamux.Client(&bufConn{Conn: conn, r: br}, agentproto.YamuxConfig())
+	guard := agentproto.GuardHost(&bufConn{Conn: conn, r: br})
+	sess, err := yamux.Client(guard, agentproto.YamuxConfig())
 	if err != nil {
 		conn.Close()
 		return nil, fmt.Errorf("agent: yamux: %w", err)
 	}
 	log.Debug("guest agent connected", "agent_version", version)
-	return &Client{conn: conn, sess: sess, agentVersion: version, log: log}, nil
+	return &Client{conn: conn, guard: guard, sess: sess, agentVersion: version, log: log}, nil
 }
 
 // bufConn reads through the handshake's buffered reader so that no byte the
@@ -111,8 +113,14 @@ func (c *bufConn) Read(p []byte) (int, error) { return c.r.Read(p) }
 func (c *Client) AgentVersion() string { return c.agentVersion }
 
 // Done returns a channel closed when the session ends (Close, or the
-// connection broke).
+// connection broke; see Violation for why).
 func (c *Client) Done() <-chan struct{} { return c.sess.CloseChan() }
+
+// Violation returns why the host ended the session because the guest
+// broke the protocol (an error wrapping agentproto.ErrProtocolViolation
+// that names the frame and the limit, see agentproto.GuardHost), or nil.
+// It is set before Done is closed.
+func (c *Client) Violation() error { return c.guard.Err() }
 
 // Close ends the session and closes the connection. Operations in flight
 // fail with errors wrapping ErrDisconnected; commands still running in the
@@ -177,6 +185,8 @@ func (c *Client) wrap(ctx context.Context, name string, err error) error {
 		return fmt.Errorf("agent: %s: %w", name, err)
 	case ctxErr(ctx, err) != nil:
 		return fmt.Errorf("agent: %s: %w", name, ctxErr(ctx, err))
+	case c.guard.Err() != nil:
+		return fmt.Errorf("agent: %s: %w: %w", name, ErrDisconnected, c.guard.Err())
 	case c.sess.IsClosed(), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
 		errors.Is(err, yamux.ErrSessionShutdown), errors.Is(err, yamux.ErrConnectionReset),
 		errors.Is(err, yamux.ErrStreamClosed):

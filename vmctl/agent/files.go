@@ -126,7 +126,8 @@ func (c *Client) Stat(ctx context.Context, p string) (agentproto.FileInfo, error
 
 // List returns the entries of the guest directory p (absolute), sorted by
 // name, without following symbolic links. Errors: as Stat, plus CodeNotFound
-// when p is not a directory.
+// when p is not a directory; ErrTooLarge when the guest sends more than
+// MaxListEntries entries or MaxListBytes bytes of them.
 func (c *Client) List(ctx context.Context, p string) ([]agentproto.FileInfo, error) {
 	o, err := c.open(ctx, "list "+p, &agentproto.Request{Op: agentproto.OpList, Path: &agentproto.PathRequest{Path: p}})
 	if err != nil {
@@ -134,6 +135,7 @@ func (c *Client) List(ctx context.Context, p string) ([]agentproto.FileInfo, err
 	}
 	defer o.close()
 	entries := []agentproto.FileInfo{}
+	size := 0
 	for {
 		t, b, err := o.fr.ReadFrame()
 		if err != nil {
@@ -141,9 +143,15 @@ func (c *Client) List(ctx context.Context, p string) ([]agentproto.FileInfo, err
 		}
 		switch t {
 		case agentproto.FrameData:
+			if size += len(b); size > MaxListBytes {
+				return nil, fmt.Errorf("agent: list %s: %w", p, tooLarge(fmt.Sprintf("the guest sent %d bytes of entries of %s", size, p), size, MaxListBytes, "list a subdirectory"))
+			}
 			var batch []agentproto.FileInfo
 			if err := json.Unmarshal(b, &batch); err != nil {
 				return nil, o.err(fmt.Errorf("decode entries: %w", err))
+			}
+			if n := len(entries) + len(batch); n > MaxListEntries {
+				return nil, fmt.Errorf("agent: list %s: %w", p, tooLarge(fmt.Sprintf("the guest sent %d entries of %s", n, p), n, MaxListEntries, "list a subdirectory"))
 			}
 			entries = append(entries, batch...)
 		case agentproto.FrameDataEnd:

@@ -32,10 +32,17 @@ func (c *Client) SpawnProcess(ctx context.Context, id string, req agentproto.Exe
 }
 
 // ListProcesses returns the guest's detached processes, oldest first.
+// Errors: ErrTooLarge (none returned) when the guest reports more than
+// MaxProcs; as for every operation.
 func (c *Client) ListProcesses(ctx context.Context) ([]agentproto.ProcInfo, error) {
 	var list agentproto.ProcList
-	err := c.call(ctx, "proc-list", &agentproto.Request{Op: agentproto.OpProcList, ProcList: &agentproto.ProcListRequest{}}, &list)
-	return list.Procs, err
+	if err := c.call(ctx, "proc-list", &agentproto.Request{Op: agentproto.OpProcList, ProcList: &agentproto.ProcListRequest{}}, &list); err != nil {
+		return nil, err
+	}
+	if n := len(list.Procs); n > MaxProcs {
+		return nil, fmt.Errorf("agent: proc-list: %w", tooLarge(fmt.Sprintf("the guest reported %d detached processes", n), n, MaxProcs, "an agent keeps at most that many: the guest agent is not agentbox's"))
+	}
+	return list.Procs, nil
 }
 
 // GetProcess returns detached process id.

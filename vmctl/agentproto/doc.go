@@ -12,7 +12,11 @@
 //     every line that does not carry its nonce. Both scans are bounded by
 //     [MaxHandshakeScan] bytes.
 //  2. A hashicorp/yamux session configured by [YamuxConfig]; the host is the
-//     yamux client and the guest the server.
+//     yamux client and the guest the server. The host reads the guest
+//     through [GuardHost], which checks every yamux frame header (no
+//     stream opened by the guest, few unanswered pings, sane sizes) and
+//     ends the session with [ErrProtocolViolation] at the first that is
+//     not.
 //  3. One yamux stream per operation, opened by the host, carrying frames
 //     "[type uint8][length uint32 big-endian][payload]" (see [WriteFrame] and
 //     [Reader]). The first frame is always a [FrameRequest] whose JSON payload

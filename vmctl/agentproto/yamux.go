@@ -2,7 +2,6 @@ package agentproto
 
 import (
 	"io"
-	"math"
 	"time"
 
 	"github.com/hashicorp/yamux"
@@ -13,18 +12,29 @@ import (
 // high-latency virtio-serial link busy.
 const StreamWindow = 4 << 20
 
+// WriteTimeout is yamux's ConnectionWriteTimeout for both sides: how long
+// one frame (a stream's write, a window update, a ping's answer) may wait
+// to be written before its writer gives up with
+// yamux.ErrConnectionWriteTimeout (the session stays up). It was unbounded
+// until issue 24: a peer that stops reading pinned every writer of the
+// other side for ever. Two minutes is far longer than a guest is paused
+// for a snapshot save; a guest paused longer (a debugger) sees the
+// operations that wrote to it fail, not the session.
+const WriteTimeout = 2 * time.Minute
+
 // YamuxConfig returns the yamux configuration both sides must use.
 //
-// Keepalives are disabled and write/open timeouts are effectively removed:
-// a guest may be paused (for a snapshot, or by a debugger) for an unbounded
-// time, and that must not tear the session down. Callers bound their
-// operations with contexts instead. Logging of yamux is discarded; errors
-// surface through the session and stream methods.
+// Keepalives are disabled and the open timeout removed: a guest may be
+// paused (for a snapshot, or by a debugger) for a long time, and that must
+// not tear the session down; writes wait at most [WriteTimeout]. Callers
+// bound their operations with contexts. Logging of yamux is discarded;
+// errors surface through the session and stream methods. The host wraps
+// its connection in [GuardHost] so that what the guest sends is bounded.
 func YamuxConfig() *yamux.Config {
 	c := yamux.DefaultConfig()
 	c.EnableKeepAlive = false
 	c.MaxStreamWindowSize = StreamWindow
-	c.ConnectionWriteTimeout = time.Duration(math.MaxInt64)
+	c.ConnectionWriteTimeout = WriteTimeout
 	c.StreamOpenTimeout = 0
 	c.LogOutput = io.Discard
 	return c

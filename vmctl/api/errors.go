@@ -79,6 +79,7 @@ const (
 	CodeProcessExited    = "process_exited"      // 409: stdin/kill of an ended process
 	CodeOutputDropped    = "output_dropped"      // 410: offset older than the buffered output
 	CodeTooLarge         = "payload_too_large"   // 413: request body over the limit
+	CodeOverLimit        = "too_large"           // 413: what the guest answered (a listing, its process table) is over a limit; message and details ("limit", "count") name it
 	CodeUnsupportedMedia = "unsupported_media"   // 415: wrong Content-Type
 	CodeInvalidImage     = "invalid_image"       // 422: image dir missing or not a valid image
 	CodeNotAFile         = "not_a_file"          // 422: download of a directory or special file
@@ -133,6 +134,7 @@ var errorTable = []mapping{
 	{errdefs.ErrFailedPrecondition, true, http.StatusUnprocessableEntity, CodeNotADirectory},
 	{errdefs.ErrInvalidArgument, true, http.StatusBadRequest, CodeBadRequest},
 	{errdefs.ErrInvalidArgument, true, http.StatusRequestEntityTooLarge, CodeTooLarge},
+	{errdefs.ErrResourceExhausted, true, http.StatusRequestEntityTooLarge, CodeOverLimit},
 	{errdefs.ErrInvalidArgument, true, http.StatusUnsupportedMediaType, CodeUnsupportedMedia},
 	{errdefs.ErrNotImplemented, true, http.StatusMethodNotAllowed, CodeMethodNotAllowed},
 	{errdefs.ErrNotFound, true, http.StatusNotFound, CodeTemplateNotFound},

@@ -22,6 +22,13 @@ type UploadRequest struct {
 // gives (its depth parameter).
 const MaxListDepth = 64
 
+// MaxListEntries is the most entries GET /v1/sandboxes/{id}/files/list
+// answers, all directories of a walk (depth > 1) together; a larger
+// listing is answered 413 too_large naming the limit (details "limit" and
+// "count"). One directory is held to the same number by the host's agent
+// client (vmctl/agent.MaxListEntries), whatever the guest sends.
+const MaxListEntries = 100_000
+
 // MoveRequest is the body of POST /v1/sandboxes/{id}/files/move.
 type MoveRequest struct {
 	// Source is the absolute guest path to rename.

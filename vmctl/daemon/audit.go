@@ -86,6 +86,26 @@ func (c *core) auditMade(ctx context.Context, action string, start time.Time, ar
 	c.appendAudit(e)
 }
 
+// auditViolation records that sandbox r failed because its guest broke
+// the agent protocol (sandbox.Config.OnAgentViolation): a "state" entry
+// by the daemon with the state, the reason (sandbox.ReasonProtocolViolation)
+// and the violation's message (which frame, which limit).
+func (c *core) auditViolation(r sandbox.Record, v error) {
+	e := auditEntry(time.Now(), r.ID, "daemon", audit.ActionStateChange, map[string]any{"state": string(r.State), "reason": r.Reason})
+	e.Tenant = r.Tenant
+	e.Error, e.ErrorMessage = auditError(v)
+	c.appendAudit(e)
+}
+
+// auditRefusedProcs records that the guest of sb answered a table of
+// detached processes over the limit (agent.ErrTooLarge), of which none
+// was adopted, when they were taken over (at start-up or a resume).
+func (c *core) auditRefusedProcs(sb *sandbox.Sandbox, err error) {
+	e := auditEntry(time.Now(), sb.ID, "daemon", audit.ActionReconcile, map[string]any{"result": "refused", "what": "detached processes"})
+	e.Error, e.ErrorMessage = auditError(err)
+	c.appendAudit(e)
+}
+
 // auditReconcile records what the start-up reconciliation did.
 func (c *core) auditReconcile() {
 	now := time.Now().UTC()

@@ -243,6 +243,8 @@ func New(ctx context.Context, cfg Config) (_ *Daemon, err error) {
 		OnChange:   d.onChange,
 		Network:    cfg.Network,
 		QEMUUsers:  cfg.QEMUUsers,
+
+		OnAgentViolation: d.auditViolation, // audit.go
 	})
 	if err != nil {
 		return nil, err

@@ -10,6 +10,7 @@ import (
 	"path"
 	"time"
 
+	"github.com/agentbox/agentbox/vmctl/agent"
 	"github.com/agentbox/agentbox/vmctl/agentproto"
 	"github.com/agentbox/agentbox/vmctl/api"
 	"github.com/agentbox/agentbox/vmctl/audit"
@@ -141,7 +142,10 @@ func (s *filesService) Stat(ctx context.Context, ref, p string) (api.FileInfo, e
 }
 
 // List implements backend.Backend: one agent listing per directory,
-// depth first, so a directory's entries follow it.
+// depth first, so a directory's entries follow it. A walk stops with
+// agent.ErrTooLarge (413 too_large) as soon as it holds more than
+// api.MaxListEntries entries, so a guest that fakes a deep or wide tree
+// costs the daemon at most that many.
 func (s *filesService) List(ctx context.Context, ref, p string, depth int) ([]api.FileInfo, error) {
 	ctx, err := s.policyFile(ctx, ref, audit.ActionList, p, "", nil) // policy.go
 	if err != nil {
@@ -160,29 +164,48 @@ func (s *filesService) List(ctx context.Context, ref, p string, depth int) ([]ap
 		if fi.Type != agentproto.TypeDir {
 			return 0, 0, errNotADirectory.WithMessage(fmt.Sprintf("%s is a %s, not a directory: use stat", p, fi.Type))
 		}
-		var walk func(dir string, level int) error
-		walk = func(dir string, level int) error {
-			entries, err := sb.ReadDir(ctx, dir)
-			if err != nil {
-				return err
-			}
-			for _, e := range entries {
-				ep := path.Join(dir, e.Name)
-				out = append(out, fileInfo(ep, e))
-				if e.Type != agentproto.TypeDir || level >= depth {
-					continue
-				}
-				// A directory removed or replaced since it was listed
-				// is skipped, as a walk of a changing tree does.
-				if err := walk(ep, level+1); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
-					return err
-				}
-			}
-			return nil
-		}
-		return 0, 0, walk(p, 1)
+		out, err = walkList(ctx, sb.ReadDir, p, depth)
+		return 0, 0, err
 	})
 	return out, err
+}
+
+// walkList lists directory p and, to depth levels, its subdirectories
+// with readDir (a sandbox's ReadDir), depth first, so that a directory's
+// entries follow it. It stops with agent.ErrTooLarge (413 too_large,
+// details limit and count) as soon as the entries would be more than
+// api.MaxListEntries: a guest that fakes a wide or deep tree costs at most
+// that many entries and one listing more.
+func walkList(ctx context.Context, readDir func(context.Context, string) ([]agentproto.FileInfo, error), p string, depth int) ([]api.FileInfo, error) {
+	out := []api.FileInfo{}
+	var walk func(dir string, level int) error
+	walk = func(dir string, level int) error {
+		entries, err := readDir(ctx, dir)
+		if err != nil {
+			return err
+		}
+		if n := len(out) + len(entries); n > api.MaxListEntries {
+			msg := fmt.Sprintf("listing %s to depth %d gives more than %d entries, the limit (%d with %s): list a subdirectory, or with a smaller depth", p, depth, api.MaxListEntries, n, dir)
+			return errdefs.WithDetails(agent.ErrTooLarge.WithMessage(msg), map[string]any{"limit": api.MaxListEntries, "count": n})
+		}
+		for _, e := range entries {
+			ep := path.Join(dir, e.Name)
+			out = append(out, fileInfo(ep, e))
+			if e.Type != agentproto.TypeDir || level >= depth {
+				continue
+			}
+			// A directory removed or replaced since it was listed
+			// is skipped, as a walk of a changing tree does.
+			if err := walk(ep, level+1); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
+				return err
+			}
+		}
+		return nil
+	}
+	if err := walk(p, 1); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // Move implements backend.Backend.

@@ -7,6 +7,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/agentbox/agentbox/vmctl/agent"
 	"github.com/agentbox/agentbox/vmctl/agentproto"
 	"github.com/agentbox/agentbox/vmctl/audit"
 	"github.com/agentbox/agentbox/vmctl/process"
@@ -35,6 +36,9 @@ func (s *execService) adoptProcesses(ctx context.Context) {
 		cancel()
 		if err != nil {
 			s.log.Warn("adopt detached processes", "sandbox", b.sb.ID, "err", err)
+			if errors.Is(err, agent.ErrTooLarge) {
+				s.auditRefusedProcs(b.sb, err) // audit.go
+			}
 			continue
 		}
 		if n > 0 {
@@ -113,6 +117,9 @@ func (s *execService) resumeProcesses(ctx context.Context, b *box) {
 	n := 0
 	if err := b.procs.Resume(actx, s.adopted(b, &n)); err != nil {
 		s.log.Warn("follow detached processes after resume", "sandbox", b.sb.ID, "err", err)
+		if errors.Is(err, agent.ErrTooLarge) {
+			s.auditRefusedProcs(b.sb, err) // audit.go
+		}
 		return
 	}
 	if n > 0 {

@@ -322,6 +322,7 @@ func StepRunning() Step {
 		sb.rec.BootMs = sb.BootTime.Milliseconds()
 		sb.restoreTimes = b.Times
 		sb.mu.Unlock()
+		sb.watchAgent(b.Agent)
 		return sb.setState(StateRunning, "")
 	}}
 }

@@ -88,6 +88,13 @@ type Config struct {
 	// when a sandbox is removed. It runs synchronously: it must not block
 	// or call back into the Manager.
 	OnChange func(r Record, removed bool)
+	// OnAgentViolation, if set, is called once when a sandbox failed
+	// because its guest broke the agent protocol (r is its failed record,
+	// Reason ReasonProtocolViolation; v wraps
+	// agentproto.ErrProtocolViolation and names the frame and the limit),
+	// before its domain is destroyed: the daemon audits it. It must not
+	// block or call back into the Manager.
+	OnAgentViolation func(r Record, v error)
 }
 
 // Hooks let the sub-packages take part in the Manager's remove and

@@ -289,6 +289,7 @@ func (m *pauseResume) Resume(ctx context.Context, sb *Sandbox, opts ResumeOption
 			sb.mu.Lock()
 			sb.agent = b.Agent
 			sb.mu.Unlock()
+			sb.watchAgent(b.Agent)
 			return sb.setState(StateRunning, "")
 		}},
 	)
@@ -344,6 +345,7 @@ func (m *pauseResume) resumeInMemory(ctx context.Context, snap Snapshotter, sb *
 		sb.mu.Lock()
 		sb.agent = c
 		sb.mu.Unlock()
+		sb.watchAgent(c)
 	}
 	if err := RefreshGuest(ctx, c); err != nil {
 		m.log.Warn("refresh resumed guest", "sandbox", sb.ID, "err", err)

@@ -181,6 +181,7 @@ func (m *reconciler) Reconcile(ctx context.Context) (Report, error) {
 			sb.mu.Lock()
 			sb.agent = c
 			sb.mu.Unlock()
+			sb.watchAgent(c)
 			m.adoptNetwork(ctx, sb)
 			if snap != nil {
 				m.dropStaleSavedStates(ctx, sb, "", snap)

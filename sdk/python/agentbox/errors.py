@@ -174,8 +174,10 @@ class StdinClosedError(FailedPreconditionError, ConflictError):
 
 class ResourceExhaustedError(AgentboxError):
     """A limit was reached (429 ``capacity_exceeded``,
-    ``exec_limit_reached``; 507 ``insufficient_storage``): retry later or
-    ask for less."""
+    ``exec_limit_reached``; 507 ``insufficient_storage``; 413
+    ``too_large``: the guest's answer, a listing, is over a limit whose
+    ``details`` give ``limit`` and ``count``): retry later or ask for
+    less."""
 
 
 class CapacityExceededError(ResourceExhaustedError):
@@ -296,6 +298,7 @@ _CODE_CLASS: Dict[str, Type[AgentboxError]] = {
     "capacity_exceeded": CapacityExceededError,
     "exec_limit_reached": ExecLimitReachedError,
     "insufficient_storage": ResourceExhaustedError,
+    "too_large": ResourceExhaustedError,
     "internal": InternalError,
     "guest_error": InternalError,
     "boot_failed": InternalError,
@@ -317,6 +320,7 @@ CODE_STATUS: Dict[str, int] = {
     "bad_request": 400,
     "invalid_argument": 400,
     "payload_too_large": 413,
+    "too_large": 413,
     "unsupported_media": 415,
     "invalid_image": 422,
     "unauthorized": 401,
