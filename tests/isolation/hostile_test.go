@@ -74,16 +74,15 @@ func (d *daemon) sandboxState(id string) (state, reason string) {
 }
 
 // trigger runs `agentbox-hostile argv...` in sandbox id and returns the
-// status and body of the exec request (an attack that breaks the session
-// does not answer it).
+// status and body of the exec request, or 0 and the request's error. It
+// may run on another goroutine than the test's.
 func (d *daemon) trigger(id string, argv ...string) (int, string) {
-	d.t.Helper()
 	req, _ := json.Marshal(map[string]any{"cmd": append([]string{"agentbox-hostile"}, argv...), "timeout_ms": 60000})
 	ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
 	defer cancel()
 	st, body, _, err := d.RoundTrip(ctx, "POST", "/v1/sandboxes/"+id+"/exec", req, jsonHeader)
 	if err != nil {
-		d.t.Fatalf("trigger %v in %s: %v", argv, id, err)
+		return 0, err.Error()
 	}
 	return st, string(body)
 }
@@ -180,24 +179,30 @@ func TestHostileGuestAgent(t *testing.T) {
 		{name: "bad version", argv: []string{"bad-version"}},
 		{name: "oversize frame", argv: []string{"oversize"}},
 		{name: "garbage", argv: []string{"garbage"}},
-		{name: "stops reading", argv: []string{"stop-reading"}, then: func(id string) string {
+		{name: "stops reading", argv: []string{"stop-reading"}, stays: true, then: func(id string) string {
 			// The host writes 8 MiB into a guest that reads nothing: the
-			// write must not block the daemon for ever.
+			// write times out (agentproto.WriteTimeout) instead of
+			// holding the daemon for ever, and the upload is refused.
 			ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
 			defer cancel()
 			st, body, _, err := d.RoundTrip(ctx, "PUT", "/v1/sandboxes/"+id+"/files?path=/tmp/big", make([]byte, 8<<20), http.Header{"Content-Type": {"application/octet-stream"}})
+			if err == nil && st < 300 {
+				return fmt.Sprintf("FAIL: upload into a guest that reads nothing answered %d %.300s", st, body)
+			}
 			return fmt.Sprintf("upload: %d %v %.300s", st, err, body)
 		}},
 		{name: "endless listing", argv: []string{"endless-list"}, stays: true, then: func(id string) string {
-			body := d.call("GET", "/v1/sandboxes/"+id+"/files/list?path=/", "", http.StatusRequestEntityTooLarge)
+			ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
+			defer cancel()
+			st, body, _, err := d.RoundTrip(ctx, "GET", "/v1/sandboxes/"+id+"/files/list?path=/", nil, nil)
 			var e struct {
 				Error struct {
 					Code    string `json:"code"`
 					Message string `json:"message"`
 				} `json:"error"`
 			}
-			if err := json.Unmarshal(body, &e); err != nil || e.Error.Code != "too_large" {
-				t.Fatalf("endless listing: %v %s", err, body)
+			if err != nil || st != http.StatusRequestEntityTooLarge || json.Unmarshal(body, &e) != nil || e.Error.Code != "too_large" {
+				return fmt.Sprintf("FAIL: endless listing: %d %v %.300s", st, err, body)
 			}
 			return "listing: 413 " + e.Error.Code + ": " + e.Error.Message
 		}},
@@ -206,7 +211,7 @@ func TestHostileGuestAgent(t *testing.T) {
 	type row struct {
 		name     string
 		before   daemonFigures
-		during   daemonFigures
+		during   daemonFigures // the most of each while the attack ran
 		after    daemonFigures
 		p50, p99 time.Duration
 		saw      string
@@ -218,20 +223,45 @@ func TestHostileGuestAgent(t *testing.T) {
 			t.Fatalf("%s: the hostile agent does not serve before its attack: %+v", a.name, r)
 		}
 		r := row{name: a.name, before: d.figures()}
-		w := d.watchNeighbour(neighbour)
-		st, body := d.trigger(id, a.argv...)
-		r.saw = fmt.Sprintf("trigger: %d %.300s", st, body)
-		if a.then != nil {
-			r.saw += "; " + a.then(id)
+		r.during = r.before
+		sample := func() {
+			f := d.figures()
+			r.during.goroutines = max(r.during.goroutines, f.goroutines)
+			r.during.rssMiB = max(r.during.rssMiB, f.rssMiB)
 		}
-		r.during = d.figures()
+		w := d.watchNeighbour(neighbour)
+		// The trigger runs beside the samples: an attack that breaks
+		// the session may leave its exec unanswered until the session
+		// is closed.
+		saw := make(chan string, 1)
+		go func() {
+			st, body := d.trigger(id, a.argv...)
+			out := fmt.Sprintf("trigger: %d %.300s", st, body)
+			if a.then != nil {
+				out += "; " + a.then(id)
+			}
+			saw <- out
+		}()
+		testenv.WaitFor(t, requestTimeout+time.Minute, a.name+": the attack's requests answered", func() bool {
+			sample()
+			select {
+			case r.saw = <-saw:
+				return true
+			default:
+				return false
+			}
+		})
 		t.Logf("%s: daemon before %+v, during %+v; %s", a.name, r.before, r.during, r.saw)
+		if strings.Contains(r.saw, "FAIL: ") {
+			t.Fatalf("%s: %s", a.name, r.saw)
+		}
 		if !a.stays {
 			testenv.WaitFor(t, 3*time.Minute, a.name+": the attacker failed", func() bool {
+				sample()
 				s, _ := d.sandboxState(id)
 				return s == "failed"
 			})
-			if s, reason := d.sandboxState(id); !strings.Contains(reason, "agent_protocol_violation") {
+			if s, reason := d.sandboxState(id); reason != "agent_protocol_violation" {
 				t.Fatalf("%s: attacker %s, reason %q; want the typed reason agent_protocol_violation", a.name, s, reason)
 			}
 		} else if s, _ := d.sandboxState(id); s != "running" {
