@@ -217,7 +217,9 @@ func TestQEMUEscapePlants(t *testing.T) {
 		}
 	}
 	apiErr := func(body []byte) (code, msg string) {
-		var e struct{ Error struct{ Code, Message string } }
+		var e struct {
+			Error struct{ Code, Message string }
+		}
 		json.Unmarshal(body, &e)
 		return e.Error.Code, e.Error.Message
 	}
