@@ -21,6 +21,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/agentbox/agentbox/tests/testenv"
 )
@@ -189,6 +190,25 @@ func TestQEMUEscapePlants(t *testing.T) {
 		}
 	}
 	checkDir("after the refused plants")
+
+	// The overlay is QEMU's user's to write: its header's backing file
+	// name becomes the host secret (qemu-img rebase -u, as that uid, on
+	// the stopped sandbox). The start gives libvirt and QEMU the backing
+	// file from the domain XML, so the name is never opened: the guest
+	// boots on its own disk.
+	d.call("POST", "/v1/sandboxes/"+id+"/stop", "", http.StatusOK)
+	rebase := exec.Command("qemu-img", "rebase", "-u", "-F", "raw", "-b", secret.path, in("overlay.qcow2"))
+	rebase.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: c.uid, Gid: c.gid, Groups: c.groups}}
+	rebase.Dir = "/"
+	if out, err := rebase.CombinedOutput(); err != nil {
+		t.Fatalf("qemu-img rebase -u as QEMU's uid %d: %v: %s", c.uid, err, out)
+	}
+	d.call("POST", "/v1/sandboxes/"+id+"/start", "", http.StatusOK)
+	if r := d.exec(id, time.Minute, "sh", "-c", "test -x /bin/sh && echo ok"); r.code != 0 || string(r.stdout) != "ok\n" {
+		t.Fatalf("exec after the start on a rebased overlay: exit %d %q %s %s", r.code, r.stdout, r.stderr, r.err)
+	}
+	checkHost("after a start on an overlay whose header names the host secret")
+	pid, c = qemuCreds(t, id) // a new QEMU, the same uid
 
 	// (2) The directory as QEMU's user owned it before issue 24.
 	if err := os.Chown(dir, int(c.uid), int(c.gid)); err != nil {
