@@ -1,7 +1,9 @@
 package sandbox
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -269,6 +271,20 @@ func (m *qemuUsers) confine(sb *Sandbox, spec *domain.Spec) error {
 	return nil
 }
 
+// takeBackDir makes the directory of a sandbox Reconcile found, whose
+// QEMU may still run, the daemon's (0711) when it has a QEMU user: an
+// agentbox before issue 24 gave the directory to that user, who could
+// plant links in it until the sandbox's next start. A failure is logged
+// (confine tries again at the next start).
+func (m *qemuUsers) takeBackDir(sb *Sandbox) {
+	if m.cfg.QEMUUsers == nil || sb.Record().QEMUUser == nil {
+		return
+	}
+	if err := secureDir(sb.Dir, 0o711); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		m.log.Warn("take the sandbox directory back from QEMU's user", "sandbox", sb.ID, "err", err)
+	}
+}
+
 // passableUnderState makes dir and the directories between it and the
 // state dir passable (0711 at least). dir outside the state dir must be
 // passable already.
@@ -367,7 +383,9 @@ func ReadProcStatus(path string) (ProcStatus, error) {
 // Reclaim gives a file a sandbox's QEMU user owned back to the daemon
 // (its own uid and gid) when it leaves the sandbox: an overlay kept for
 // its snapshots or as a warm template. Otherwise the next sandbox handed
-// the same uid would own it. A no-op without QEMU users.
+// the same uid would own it. A no-op without QEMU users. Errors:
+// ErrUnsafeFile for a path that is not a regular file of one link
+// (OpenSandboxFile); chown's.
 func (m *qemuUsers) Reclaim(path string) error {
 	if m.cfg.QEMUUsers == nil {
 		return nil

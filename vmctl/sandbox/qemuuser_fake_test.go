@@ -141,12 +141,23 @@ func TestQEMUUsersFake(t *testing.T) {
 		}
 	}
 	plantedStart(t, m, b, img)
+	// A directory a QEMU user owned (an agentbox before issue 24) is the
+	// daemon's again once a restarted manager has reconciled it.
+	if err := os.Chown(c.Dir, int(c.Record().QEMUUser.UID), int(c.Record().QEMUUser.GID)); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(c.Dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
 	m2, _, _, err := newManager(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := m2.Reconcile(t0); err != nil {
 		t.Fatal(err)
+	}
+	if fi, err := os.Stat(c.Dir); err != nil || fi.Sys().(*syscall.Stat_t).Uid != 0 || fi.Mode().Perm() != 0o711 {
+		t.Errorf("c's directory after Reconcile: %v %v, want root's, 0711", fi.Mode(), err)
 	}
 	if n := m2.QEMUUsersInUse(); n != 2 {
 		t.Errorf("after Reconcile: %d uids in use, want 2", n)
