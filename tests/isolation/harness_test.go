@@ -26,7 +26,7 @@ import (
 var agentboxBin string
 
 func TestMain(m *testing.M) {
-	if openAsHelper() { // qemuuser_test.go: the test binary re-executed as QEMU's user
+	if openAsHelper() || plantAsHelper() { // qemuuser_test.go, qemuescape_test.go: the test binary re-executed as QEMU's user
 		return
 	}
 	testenv.RunWithAgentbox(m, "agentbox-isolation", &agentboxBin)

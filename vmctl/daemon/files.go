@@ -281,13 +281,15 @@ func fileInfo(p string, fi agentproto.FileInfo) api.FileInfo {
 }
 
 // Console implements backend.Backend: the serial console log, also of
-// stopped and failed sandboxes.
+// stopped and failed sandboxes. The log is opened as
+// sandbox.OpenSandboxFile does (no symlink followed, a regular file of one
+// link): errors wrap sandbox.ErrUnsafeFile otherwise.
 func (s *filesService) Console(ctx context.Context, ref string, tail int64, w io.Writer) error {
 	sb, err := s.get(ctx, ref)
 	if err != nil {
 		return err
 	}
-	f, err := os.Open(sb.ConsoleLog)
+	f, _, err := sandbox.OpenSandboxFile(sb.ConsoleLog, os.O_RDONLY, nil)
 	if err != nil {
 		if os.IsNotExist(err) {
 			return nil // nothing printed yet

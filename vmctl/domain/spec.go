@@ -105,6 +105,15 @@ type Spec struct {
 	// Disk is the absolute path of the sandbox's qcow2 overlay, attached
 	// as virtio disk vda with discard=unmap. Required.
 	Disk string
+	// DiskBacking is the absolute path of the overlay's backing file (the
+	// image's base qcow2), written as the disk's <backingStore> with an
+	// empty one below it (the chain ends there): libvirt then does not
+	// read the chain from the overlay's header, which the sandbox's QEMU
+	// writes (a guest that took QEMU over could name any file or a json:
+	// pseudo-protocol there; issue 24), and QEMU is given the backing node
+	// instead of opening the name in the header. Optional: "" (specs
+	// recorded before it existed) leaves the chain to libvirt's probe.
+	DiskBacking string
 
 	// AgentSocket is the absolute path of the unix socket libvirt/QEMU
 	// creates (mode='bind') for the agentbox guest agent channel; the host

@@ -102,6 +102,7 @@ func (s Spec) Validate() error {
 	checkPath("Kernel", s.Kernel, true)
 	checkPath("Initrd", s.Initrd, false)
 	checkPath("Disk", s.Disk, true)
+	checkPath("DiskBacking", s.DiskBacking, false)
 	checkPath("ConsoleLog", s.ConsoleLog, true)
 	checkPath("AgentSocket", s.AgentSocket, true)
 	checkPath("GuestAgentSocket", s.GuestAgentSocket, false)

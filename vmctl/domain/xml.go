@@ -104,6 +104,13 @@ func build(s Spec) *libvirtxml.Domain {
 	s.Interface.apply(d)
 	s.MemoryBackend.apply(d, s.MemoryMiB)
 	s.QEMUUser.apply(d)
+	if s.DiskBacking != "" {
+		d.Devices.Disks[0].BackingStore = &libvirtxml.DomainDiskBackingStore{
+			Format:       &libvirtxml.DomainDiskFormat{Type: "qcow2"},
+			Source:       &libvirtxml.DomainDiskSource{File: &libvirtxml.DomainDiskSourceFile{File: s.DiskBacking}},
+			BackingStore: &libvirtxml.DomainDiskBackingStore{}, // the base has no backing file
+		}
+	}
 	if s.Type == TypeKVM {
 		d.CPU = &libvirtxml.DomainCPU{Mode: "host-passthrough", Check: "none", Migratable: "on"}
 	}

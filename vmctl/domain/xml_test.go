@@ -55,6 +55,9 @@ func TestXMLGolden(t *testing.T) {
 	tuned.Tune = Tune{CPUQuotaPercent: 50, MemoryHardLimitMiB: 896, BlkioWeight: 500,
 		DiskBytesPerSec: 10 << 20, DiskIOPS: 500, TCGCacheMiB: 128}
 
+	backing := validSpec()
+	backing.DiskBacking = "/var/lib/agentbox/images/x/rootfs.qcow2"
+
 	for _, tc := range []struct {
 		golden string
 		spec   Spec
@@ -64,6 +67,7 @@ func TestXMLGolden(t *testing.T) {
 		{"minimal.xml", minimal},
 		{"escaped.xml", escaped},
 		{"tuned.xml", tuned},
+		{"backing.xml", backing},
 	} {
 		t.Run(tc.golden, func(t *testing.T) {
 			got, err := XML(tc.spec)

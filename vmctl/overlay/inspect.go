@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 )
 
@@ -34,9 +33,10 @@ type imgInfo struct {
 }
 
 // Inspect runs `qemu-img info --output=json --force-share` on path (made
-// absolute, so that no name is read as a protocol). With --force-share it
-// also works while a running QEMU holds the image's write lock. A missing
-// file wraps fs.ErrNotExist.
+// absolute, so that no name is read as a protocol), as the file's owner
+// when this process is root and the file is another user's (owner.go).
+// With --force-share it also works while a running QEMU holds the image's
+// write lock. A missing file wraps fs.ErrNotExist.
 func Inspect(ctx context.Context, path string) (Info, error) {
 	return inspect(ctx, Options{}.qemuImg(), path)
 }
@@ -46,10 +46,11 @@ func inspect(ctx context.Context, bin, path string) (Info, error) {
 	if err != nil {
 		return Info{}, fmt.Errorf("overlay: inspect %q: %w", path, err)
 	}
-	if _, err := os.Stat(abs); err != nil {
+	cred, err := imageUser(abs, true)
+	if err != nil {
 		return Info{}, fmt.Errorf("overlay: inspect: %w", err)
 	}
-	out, err := run(ctx, bin, "info", "--output=json", "--force-share", abs)
+	out, err := runAs(ctx, cred, bin, "info", "--output=json", "--force-share", abs)
 	if err != nil {
 		return Info{}, fmt.Errorf("overlay: inspect %s: %w", path, err)
 	}

@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 )
 
 // Format is the image format of overlays and of their backing files.
@@ -114,9 +115,19 @@ func Remove(path string) error {
 // run executes a command and returns its stdout; a failure includes the
 // command's stderr.
 func run(ctx context.Context, bin string, args ...string) ([]byte, error) {
+	return runAs(ctx, nil, bin, args...)
+}
+
+// runAs is run as the user cred names (nil: this process's own; see
+// imageUser).
+func runAs(ctx context.Context, cred *syscall.Credential, bin string, args ...string) ([]byte, error) {
 	var stdout, stderr bytes.Buffer
 	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if cred != nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+		cmd.Dir = "/" // this process's may be closed to cred's user
+	}
 	if err := cmd.Run(); err != nil {
 		if msg := strings.TrimSpace(stderr.String()); msg != "" {
 			return nil, fmt.Errorf("%s %s: %w: %s", bin, args[0], err, msg)

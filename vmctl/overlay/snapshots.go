@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"time"
 
@@ -44,7 +43,9 @@ type snapshotInfo struct {
 
 // Snapshots lists the internal snapshots of the qcow2 image at path,
 // oldest first, with `qemu-img info --output=json --force-share` (which
-// also works while a running QEMU holds the image). An image without
+// also works while a running QEMU holds the image), run as the file's
+// owner when this process is root and the file is another user's (a
+// sandbox's overlay: its QEMU user's; owner.go). An image without
 // snapshots yields an empty list. Errors: a missing file wraps
 // fs.ErrNotExist; a file that is not a readable qcow2 image (truncated,
 // garbage, another format) says so with qemu-img's message.
@@ -53,10 +54,11 @@ func Snapshots(ctx context.Context, path string) ([]Snapshot, error) {
 	if err != nil {
 		return nil, fmt.Errorf("overlay: snapshots of %q: %w", path, err)
 	}
-	if _, err := os.Stat(abs); err != nil {
+	cred, err := imageUser(abs, false)
+	if err != nil {
 		return nil, fmt.Errorf("overlay: snapshots: %w", err)
 	}
-	out, err := run(ctx, Options{}.qemuImg(), "info", "--output=json", "--force-share", "-f", Format, abs)
+	out, err := runAs(ctx, cred, Options{}.qemuImg(), "info", "--output=json", "--force-share", "-f", Format, abs)
 	if err != nil {
 		return nil, fmt.Errorf("overlay: snapshots of %s: not a readable %s image: %w", abs, Format, err)
 	}
@@ -91,8 +93,10 @@ func parseSnapshots(out []byte) ([]Snapshot, error) {
 // image at path, which no QEMU may have open (an overlay of a removed or
 // stopped sandbox; for a running domain use the driver's DeleteSnapshot),
 // with `qemu-img snapshot -d`. The tag is matched by name only (qemu-img
-// itself would also match a snapshot id). Errors wrap [ErrNoSnapshot] when
-// the image has no such snapshot, fs.ErrNotExist for a missing file;
+// itself would also match a snapshot id). qemu-img runs as Snapshots's
+// does, and not at all for an image whose header names an external data
+// file (owner.go). Errors wrap [ErrNoSnapshot] when the image has no such
+// snapshot, [ErrExternalDataFile], fs.ErrNotExist for a missing file;
 // qemu-img fails with "Failed to get ... lock" while a QEMU holds the image.
 func DeleteSnapshotOffline(ctx context.Context, path, tag string) error {
 	abs, err := filepath.Abs(path)
@@ -102,6 +106,9 @@ func DeleteSnapshotOffline(ctx context.Context, path, tag string) error {
 	list, err := Snapshots(ctx, abs)
 	if err != nil {
 		return err
+	}
+	if err := checkNoDataFile(abs); err != nil {
+		return fmt.Errorf("overlay: delete snapshot %q: %w", tag, err)
 	}
 	found := false
 	for _, s := range list {
@@ -114,7 +121,11 @@ func DeleteSnapshotOffline(ctx context.Context, path, tag string) error {
 	if !found || tag == "" {
 		return fmt.Errorf("overlay: delete snapshot %q of %s: %w", tag, abs, ErrNoSnapshot)
 	}
-	if _, err := run(ctx, Options{}.qemuImg(), "snapshot", "-q", "-d", tag, abs); err != nil {
+	cred, err := imageUser(abs, false)
+	if err != nil {
+		return fmt.Errorf("overlay: delete snapshot: %w", err)
+	}
+	if _, err := runAs(ctx, cred, Options{}.qemuImg(), "snapshot", "-q", "-d", tag, abs); err != nil {
 		return fmt.Errorf("overlay: delete snapshot %q of %s: %w", tag, abs, err)
 	}
 	return nil

@@ -183,6 +183,7 @@ func (m *Manager) NewBuild(s Shape) (*Build, error) {
 		r.Ports = nil                          // the source's forwards hold their host addresses
 		r.Resources = r.Resources.forRestore() // our own copy, without the source's enforcement and cgroups
 		r.QEMUUser = nil                       // StepRegister gives the new sandbox its own
+		r.OverlayFile = nil                    // the new sandbox's overlay is a file of its own
 	}
 	r.ID, r.Name, r.State, r.Domain, r.Labels, r.Extra = id, "", StateCreating, sb.Domain, nil, nil
 	r.Template = "" // StepRegister sets the new sandbox's own

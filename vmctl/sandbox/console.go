@@ -12,9 +12,11 @@ import (
 const consoleTailBytes = 64 << 10
 
 // ConsoleTail returns the last n lines of the serial console log at path,
-// without carriage returns. A missing or empty log gives "".
+// without carriage returns. A missing or empty log gives "", and so does
+// one that is not a regular file of one link (OpenSandboxFile: a symlink a
+// QEMU planted is not followed).
 func ConsoleTail(path string, n int) string {
-	f, err := os.Open(path)
+	f, _, err := OpenSandboxFile(path, os.O_RDONLY, nil)
 	if err != nil {
 		return ""
 	}

@@ -292,6 +292,7 @@ func (m *Manager) Create(ctx context.Context, opts Options) (*Sandbox, error) {
 		Initrd:      opts.Image.Initrd,
 		Cmdline:     opts.Image.Manifest.Cmdline + " agentbox.port=" + opts.Image.Manifest.AgentPort + " agentbox.hostname=" + sb.Domain,
 		Disk:        sb.Overlay,
+		DiskBacking: opts.Image.Disk,
 		AgentSocket: sb.AgentSocket,
 		AgentPort:   opts.Image.Manifest.AgentPort,
 		ConsoleLog:  sb.ConsoleLog,

@@ -451,6 +451,9 @@ func (m *pauseResume) Start(ctx context.Context, sb *Sandbox, opts StartOptions)
 		timeout = 120 * time.Second
 	}
 	b := m.rebuild(sb)
+	if b.Spec.DiskBacking == "" { // a spec recorded before it existed: a cold boot may name it
+		b.Spec.DiskBacking = opts.Image.Disk
+	}
 	err := b.Run(ctx, "start", stepLeftover(), StepNetwork(policy), StepDomain(m.cfg.Driver.StartDomain), StepAgent(timeout), StepRunning())
 	if err != nil {
 		sb.setState(StateFailed, "start failed: "+err.Error())

@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"errors"
 	"fmt"
 	"io/fs"
 	"math/rand/v2"
@@ -19,8 +20,10 @@ import (
 // Reconcile), and every domain it starts runs its QEMU as that user
 // through libvirt's per-domain DAC label (domain.QEMUUser, relabel='no').
 // The manager, not libvirt, hands the user its own files before each
-// domain start (confine): the sandbox directory (0700) and overlay
-// (0600), and a memory template build's RAM file. Shared files stay
+// domain start (confine): its overlay (0600) and a memory template
+// build's RAM file, through descriptors (hostfile.go). The sandbox
+// directory stays the daemon's (0711: QEMU's user passes it to open its
+// overlay, and cannot add, rename or replace an entry). Shared files stay
 // root's: the image (0444, world-readable), a memory template's RAM file
 // (0660 root:CloneGroup, see IDRange). The state dir and the directories
 // on the way to what QEMU opens are 0711: passable, not listable.
@@ -193,15 +196,20 @@ func processUIDs() map[uint32]bool {
 }
 
 // confine runs before every domain start of sb (StepDomain): with a
-// QEMU user, it gives that user sb's directory (0700) and overlay (0600)
-// and, for a memory template's build, its RAM file (created 0600); it
+// QEMU user, it makes sb's directory the daemon's, mode 0711 (taking it
+// back from a QEMU user that owned it before issue 24), gives that user
+// sb's overlay (0600; only the inode Record.OverlayFile names, which the
+// first confine records) and, for a memory template's build, its RAM
+// file (created 0600), each through OpenSandboxFile's descriptor; it
 // checks that the image's files are readable by others on a passable
 // path, makes the directories from the state dir to a RAM file passable
 // (0711), and sets spec.QEMUUser — with the clone group as gid for a
 // clone of a memory template (its RAM file mapped privately). Without
 // one, spec.QEMUUser is cleared (a restored spec carries its source's).
-// Errors: ErrFailedPrecondition for an image QEMU cannot read; chown's
-// (the daemon needs CAP_CHOWN).
+// Errors: ErrFailedPrecondition for an image QEMU cannot read;
+// ErrUnsafeFile for an overlay or RAM file that is a symlink, a hard
+// link, not a regular file or another inode than recorded; chown's (the
+// daemon needs CAP_CHOWN).
 func (m *qemuUsers) confine(sb *Sandbox, spec *domain.Spec) error {
 	u := sb.Record().QEMUUser
 	if u == nil || m.cfg.QEMUUsers == nil {
@@ -222,31 +230,59 @@ func (m *qemuUsers) confine(sb *Sandbox, spec *domain.Spec) error {
 			return err
 		}
 		if mb.Shared {
-			f, err := os.OpenFile(mb.File, os.O_RDWR|os.O_CREATE, 0o600)
+			f, err := createSandboxFile(mb.File, 0o600)
 			if err != nil {
 				return fmt.Errorf("memory template RAM file: %w", err)
 			}
+			err = f.Chown(int(label.UID), int(label.GID))
 			f.Close()
-			if err := os.Chown(mb.File, int(label.UID), int(label.GID)); err != nil {
+			if err != nil {
 				return fmt.Errorf("give the RAM file to QEMU's user: %w", err)
 			}
 		} else {
 			label.GID = m.cfg.QEMUUsers.First
 		}
 	}
-	for _, f := range []struct {
-		path string
-		mode fs.FileMode
-	}{{sb.Dir, 0o700}, {sb.Overlay, 0o600}} {
-		if err := os.Chown(f.path, int(label.UID), int(label.GID)); err != nil {
-			return fmt.Errorf("give %s to QEMU's user %d (the daemon needs CAP_CHOWN): %w", f.path, label.UID, err)
-		}
-		if err := os.Chmod(f.path, f.mode); err != nil {
-			return err
-		}
+	// The directory stays the daemon's (QEMU's user may pass, not list or
+	// change it); the overlay, opened without following a link and only
+	// as the inode recorded, becomes QEMU's user's through its descriptor.
+	if err := secureDir(sb.Dir, 0o711); err != nil {
+		return err
 	}
+	// What a QEMU user planted while the directory was its own: the
+	// console log libvirt (virtlogd, root) is about to open by name.
+	if dropped, err := dropPlanted(sb.ConsoleLog); err != nil {
+		return err
+	} else if dropped != "" {
+		m.log.Warn("removed a planted console log", "sandbox", sb.ID, "path", sb.ConsoleLog, "was", dropped)
+	}
+	f, id, err := OpenSandboxFile(sb.Overlay, os.O_RDONLY, sb.Record().OverlayFile)
+	if err != nil {
+		return fmt.Errorf("give the overlay to QEMU's user %d: %w", label.UID, err)
+	}
+	defer f.Close()
+	if err := giveFile(f, int(label.UID), int(label.GID), 0o600); err != nil {
+		return fmt.Errorf("give %s to QEMU's user %d (the daemon needs CAP_CHOWN): %w", sb.Overlay, label.UID, err)
+	}
+	sb.mu.Lock()
+	sb.rec.OverlayFile = &id
+	sb.mu.Unlock()
 	spec.QEMUUser = &label
 	return nil
+}
+
+// takeBackDir makes the directory of a sandbox Reconcile found, whose
+// QEMU may still run, the daemon's (0711) when it has a QEMU user: an
+// agentbox before issue 24 gave the directory to that user, who could
+// plant links in it until the sandbox's next start. A failure is logged
+// (confine tries again at the next start).
+func (m *qemuUsers) takeBackDir(sb *Sandbox) {
+	if m.cfg.QEMUUsers == nil || sb.Record().QEMUUser == nil {
+		return
+	}
+	if err := secureDir(sb.Dir, 0o711); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		m.log.Warn("take the sandbox directory back from QEMU's user", "sandbox", sb.ID, "err", err)
+	}
 }
 
 // passableUnderState makes dir and the directories between it and the
@@ -281,10 +317,15 @@ func (m *qemuUsers) ShareTemplateRAM(path string) error {
 	if !ok {
 		return os.Chmod(path, 0o400)
 	}
-	if err := os.Chown(path, 0, int(gid)); err != nil {
+	f, _, err := OpenSandboxFile(path, os.O_RDONLY, nil) // its build's QEMU user owned it
+	if err != nil {
 		return fmt.Errorf("memory template RAM file: %w", err)
 	}
-	return os.Chmod(path, 0o660)
+	defer f.Close()
+	if err := giveFile(f, 0, int(gid), 0o660); err != nil {
+		return fmt.Errorf("memory template RAM file: %w", err)
+	}
+	return nil
 }
 
 // ProcStatus is what /proc/PID/status says about a process's
@@ -342,12 +383,19 @@ func ReadProcStatus(path string) (ProcStatus, error) {
 // Reclaim gives a file a sandbox's QEMU user owned back to the daemon
 // (its own uid and gid) when it leaves the sandbox: an overlay kept for
 // its snapshots or as a warm template. Otherwise the next sandbox handed
-// the same uid would own it. A no-op without QEMU users.
+// the same uid would own it. A no-op without QEMU users. Errors:
+// ErrUnsafeFile for a path that is not a regular file of one link
+// (OpenSandboxFile); chown's.
 func (m *qemuUsers) Reclaim(path string) error {
 	if m.cfg.QEMUUsers == nil {
 		return nil
 	}
-	if err := os.Chown(path, os.Getuid(), os.Getgid()); err != nil {
+	f, _, err := OpenSandboxFile(path, os.O_RDONLY, nil)
+	if err != nil {
+		return fmt.Errorf("take %s back from QEMU's user: %w", path, err)
+	}
+	defer f.Close()
+	if err := f.Chown(os.Getuid(), os.Getgid()); err != nil {
 		return fmt.Errorf("take %s back from QEMU's user: %w", path, err)
 	}
 	return nil

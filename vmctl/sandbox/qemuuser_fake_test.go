@@ -2,14 +2,17 @@ package sandbox_test
 
 import (
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/agentbox/agentbox/tests/testenv"
 	"github.com/agentbox/agentbox/vmctl/errdefs"
+	"github.com/agentbox/agentbox/vmctl/image"
 	"github.com/agentbox/agentbox/vmctl/sandbox"
 	"github.com/agentbox/agentbox/vmctl/store"
 )
@@ -91,14 +94,26 @@ func TestQEMUUsersFake(t *testing.T) {
 		if s := sb.Record().Spec; s == nil || s.QEMUUser == nil || *s.QEMUUser != *u {
 			t.Errorf("%s: spec QEMUUser %+v, want %+v", sb.Name, s.QEMUUser, u)
 		}
-		for path, mode := range map[string]os.FileMode{sb.Dir: 0o700, sb.Overlay: 0o600} {
-			fi, err := os.Stat(path)
+		for _, f := range []struct {
+			path     string
+			uid, gid uint32
+			mode     os.FileMode
+		}{{sb.Dir, 0, 0, 0o711}, {sb.Overlay, u.UID, u.GID, 0o600}} {
+			fi, err := os.Stat(f.path)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if s := fi.Sys().(*syscall.Stat_t); s.Uid != u.UID || s.Gid != u.GID || fi.Mode().Perm() != mode {
-				t.Errorf("%s: %d:%d %v, want %d:%d %v", path, s.Uid, s.Gid, fi.Mode().Perm(), u.UID, u.GID, mode)
+			if s := fi.Sys().(*syscall.Stat_t); s.Uid != f.uid || s.Gid != f.gid || fi.Mode().Perm() != f.mode {
+				t.Errorf("%s: %d:%d %v, want %d:%d %v", f.path, s.Uid, s.Gid, fi.Mode().Perm(), f.uid, f.gid, f.mode)
 			}
+		}
+		fi, err := os.Stat(sb.Overlay)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := fi.Sys().(*syscall.Stat_t)
+		if got, want := sb.Record().OverlayFile, (sandbox.FileID{Dev: uint64(st.Dev), Ino: st.Ino}); got == nil || *got != want {
+			t.Errorf("%s: record's overlay file %+v, want %+v", sb.Name, got, want)
 		}
 	}
 	if _, err := create("c"); !errors.Is(err, sandbox.ErrQEMUUsersExhausted) || !errors.Is(err, errdefs.ErrResourceExhausted) {
@@ -125,12 +140,24 @@ func TestQEMUUsersFake(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	plantedStart(t, m, b, img)
+	// A directory a QEMU user owned (an agentbox before issue 24) is the
+	// daemon's again once a restarted manager has reconciled it.
+	if err := os.Chown(c.Dir, int(c.Record().QEMUUser.UID), int(c.Record().QEMUUser.GID)); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(c.Dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
 	m2, _, _, err := newManager(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := m2.Reconcile(t0); err != nil {
 		t.Fatal(err)
+	}
+	if fi, err := os.Stat(c.Dir); err != nil || fi.Sys().(*syscall.Stat_t).Uid != 0 || fi.Mode().Perm() != 0o711 {
+		t.Errorf("c's directory after Reconcile: %v %v, want root's, 0711", fi.Mode(), err)
 	}
 	if n := m2.QEMUUsersInUse(); n != 2 {
 		t.Errorf("after Reconcile: %d uids in use, want 2", n)
@@ -140,5 +167,84 @@ func TestQEMUUsersFake(t *testing.T) {
 	}
 	if n := m2.QEMUUsersInUse(); n != 0 {
 		t.Errorf("after removing all: %d uids in use", n)
+	}
+}
+
+// plantedStart: what a QEMU user could plant in its sandbox's directory
+// while it owned it (before issue 24) makes no start chown, chmod or
+// follow anything else: an overlay that is a hard link to a host file, or
+// another inode than recorded, refuses the start with ErrUnsafeFile and
+// leaves the host file as it was; a console log that is a symlink to a
+// host file is removed before libvirt opens it. The directory becomes the
+// daemon's again (0711). sb is stopped, and stopped again at the end.
+func plantedStart(t *testing.T, m *sandbox.Manager, sb *sandbox.Sandbox, img *image.Image) {
+	t.Helper()
+	u := sb.Record().QEMUUser
+	hostFile := filepath.Join(t.TempDir(), "host-secret")
+	if err := os.WriteFile(hostFile, []byte("root's\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	unchanged := func(when string) {
+		t.Helper()
+		fi, err := os.Stat(hostFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := os.ReadFile(hostFile)
+		if st := fi.Sys().(*syscall.Stat_t); st.Uid != 0 || st.Gid != 0 || fi.Mode().Perm() != 0o600 || string(b) != "root's\n" {
+			t.Errorf("%s: the host file is %d:%d %v %q, want 0:0 0600 %q", when, st.Uid, st.Gid, fi.Mode().Perm(), b, "root's\n")
+		}
+	}
+	start := func() error {
+		return m.Start(t0, sb, sandbox.StartOptions{Image: img, BootTimeout: 10 * time.Second})
+	}
+	// The directory as a QEMU user owned it before.
+	if err := os.Chown(sb.Dir, int(u.UID), int(u.GID)); err != nil {
+		t.Fatal(err)
+	}
+	aside := filepath.Join(sb.Dir, "overlay.aside")
+	if err := os.Rename(sb.Overlay, aside); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Link(hostFile, sb.Overlay); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(hostFile, sb.ConsoleLog); err != nil {
+		t.Fatal(err)
+	}
+	if err := start(); !errors.Is(err, sandbox.ErrUnsafeFile) || !strings.Contains(err.Error(), sb.Overlay+" has 2 hard links") {
+		t.Errorf("start with the overlay a hard link to a host file: %v, want ErrUnsafeFile", err)
+	}
+	unchanged("after a start on a hard-linked overlay")
+	if _, err := os.Lstat(sb.ConsoleLog); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the planted console log symlink: %v, want removed", err)
+	}
+	if fi, err := os.Stat(sb.Dir); err != nil || fi.Sys().(*syscall.Stat_t).Uid != 0 || fi.Mode().Perm() != 0o711 {
+		t.Errorf("the sandbox dir after the start: %v %v, want root's, 0711", fi.Mode(), err)
+	}
+	// Another inode than recorded, of one link and QEMU's user's.
+	if err := os.Remove(sb.Overlay); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(aside)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(sb.Overlay, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := start(); !errors.Is(err, sandbox.ErrUnsafeFile) || !strings.Contains(err.Error(), "not the inode") {
+		t.Errorf("start with another overlay inode than recorded: %v, want ErrUnsafeFile", err)
+	}
+	// The real one back: the start goes through.
+	if err := os.Rename(aside, sb.Overlay); err != nil {
+		t.Fatal(err)
+	}
+	if err := start(); err != nil {
+		t.Fatalf("start with the recorded overlay: %v", err)
+	}
+	unchanged("after the start")
+	if err := m.Stop(t0, sb, "test"); err != nil {
+		t.Fatal(err)
 	}
 }

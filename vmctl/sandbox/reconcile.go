@@ -102,6 +102,7 @@ func (m *reconciler) Reconcile(ctx context.Context) (Report, error) {
 			sb.rec.Name = ""
 			m.register(sb, nil)
 		}
+		m.takeBackDir(sb) // qemuuser.go
 		d, exists := byName[r.Domain]
 		switch {
 		case r.State.Final():

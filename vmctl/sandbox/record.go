@@ -116,6 +116,12 @@ type Record struct {
 	// with the clone group instead of this gid); nil when QEMU runs as
 	// qemu.conf's user.
 	QEMUUser *domain.QEMUUser `json:"qemu_user,omitempty"`
+	// OverlayFile is the identity of the overlay the daemon gave QEMU's
+	// user (qemuuser.go confine, at the first domain start with a QEMU
+	// user): later starts chown and chmod only that inode
+	// (OpenSandboxFile). nil without QEMU users and in older records
+	// (set at their next start).
+	OverlayFile *FileID `json:"overlay_file,omitempty"`
 }
 
 // Store keeps Records durably. vmctl/store implements it on bbolt; a nil

@@ -27,11 +27,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/agentbox/agentbox/vmctl/agentproto"
 	"github.com/agentbox/agentbox/vmctl/errdefs"
@@ -48,6 +51,10 @@ const (
 	MaxValueBytes = 16 << 10 // bytes of one value
 	maxNameBytes  = 128
 )
+
+// maxFileBytes bounds what Load reads: MaxSecrets values of MaxValueBytes
+// with their names, hosts and the CA, with room to spare.
+const maxFileBytes = 4 << 20
 
 // PlaceholderPrefix starts every placeholder: the guest sees
 // PlaceholderPrefix + NAME + "-" + 32 lowercase hex digits.
@@ -252,23 +259,46 @@ func (s *Set) Save(path string) error {
 // ErrNone is returned by Load when a sandbox has no secrets file.
 var ErrNone = errdefs.New(errdefs.ErrNotFound, "", "secrets: the sandbox has no secrets")
 
-// Load reads the Set Save wrote to path. Errors: ErrNone (wrapped) when
-// the file does not exist; a file readable by others than its owner (it
-// must be mode 0600 or stricter); a malformed file.
+// Load reads the Set Save wrote to path, opened without following a
+// symlink (O_NOFOLLOW). Errors: ErrNone (wrapped) when the file does not
+// exist; a path that is not a regular file of one link owned by this
+// process's uid (a sandbox's QEMU user may have planted it in a directory
+// it owned before issue 24: refused, never read); a file readable by
+// others than its owner (it must be mode 0600 or stricter); a malformed
+// file.
 func Load(path string) (*Set, error) {
-	fi, err := os.Stat(path)
-	if errors.Is(err, os.ErrNotExist) {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+	if errors.Is(err, unix.ENOENT) {
 		return nil, fmt.Errorf("%w: no %s", ErrNone, path)
 	}
+	if errors.Is(err, unix.ELOOP) {
+		return nil, fmt.Errorf("secrets: %s is a symbolic link: refused", path)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("secrets: %w", &os.PathError{Op: "open", Path: path, Err: err})
+	}
+	f := os.NewFile(uintptr(fd), path)
+	defer f.Close()
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return nil, fmt.Errorf("secrets: %w", &os.PathError{Op: "fstat", Path: path, Err: err})
+	}
+	switch {
+	case st.Mode&unix.S_IFMT != unix.S_IFREG:
+		return nil, fmt.Errorf("secrets: %s is not a regular file (mode %#o): refused", path, st.Mode)
+	case st.Nlink != 1:
+		return nil, fmt.Errorf("secrets: %s has %d hard links, want 1: refused", path, st.Nlink)
+	case int(st.Uid) != os.Geteuid():
+		return nil, fmt.Errorf("secrets: %s is owned by uid %d, not the daemon's %d: refused", path, st.Uid, os.Geteuid())
+	case st.Mode&0o077 != 0:
+		return nil, fmt.Errorf("secrets: %s has mode %v: want 0600 (it holds secret values and a CA key)", path, os.FileMode(st.Mode&0o777))
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxFileBytes+1))
 	if err != nil {
 		return nil, fmt.Errorf("secrets: %w", err)
 	}
-	if fi.Mode().Perm()&0o077 != 0 {
-		return nil, fmt.Errorf("secrets: %s has mode %v: want 0600 (it holds secret values and a CA key)", path, fi.Mode().Perm())
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("secrets: %w", err)
+	if len(b) > maxFileBytes {
+		return nil, fmt.Errorf("secrets: %s is over %d bytes: not a file Save wrote", path, maxFileBytes)
 	}
 	var s Set
 	if err := json.Unmarshal(b, &s); err != nil {

@@ -141,3 +141,50 @@ func TestIssuer(t *testing.T) {
 		t.Errorf("certificate for an unbound name")
 	}
 }
+
+// TestLoadRefusesPlanted: a secrets file a sandbox's QEMU user could have
+// planted in a directory it owned (before issue 24) is refused, never
+// read: a symlink (to a file the daemon may read), a hard link, a
+// directory, and a 0600 file of another owner (a set with a CA the guest
+// chose).
+func TestLoadRefusesPlanted(t *testing.T) {
+	s, err := secrets.New([]secrets.Spec{{Name: "A", Value: "real-a", Hosts: []string{"api.test"}}}, policy(t, "allowlist", "api.test"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	real := filepath.Join(dir, "real.json")
+	if err := s.Save(real); err != nil {
+		t.Fatal(err)
+	}
+	symlink, hardlink, subdir := filepath.Join(dir, "symlink"), filepath.Join(dir, "hardlink"), filepath.Join(dir, "subdir")
+	if err := os.Symlink(real, symlink); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Link(real, hardlink); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(subdir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct{ path, says string }{
+		{symlink, symlink + " is a symbolic link: refused"},
+		{hardlink, hardlink + " has 2 hard links, want 1: refused"},
+		{subdir, subdir + " is not a regular file"},
+	}
+	if os.Geteuid() == 0 {
+		other := filepath.Join(dir, "other.json")
+		if err := s.Save(other); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chown(other, 302996, 302996); err != nil {
+			t.Fatal(err)
+		}
+		cases = append(cases, struct{ path, says string }{other, other + " is owned by uid 302996, not the daemon's 0: refused"})
+	}
+	for _, c := range cases {
+		if got, err := secrets.Load(c.path); err == nil || !strings.Contains(err.Error(), c.says) || errors.Is(err, secrets.ErrNone) {
+			t.Errorf("Load(%s) = %v, %v; want an error saying %q", filepath.Base(c.path), got, err, c.says)
+		}
+	}
+}

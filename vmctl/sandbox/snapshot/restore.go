@@ -225,6 +225,7 @@ func (s *Service) newBuild(src Source, img *image.Image) (*sandbox.Build, error)
 	spec.Name, spec.SandboxID, spec.Owner = sb.Domain, sb.ID, s.cfg.Owner
 	spec.Image = img.Digest
 	spec.Disk, spec.AgentSocket, spec.ConsoleLog = sb.Overlay, sb.AgentSocket, sb.ConsoleLog
+	spec.DiskBacking = img.Disk // not the copy's header's (domain.Spec.DiskBacking)
 	spec.GuestAgentSocket = sb.GuestAgentSocket
 	spec.UUID = ""
 	spec.MemoryBackend = spec.MemoryBackend.Private()

@@ -123,6 +123,7 @@ func devicesHash(spec domain.Spec) (string, error) {
 	s := spec
 	s.Name, s.SandboxID, s.Owner, s.UUID = "agentbox-template", "template", "", ""
 	s.Disk, s.AgentSocket, s.ConsoleLog = "/disk", "/agent.sock", "/console.log"
+	s.DiskBacking = "" // the image is in the key already; keys made before it existed still match
 	if s.GuestAgentSocket != "" {
 		s.GuestAgentSocket = "/qga.sock"
 	}
