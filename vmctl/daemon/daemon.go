@@ -133,6 +133,13 @@ type Config struct {
 	// Quotas reserves tenants' usage against their quotas; nil means a
 	// tenant.LocalStore of this host (a cluster passes its own).
 	Quotas tenant.QuotaStore
+	// ReservedPorts are host TCP ports no port forward may bind, on any
+	// address: the daemon's own listeners (the API's --listen-tcp, the
+	// E2B API's --e2b-listen), which a forward taken while the daemon is
+	// down would keep from listening again. The egress service's fixed
+	// ports (EgressPorts) are reserved besides on every address but
+	// loopback. ports.go.
+	ReservedPorts []int
 	// QEMUUsers, if set, runs every sandbox's QEMU as a uid of its own
 	// from the range (sandbox.Config.QEMUUsers; serve --qemu-uid-range);
 	// nil runs QEMU as qemu.conf's user.

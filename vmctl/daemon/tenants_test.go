@@ -49,6 +49,13 @@ type tenantDaemon struct {
 
 func newTenantDaemon(t *testing.T) *tenantDaemon {
 	t.Helper()
+	return newTenantDaemonWith(t, "", "", nil)
+}
+
+// newTenantDaemonWith is newTenantDaemon with more keys in a's and b's
+// [[tenant]] (TOML lines) and more snapshot records in the store.
+func newTenantDaemonWith(t *testing.T, moreA, moreB string, snaps []sandbox.SnapshotRecord) *tenantDaemon {
+	t.Helper()
 	dir := t.TempDir()
 	stateDir := filepath.Join(dir, "state")
 	st, err := store.Open(filepath.Join(mkdir(t, stateDir), "state.db"), store.Options{})
@@ -66,12 +73,14 @@ func newTenantDaemon(t *testing.T) *tenantDaemon {
 			t.Fatal(err)
 		}
 	}
-	if err := st.PutSnapshot(sandbox.SnapshotRecord{ID: "e00000000001", Name: "snapa", Tag: "se00000000001", SandboxID: idA, SandboxName: "sba", Tenant: "a", File: filepath.Join(dir, "none.qcow2"), ImageDir: filepath.Join(dir, "noimage"), VCPUs: 1, MemoryMiB: 256, CreatedAt: now}); err != nil {
-		t.Fatal(err)
+	for _, r := range append([]sandbox.SnapshotRecord{{ID: "e00000000001", Name: "snapa", Tag: "se00000000001", SandboxID: idA, SandboxName: "sba", Tenant: "a", File: filepath.Join(dir, "none.qcow2"), ImageDir: filepath.Join(dir, "noimage"), VCPUs: 1, MemoryMiB: 256, CreatedAt: now}}, snaps...) {
+		if err := st.PutSnapshot(r); err != nil {
+			t.Fatal(err)
+		}
 	}
 	st.Close()
-	reg, err := tenant.Parse([]byte(fmt.Sprintf("[[tenant]]\nname = \"a\"\ntoken_sha256 = %q\nmax_sandboxes = 1\n[[tenant]]\nname = \"b\"\ntoken_sha256 = %q\nmax_sandboxes = 2\n",
-		tenant.HashToken(tokenA), tenant.HashToken(tokenB))))
+	reg, err := tenant.Parse([]byte(fmt.Sprintf("[[tenant]]\nname = \"a\"\ntoken_sha256 = %q\nmax_sandboxes = 1\n%s\n[[tenant]]\nname = \"b\"\ntoken_sha256 = %q\nmax_sandboxes = 2\n%s\n",
+		tenant.HashToken(tokenA), moreA, tenant.HashToken(tokenB), moreB)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,105 @@
+package daemon_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentbox/agentbox/tests/testenv"
+	"github.com/agentbox/agentbox/vmctl/api"
+	"github.com/agentbox/agentbox/vmctl/sandbox"
+)
+
+// count returns how many items of kind ("sandboxes", "snapshots") the
+// caller of token lists.
+func (td *tenantDaemon) count(t *testing.T, token, kind string) int {
+	t.Helper()
+	a := td.do(t, token, "GET", "/v1/"+kind, "")
+	var m map[string][]json.RawMessage
+	if err := json.Unmarshal([]byte(a.body), &m); err != nil {
+		t.Fatalf("list %s: %v: %d %s", kind, err, a.status, a.body)
+	}
+	return len(m[kind])
+}
+
+// errorOf decodes an error answer.
+func errorOf(t *testing.T, a answer) api.ErrorResponse {
+	t.Helper()
+	var e api.ErrorResponse
+	if err := json.Unmarshal([]byte(a.body), &e); err != nil {
+		t.Fatalf("not an error answer: %v: %d %s", err, a.status, a.body)
+	}
+	return e
+}
+
+// TestTenantHostPorts: a tenant's network policy has only the host:PORT
+// rules its host_ports grant: another is refused with 403
+// permission_denied naming the port and the grant, before anything is
+// made; a granted port and the admin's any port pass that check (and fail
+// later here, where no network is served).
+func TestTenantHostPorts(t *testing.T) {
+	img := testenv.Image(t)
+	td := newTenantDaemonWith(t, "", "host_ports = [6000, 6001]", nil)
+	body := func(allow string) string {
+		return fmt.Sprintf(`{"image":%q,"accel":"tcg","network":{"mode":"allowlist","allow":[%q]}}`, img, allow)
+	}
+	a := td.do(t, tokenB, "POST", "/v1/sandboxes", body("host:5432"))
+	e := errorOf(t, a)
+	want := "tenant b may not expose the host's port 5432 (--allow host:5432): tenants reach only the host ports the operator grants in the tenants file's host_ports (granted: [6000 6001]); ask the operator for host ports"
+	if a.status != 403 || e.Error.Code != api.CodePermissionDenied || e.Error.Message != want || e.Error.Details["host_port"] != float64(5432) {
+		t.Fatalf("b's host:5432: %d %s\nwant 403 permission_denied %s", a.status, a.body, want)
+	}
+	if n := td.count(t, tokenB, "sandboxes"); n != 1 {
+		t.Fatalf("b lists %d sandboxes after the refusal, want its 1", n)
+	}
+	// Also as an open network's only rule, and among granted ones.
+	a = td.do(t, tokenB, "POST", "/v1/sandboxes", fmt.Sprintf(`{"image":%q,"accel":"tcg","network":{"mode":"open","allow":["host:6000","host:22"]}}`, img))
+	if a.status != 403 || !strings.Contains(a.body, "may not expose the host's port 22 ") {
+		t.Fatalf("b's open network with host:22: %d %s", a.status, a.body)
+	}
+	for _, tc := range []struct{ token, allow string }{{tokenB, "host:6000"}, {adminToken, "host:5432"}} {
+		a := td.do(t, tc.token, "POST", "/v1/sandboxes", body(tc.allow))
+		if a.status == 403 || strings.Contains(a.body, "host_ports") {
+			t.Errorf("%s by %s: %d %s, refused for its host port", tc.allow, tc.token, a.status, a.body)
+		}
+	}
+	if n := td.count(t, adminToken, "sandboxes"); n != 3 {
+		t.Fatalf("the admin lists %d sandboxes, want the 3 found at start", n)
+	}
+}
+
+// TestTenantSnapshotQuota: max_snapshots and max_snapshot_mib hold a
+// tenant's snapshots: a save over either is refused with 429
+// tenant_quota naming the numbers, before anything is saved; the admin
+// has no snapshot quota (its save fails here only because nothing runs).
+func TestTenantSnapshotQuota(t *testing.T) {
+	now := time.Now().UTC()
+	snapB := sandbox.SnapshotRecord{ID: "e00000000002", Name: "snapb", Tag: "se00000000002", SandboxID: idB, SandboxName: "sbb", Tenant: "b",
+		File: filepath.Join(t.TempDir(), "none.qcow2"), VCPUs: 1, MemoryMiB: 256, CreatedAt: now, VMStateBytes: 1 << 20, DiskBytes: 3<<20 + 5}
+	td := newTenantDaemonWith(t, "max_snapshots = 1", "max_snapshots = 5\nmax_snapshot_mib = 3", []sandbox.SnapshotRecord{snapB})
+	for _, tc := range []struct {
+		token, ref, msg string
+		details         map[string]any
+	}{
+		{tokenA, "sba", "tenant a: 1 of 1 snapshots kept; remove one (agentbox snapshot rm NAME) or raise max_snapshots",
+			map[string]any{"tenant": "a", "resource": "snapshots", "used": float64(1), "limit": float64(1), "asked": float64(1)}},
+		{tokenB, "sbb", "tenant b: its snapshots take 4 of 3 MiB (3145733 of 3145728 bytes); remove some (agentbox snapshot rm NAME) or raise max_snapshot_mib",
+			map[string]any{"tenant": "b", "resource": "snapshot_bytes", "used": float64(3<<20 + 5), "limit": float64(3 << 20), "asked": float64(0)}},
+	} {
+		a := td.do(t, tc.token, "POST", "/v1/sandboxes/"+tc.ref+"/snapshots", `{"name":"more"}`)
+		e := errorOf(t, a)
+		if a.status != 429 || e.Error.Code != api.CodeTenantQuota || e.Error.Message != tc.msg || fmt.Sprint(e.Error.Details) != fmt.Sprint(tc.details) {
+			t.Errorf("save of %s: %d %s\nwant 429 tenant_quota %s %v", tc.ref, a.status, a.body, tc.msg, tc.details)
+		}
+		if n := td.count(t, tc.token, "snapshots"); n != 1 {
+			t.Errorf("%d snapshots listed after the refusal, want 1", n)
+		}
+	}
+	a := td.do(t, adminToken, "POST", "/v1/sandboxes/sbadmin/snapshots", `{"name":"more"}`)
+	if a.status == 429 || a.status == 201 {
+		t.Fatalf("the admin's save of a stopped sandbox: %d %s, want the manager's refusal", a.status, a.body)
+	}
+}
