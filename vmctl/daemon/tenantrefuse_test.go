@@ -1,6 +1,7 @@
 package daemon_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"path/filepath"
@@ -101,5 +102,54 @@ func TestTenantSnapshotQuota(t *testing.T) {
 	a := td.do(t, adminToken, "POST", "/v1/sandboxes/sbadmin/snapshots", `{"name":"more"}`)
 	if a.status == 429 || a.status == 201 {
 		t.Fatalf("the admin's save of a stopped sandbox: %d %s, want the manager's refusal", a.status, a.body)
+	}
+}
+
+// nodesCluster is a cluster of two nodes with advertise URLs that counts
+// drains and placements.
+type nodesCluster struct {
+	fakeCluster
+	drains int
+}
+
+func (c *nodesCluster) ListNodes(ctx context.Context) ([]api.Node, error) {
+	return []api.Node{{Name: "h1", Advertise: "http://10.0.0.1:7070", State: "up"}, {Name: "h2", Advertise: "http://10.0.0.2:7070", State: "up"}}, nil
+}
+
+func (c *nodesCluster) DrainNode(ctx context.Context, name string, drain bool) (api.Node, error) {
+	c.drains++
+	return api.Node{Name: name, State: "draining"}, nil
+}
+
+// TestTenantNodes: in a cluster a tenant lists the nodes without their
+// advertise URLs and may not drain or undrain one (403 naming the
+// operator); the admin sees the URLs and drains. A tenant's create with
+// an ungranted host port is refused before it is queued.
+func TestTenantNodes(t *testing.T) {
+	td := newTenantDaemon(t)
+	cl := &nodesCluster{}
+	td.d.SetCluster(cl)
+	a := td.do(t, tokenA, "GET", "/v1/nodes", "")
+	if a.status != 200 || a.body != `{"nodes":[{"name":"h1","state":"up","capacity":{"memory_mib":0,"vcpus":0,"used_memory_mib":0,"used_vcpus":0},"sandboxes":0,"last_seen":"0001-01-01T00:00:00Z","version":""},{"name":"h2","state":"up","capacity":{"memory_mib":0,"vcpus":0,"used_memory_mib":0,"used_vcpus":0},"sandboxes":0,"last_seen":"0001-01-01T00:00:00Z","version":""}]}` {
+		t.Errorf("a's node list: %d %s", a.status, a.body)
+	}
+	if a := td.do(t, adminToken, "GET", "/v1/nodes", ""); a.status != 200 || strings.Count(a.body, `"advertise":"http://10.0.0.`) != 2 {
+		t.Errorf("the admin's node list: %d %s", a.status, a.body)
+	}
+	for verb, msg := range map[string]string{"drain": "draining a node is the operator's: tenant a may not; ask the operator", "undrain": "undraining a node is the operator's: tenant a may not; ask the operator"} {
+		a := td.do(t, tokenA, "POST", "/v1/nodes/h1/"+verb, "")
+		if e := errorOf(t, a); a.status != 403 || e.Error.Code != api.CodePermissionDenied || e.Error.Message != msg {
+			t.Errorf("a's %s: %d %s, want 403 %s", verb, a.status, a.body, msg)
+		}
+	}
+	if cl.drains != 0 {
+		t.Fatalf("a tenant's drain reached the cluster (%d)", cl.drains)
+	}
+	if a := td.do(t, adminToken, "POST", "/v1/nodes/h1/drain", ""); a.status != 200 || cl.drains != 1 {
+		t.Errorf("the admin's drain: %d %s, %d drains", a.status, a.body, cl.drains)
+	}
+	a = td.do(t, tokenB, "POST", "/v1/sandboxes", `{"image":"/images/x","network":{"mode":"allowlist","allow":["host:4222"]}}`)
+	if a.status != 403 || !strings.Contains(a.body, "may not expose the host's port 4222") || len(cl.placed) != 0 {
+		t.Errorf("b's queued create with host:4222: %d %s, %d placed", a.status, a.body, len(cl.placed))
 	}
 }
