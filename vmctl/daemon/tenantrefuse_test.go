@@ -6,12 +6,16 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/agentbox/agentbox/tests/testenv"
 	"github.com/agentbox/agentbox/vmctl/api"
+	"github.com/agentbox/agentbox/vmctl/daemon"
+	"github.com/agentbox/agentbox/vmctl/policy"
 	"github.com/agentbox/agentbox/vmctl/sandbox"
+	"github.com/agentbox/agentbox/vmctl/tenant"
 )
 
 // count returns how many items of kind ("sandboxes", "snapshots") the
@@ -151,5 +155,51 @@ func TestTenantNodes(t *testing.T) {
 	a = td.do(t, tokenB, "POST", "/v1/sandboxes", `{"image":"/images/x","network":{"mode":"allowlist","allow":["host:4222"]}}`)
 	if a.status != 403 || !strings.Contains(a.body, "may not expose the host's port 4222") || len(cl.placed) != 0 {
 		t.Errorf("b's queued create with host:4222: %d %s, %d placed", a.status, a.body, len(cl.placed))
+	}
+}
+
+// denyAll denies every request and records the identities it was asked
+// about.
+type denyAll struct {
+	mu  sync.Mutex
+	ids []policy.Identity
+}
+
+func (p *denyAll) Check(ctx context.Context, req policy.Request) (policy.Decision, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.ids = append(p.ids, req.Identity)
+	return policy.Decision{Verdict: policy.Deny, Reason: "recorded"}, nil
+}
+
+// TestPolicySeesTenant: the policy is told the tenant a request acts
+// for, whichever front it came through (REST's "tenant:NAME" caller, the
+// E2B front's "e2b", MCP's session); the admin's requests carry none.
+func TestPolicySeesTenant(t *testing.T) {
+	img := testenv.Image(t)
+	state := t.TempDir()
+	p := &denyAll{}
+	d, err := daemon.New(t.Context(), daemon.Config{Driver: noDomains{}, StateDir: state, RuntimeDir: testenv.ShortTempDir(t),
+		ImageVerifyCacheDir: filepath.Join(state, "verify"), Policy: p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Shutdown(context.Background())
+	a := &tenant.Tenant{Name: "a"}
+	for _, c := range []struct {
+		caller string
+		t      *tenant.Tenant
+	}{{"tenant:a", a}, {"e2b", a}, {"token", nil}, {"e2b", nil}} {
+		ctx := tenant.With(api.WithCaller(context.Background(), api.Caller{ID: c.caller}), c.t)
+		if _, err := d.CreateSandbox(ctx, api.CreateSandboxRequest{Image: img, Accel: "tcg"}); api.ErrorFrom(err).Code != api.CodePolicyDenied {
+			t.Fatalf("create by %s: %v, want the policy's denial", c.caller, err)
+		}
+	}
+	var got []string
+	for _, id := range p.ids {
+		got = append(got, id.Caller+"/"+id.Tenant)
+	}
+	if want := "[tenant:a/a e2b/a token/ e2b/]"; fmt.Sprint(got) != want {
+		t.Fatalf("the policy saw %v, want %s", got, want)
 	}
 }
