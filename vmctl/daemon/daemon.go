@@ -258,6 +258,10 @@ func New(ctx context.Context, cfg Config) (_ *Daemon, err error) {
 	d.warm = warm.New(d.mgr, d.snaps)
 	d.warm.SetPool(cfg.WarmPool)
 	d.warm.SetMode(cfg.WarmMode)
+	// A tenant's warm sandboxes clone memory templates of their own
+	// unless the tenants file shares them (share_templates): clones share
+	// host pages (docs/tenants.md).
+	d.warm.SetSharing(func(name string) bool { return d.tenants.named(name).SharesTemplates() })
 	d.report, err = d.mgr.Reconcile(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("reconcile with libvirt: %w", err)
