@@ -40,8 +40,12 @@ func stillFree(t *testing.T, addr string) {
 // ports; the admin may bind any other address and port. Each refusal is
 // exact: category, API status and code, message naming the limit.
 func TestCheckForward(t *testing.T) {
-	s := &portsService{core: &core{cfg: Config{ReservedPorts: []int{7070}}}}
-	a := &tenant.Tenant{Name: "a"}
+	reg, err := tenant.NewRegistry([]*tenant.Tenant{{Name: "a"}, {Name: "g", Grants: tenant.Grants{HostPorts: []int{5432}}}}, [][32]byte{{1}, {2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &portsService{core: &core{cfg: Config{ReservedPorts: []int{7070}, Tenants: reg}}}
+	a, _ := reg.Get("a")
 	tenantMsg := func(addr string) string {
 		return "host address " + addr + ": tenants may forward only to loopback ports >= 1024 (127.0.0.1:PORT, [::1]:PORT, or port 0 for a free one); ask the operator for host ports"
 	}
@@ -58,6 +62,7 @@ func TestCheckForward(t *testing.T) {
 		{a, "127.0.0.1:80", 403, api.CodePermissionDenied, tenantMsg("127.0.0.1:80")},
 		{a, "127.0.0.1:1023", 403, api.CodePermissionDenied, tenantMsg("127.0.0.1:1023")},
 		{a, "127.0.0.1:7070", 409, api.CodeConflict, "host address 127.0.0.1:7070: port 7070 is one of the daemon's own listeners ([7070]): choose another port, or leave the port out for a free one"},
+		{a, "127.0.0.1:5432", 403, api.CodePermissionDenied, "host address 127.0.0.1:5432: port 5432 is a host port the operator grants to tenants' sandboxes (host_ports): tenants may not forward it; choose another port, or leave the port out for a free one"},
 		{nil, "0.0.0.0:7070", 409, api.CodeConflict, "host address 0.0.0.0:7070: port 7070 is one of the daemon's own listeners ([7070]): choose another port, or leave the port out for a free one"},
 		{nil, "0.0.0.0:443", 409, api.CodeConflict, "host address 0.0.0.0:443: port 443 off loopback is the sandboxes' egress port ([53 80 443] on every tap): bind it on 127.0.0.1, or choose another port"},
 		{nil, "[::]:53", 409, api.CodeConflict, "host address [::]:53: port 53 off loopback is the sandboxes' egress port ([53 80 443] on every tap): bind it on 127.0.0.1, or choose another port"},
@@ -67,7 +72,7 @@ func TestCheckForward(t *testing.T) {
 		if err == nil || e.Status != tc.status || e.Code != tc.code || e.Message != tc.msg {
 			t.Errorf("checkForward(%v, %s) = %v (%d %s)\nwant %d %s %s", tc.who, tc.addr, err, e.Status, e.Code, tc.status, tc.code, tc.msg)
 		}
-		if tc.status == 403 && (!errors.Is(err, tenant.ErrNotGranted) || errdefs.Details(err)["min_port"] != MinTenantHostPort) {
+		if tc.status == 403 && (!errors.Is(err, tenant.ErrNotGranted) || errdefs.Details(err)["tenant"] != "a") {
 			t.Errorf("checkForward(%s): %v is not tenant.ErrNotGranted with min_port", tc.addr, err)
 		}
 	}
@@ -75,7 +80,7 @@ func TestCheckForward(t *testing.T) {
 		who  *tenant.Tenant
 		addr string
 	}{{a, "127.0.0.1:0"}, {a, "127.0.0.1:8080"}, {a, "[::1]:1024"}, {a, "127.0.0.2:65535"},
-		{nil, "0.0.0.0:8080"}, {nil, "127.0.0.1:443"}, {nil, "127.0.0.1:22"}, {nil, "[::]:8443"}, {nil, "not an address"}} {
+		{nil, "0.0.0.0:8080"}, {nil, "127.0.0.1:5432"}, {nil, "127.0.0.1:443"}, {nil, "127.0.0.1:22"}, {nil, "[::]:8443"}, {nil, "not an address"}} {
 		if err := s.checkForward(ok.who, ok.addr); err != nil {
 			t.Errorf("checkForward(%v, %s): %v", ok.who, ok.addr, err)
 		}

@@ -80,7 +80,8 @@ var errReservedPort = errdefs.New(errdefs.ErrConflict, "", "host port reserved b
 // checkForward checks a port forward's host address before anything
 // listens: for anyone, not one of Config.ReservedPorts, and off loopback
 // not one of EgressPorts (409); for a tenant t, only a loopback address
-// and a port of at least MinTenantHostPort or 0 (403 tenant.ErrNotGranted).
+// and a port of at least MinTenantHostPort or 0, never one some tenant's
+// host_ports grant (403 tenant.ErrNotGranted).
 // A malformed address is left to portfwd.Listen (400).
 func (s *portsService) checkForward(t *tenant.Tenant, hostAddr string) error {
 	ap, err := netip.ParseAddrPort(hostAddr)
@@ -93,6 +94,13 @@ func (s *portsService) checkForward(t *tenant.Tenant, hostAddr string) error {
 			"host address %s: tenants may forward only to loopback ports >= %d (127.0.0.1:PORT, [::1]:PORT, or port 0 for a free one); ask the operator for host ports",
 			ap, MinTenantHostPort)), map[string]any{"tenant": t.Name, "host_addr": ap.String(), "min_port": MinTenantHostPort})
 	}
+	if t != nil && grantedHostPort(s.cfg.Tenants, port) {
+		// Another tenant's sandboxes reach 127.0.0.1:port through host:PORT:
+		// a forward there would splice them to this tenant's guest.
+		return errdefs.WithDetails(tenant.ErrNotGranted.WithMessage(fmt.Sprintf(
+			"host address %s: port %d is a host port the operator grants to tenants' sandboxes (host_ports): tenants may not forward it; choose another port, or leave the port out for a free one",
+			ap, port)), map[string]any{"tenant": t.Name, "host_addr": ap.String()})
+	}
 	if slices.Contains(s.cfg.ReservedPorts, port) {
 		return errdefs.WithDetails(errReservedPort.WithMessage(fmt.Sprintf(
 			"host address %s: port %d is one of the daemon's own listeners (%v): choose another port, or leave the port out for a free one",
@@ -104,6 +112,17 @@ func (s *portsService) checkForward(t *tenant.Tenant, hostAddr string) error {
 			ap, port, EgressPorts)), map[string]any{"host_addr": ap.String(), "reserved_ports": EgressPorts})
 	}
 	return nil
+}
+
+// grantedHostPort reports whether some tenant of reg may expose the
+// host's loopback port to its sandboxes (host_ports).
+func grantedHostPort(reg *tenant.Registry, port int) bool {
+	for _, t := range reg.Tenants() {
+		if t.AllowsHostPort(port) {
+			return true
+		}
+	}
+	return false
 }
 
 // forwardLimit is the most forwards one sandbox of tenant t may have (0
