@@ -349,6 +349,9 @@ func (s *snapshotService) ListWarm(ctx context.Context) ([]api.WarmTemplate, err
 	ts := s.warm.Templates()
 	out := make([]api.WarmTemplate, 0, len(ts))
 	for _, t := range ts {
+		if t.Tenant != "" && !tenant.Sees(ctx, t.Tenant) {
+			continue // another tenant's own (share_templates unset)
+		}
 		out = append(out, api.WarmTemplate{
 			Key: t.Key, Image: api.ImageRef{Name: t.ImageName, Digest: digest(t.ImageDigest), Dir: t.ImageDir},
 			DomainType: t.DomainType, VCPUs: t.VCPUs, MemoryMiB: t.MemoryMiB, DiskMiB: t.DiskMiB, Network: t.Network,

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -201,5 +203,36 @@ func TestPolicySeesTenant(t *testing.T) {
 	}
 	if want := "[tenant:a/a e2b/a token/ e2b/]"; fmt.Sprint(got) != want {
 		t.Fatalf("the policy saw %v, want %s", got, want)
+	}
+}
+
+// TestTenantWarmList: a tenant lists the shared warm templates and its
+// own, never another tenant's own; the admin lists them all.
+func TestTenantWarmList(t *testing.T) {
+	td := newTenantDaemon(t)
+	for key, group := range map[string]string{"aaaaaaaaaaaaaaaaaaaaaaaa": "", "bbbbbbbbbbbbbbbbbbbbbbbb": "tenant:a", "cccccccccccccccccccccccc": "tenant:b"} {
+		dir := mkdir(t, filepath.Join(td.stateDir, "warm", key))
+		man := fmt.Sprintf(`{"key":%q,"group":%q,"source":{"image_name":"img"}}`, key, group)
+		if err := os.WriteFile(filepath.Join(dir, "manifest.json"), []byte(man), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for tok, want := range map[string]string{tokenA: "[aaaaaaaaaaaaaaaaaaaaaaaa bbbbbbbbbbbbbbbbbbbbbbbb]", tokenB: "[aaaaaaaaaaaaaaaaaaaaaaaa cccccccccccccccccccccccc]",
+		adminToken: "[aaaaaaaaaaaaaaaaaaaaaaaa bbbbbbbbbbbbbbbbbbbbbbbb cccccccccccccccccccccccc]"} {
+		a := td.do(t, tok, "GET", "/v1/warm", "")
+		var list struct {
+			Templates []api.WarmTemplate `json:"templates"`
+		}
+		if err := json.Unmarshal([]byte(a.body), &list); err != nil {
+			t.Fatalf("warm list: %v: %d %s", err, a.status, a.body)
+		}
+		var keys []string
+		for _, w := range list.Templates {
+			keys = append(keys, w.Key)
+		}
+		slices.Sort(keys)
+		if fmt.Sprint(keys) != want {
+			t.Errorf("warm list with %s: %v, want %s (%s)", tok, keys, want, a.body)
+		}
 	}
 }

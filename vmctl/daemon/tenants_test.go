@@ -43,8 +43,9 @@ const (
 // its store at start: sba (a's), sbb (b's), sbadmin (the admin's), and a
 // snapshot of sba (snapa).
 type tenantDaemon struct {
-	url string
-	d   *daemon.Daemon
+	url      string
+	d        *daemon.Daemon
+	stateDir string
 }
 
 func newTenantDaemon(t *testing.T) *tenantDaemon {
@@ -105,7 +106,7 @@ func newTenantDaemonWith(t *testing.T, moreA, moreB string, snaps []sandbox.Snap
 		srv.Shutdown(ctx)
 		d.Shutdown(ctx)
 	})
-	return &tenantDaemon{url: "http://" + l.Addr().String(), d: d}
+	return &tenantDaemon{url: "http://" + l.Addr().String(), d: d, stateDir: stateDir}
 }
 
 func mkdir(t *testing.T, p string) string {

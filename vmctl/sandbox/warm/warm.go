@@ -54,6 +54,9 @@ type manifest struct {
 	// Memory is set for a memory template (ModeMemory): its RAM and
 	// device state files and its clone key.
 	Memory *memManifest `json:"memory,omitempty"`
+	// Group is the template's sharing group (groupOf): "" shared,
+	// "tenant:NAME" one tenant's own.
+	Group string `json:"group,omitempty"`
 }
 
 // templateKey is the template key: a hash of everything the saved state
@@ -290,7 +293,7 @@ func (w *Service) build(ctx context.Context, key string, opts sandbox.Options) (
 	}
 	man := manifest{
 		Key: key, ImageDigest: opts.Image.Digest, Spec: *rec.Spec, VCPUs: rec.VCPUs, MemoryMiB: rec.MemoryMiB,
-		CreatedAt: time.Now().UTC(), BuildMs: time.Since(start).Milliseconds(), Source: rec,
+		CreatedAt: time.Now().UTC(), BuildMs: time.Since(start).Milliseconds(), Source: rec, Group: w.groupOf(opts.Tenant),
 	}
 	data, _ := json.MarshalIndent(man, "", "  ")
 	err = os.Rename(sb.Overlay, filepath.Join(tmp, "overlay.qcow2"))
