@@ -29,24 +29,25 @@ func TestTenantRefusals(t *testing.T) {
 	dir := t.TempDir()
 	tokens := map[string]string{}
 	files := map[string]string{}
-	for _, who := range []string{"admin", "a"} {
+	for _, who := range []string{"admin", "a", "b"} {
 		tokens[who] = hex.EncodeToString(randomBytes(32))
 		files[who] = filepath.Join(dir, who+".token")
 		if err := os.WriteFile(files[who], []byte(tokens[who]+"\n"), 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
-	out, err := func() ([]byte, error) {
+	hash := func(who string) string {
 		cmd := exec.Command(agentboxBin, "tenant", "hash")
-		cmd.Stdin = strings.NewReader(tokens["a"])
-		return cmd.Output()
-	}()
-	if err != nil {
-		t.Fatalf("agentbox tenant hash: %v", err)
+		cmd.Stdin = strings.NewReader(tokens[who])
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("agentbox tenant hash: %v", err)
+		}
+		return strings.TrimSpace(string(out))
 	}
 	tenantsFile := filepath.Join(dir, "tenants.toml")
-	if err := os.WriteFile(tenantsFile, fmt.Appendf(nil, "[[tenant]]\nname = \"a\"\ntoken_sha256 = %q\nhost_ports = [6543]\nmax_port_forwards = 1\nmax_snapshots = 1\n",
-		strings.TrimSpace(string(out))), 0o600); err != nil {
+	if err := os.WriteFile(tenantsFile, fmt.Appendf(nil, "[[tenant]]\nname = \"a\"\ntoken_sha256 = %q\nhost_ports = [6543]\nmax_port_forwards = 1\nmax_snapshots = 1\n"+
+		"[[tenant]]\nname = \"b\"\ntoken_sha256 = %q\nmax_snapshot_mib = 16\n", hash("a"), hash("b")), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	addr := freeLoopbackAddr(t)
@@ -165,5 +166,29 @@ func TestTenantRefusals(t *testing.T) {
 	}
 	if l := call("a", "GET", "/v1/snapshots", ""); json.Unmarshal([]byte(l.body), &snaps) != nil || len(snaps.Snapshots) != 1 || snaps.Snapshots[0].Name != "one" {
 		t.Errorf("a's snapshots: %s, want only one", l.body)
+	}
+
+	// b's snapshot is larger than its max_snapshot_mib (the guest's RAM
+	// alone is more): known only once saved, it is removed again.
+	r = tenantCLI(t, addr, files["b"], "create", "--image", image, "--accel", "tcg", "--name", "bytes")
+	if r.code != 0 {
+		t.Fatalf("b's create: exit %d: %s", r.code, r.stderr)
+	}
+	idB := strings.TrimSpace(string(r.stdout))
+	d.Track(idB)
+	a = call("b", "POST", "/v1/sandboxes/"+idB+"/snapshots", `{"name":"big"}`)
+	if a.status != 429 || a.code != "tenant_quota" || !strings.HasPrefix(a.msg, "tenant b: the snapshot takes ") ||
+		!strings.Contains(a.msg, "and its others 0 of 16 MiB (0 of 16777216 bytes): it was removed again; remove some (agentbox snapshot rm NAME) or raise max_snapshot_mib") {
+		t.Errorf("b's snapshot over max_snapshot_mib: %d %s", a.status, a.body)
+	}
+	if l := call("b", "GET", "/v1/snapshots", ""); json.Unmarshal([]byte(l.body), &snaps) != nil || len(snaps.Snapshots) != 0 {
+		t.Errorf("b's snapshots after the refusal: %s, want none", l.body)
+	}
+	if l := call("admin", "GET", "/v1/snapshots/big", ""); l.status != 404 {
+		t.Errorf("the refused snapshot, for the admin: %d %s, want 404", l.status, l.body)
+	}
+	// The sandbox runs on, as after any save.
+	if r := tenantCLI(t, addr, files["b"], "exec", idB, "--", "true"); r.code != 0 {
+		t.Errorf("b's sandbox after the refused save: exit %d: %s", r.code, r.stderr)
 	}
 }
