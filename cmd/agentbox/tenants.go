@@ -19,7 +19,7 @@ var priorityFlag = &cli.StringFlag{Name: "priority", Usage: "priority class `low
 // serveTenantFlags are `serve`'s tenant flags.
 func serveTenantFlags() []cli.Flag {
 	return []cli.Flag{
-		&cli.StringFlag{Name: "tenants", Usage: "tenants `FILE` (TOML: [[tenant]] name, token_sha256, max_sandboxes, max_vcpus, max_memory_mib, max_priority; see docs/tenants.md): their tokens are accepted on TCP, the E2B API and /mcp, each sees only its own sandboxes within its quotas; the --token-file token stays the admin's"},
+		&cli.StringFlag{Name: "tenants", Usage: "tenants `FILE` (TOML: [[tenant]] name, token_sha256, max_sandboxes, max_vcpus, max_memory_mib, max_priority, max_snapshots, max_snapshot_mib, max_port_forwards, host_ports, share_templates; see docs/tenants.md): their tokens are accepted on TCP, the E2B API and /mcp, each sees only its own sandboxes within its quotas; the --token-file token stays the admin's"},
 	}
 }
 

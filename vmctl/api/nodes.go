@@ -21,8 +21,8 @@ type Node struct {
 	// Name is the node's name (serve --node).
 	Name string `json:"name"`
 	// Advertise is the URL the other nodes reach its API at (serve
-	// --advertise).
-	Advertise string `json:"advertise"`
+	// --advertise); absent in a tenant's list (the operator's).
+	Advertise string `json:"advertise,omitempty"`
 	// State is "up" (pulling creates), "draining" (serving its sandboxes,
 	// pulling no creates: `agentbox node drain`), "breaker-open" (its
 	// creates failed repeatedly: it pulls none until the cooldown ends;

@@ -24,7 +24,9 @@ func PriorityRank(p string) (int, bool) {
 	return i, i >= 0
 }
 
-// CodeTenantQuota is the 429 of a create refused because the caller's
-// tenant has reached a quota of its own (serve --tenants: max_sandboxes,
-// max_vcpus, max_memory_mib); the message says used, limit and asked.
+// CodeTenantQuota is the 429 of a create, snapshot save or port forward
+// refused because the caller's tenant has reached a quota of its own
+// (serve --tenants: max_sandboxes, max_vcpus, max_memory_mib,
+// max_snapshots, max_snapshot_mib, max_port_forwards); the message says
+// used, limit and asked.
 const CodeTenantQuota = "tenant_quota"

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"sync"
 
@@ -10,6 +11,7 @@ import (
 	"github.com/agentbox/agentbox/vmctl/image"
 	"github.com/agentbox/agentbox/vmctl/sandbox"
 	"github.com/agentbox/agentbox/vmctl/sandbox/resources"
+	"github.com/agentbox/agentbox/vmctl/tenant"
 )
 
 // Cluster is what a daemon in a cluster (serve --cluster; vmctl/cluster)
@@ -97,19 +99,34 @@ func (s *lifecycleService) Room(ctx context.Context, req api.CreateSandboxReques
 	return s.adm.check(r)
 }
 
-// ListNodes implements backend.NodeBackend: the cluster's nodes.
-// Errors: 501 not_implemented outside a cluster.
+// ListNodes implements backend.NodeBackend: the cluster's nodes; a
+// tenant's list has no advertise URLs (where the nodes' APIs are is the
+// operator's). Errors: 501 not_implemented outside a cluster.
 func (c *core) ListNodes(ctx context.Context) ([]api.Node, error) {
 	cl := c.cluster()
 	if cl == nil {
 		return nil, errNoCluster
 	}
-	return cl.ListNodes(ctx)
+	nodes, err := cl.ListNodes(ctx)
+	if _, ok := tenant.From(ctx); ok {
+		for i := range nodes {
+			nodes[i].Advertise = ""
+		}
+	}
+	return nodes, err
 }
 
-// DrainNode implements backend.NodeBackend. Errors: 501 outside a
-// cluster, 404 for an unknown node.
+// DrainNode implements backend.NodeBackend: the admin's only. Errors:
+// 403 permission_denied (tenant.ErrNotGranted) for a tenant, 501 outside
+// a cluster, 404 for an unknown node.
 func (c *core) DrainNode(ctx context.Context, name string, drain bool) (api.Node, error) {
+	if t, ok := tenant.From(ctx); ok {
+		verb := "undraining"
+		if drain {
+			verb = "draining"
+		}
+		return api.Node{}, tenant.ErrNotGranted.WithMessage(fmt.Sprintf("%s a node is the operator's: tenant %s may not; ask the operator", verb, t.Name))
+	}
 	cl := c.cluster()
 	if cl == nil {
 		return api.Node{}, errNoCluster

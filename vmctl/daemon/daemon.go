@@ -138,6 +138,13 @@ type Config struct {
 	// Quotas reserves tenants' usage against their quotas; nil means a
 	// tenant.LocalStore of this host (a cluster passes its own).
 	Quotas tenant.QuotaStore
+	// ReservedPorts are host TCP ports no port forward may bind, on any
+	// address: the daemon's own listeners (the API's --listen-tcp, the
+	// E2B API's --e2b-listen), which a forward taken while the daemon is
+	// down would keep from listening again. The egress service's fixed
+	// ports (EgressPorts) are reserved besides on every address but
+	// loopback. ports.go.
+	ReservedPorts []int
 	// QEMUUsers, if set, runs every sandbox's QEMU as a uid of its own
 	// from the range (sandbox.Config.QEMUUsers; serve --qemu-uid-range);
 	// nil runs QEMU as qemu.conf's user.
@@ -258,6 +265,10 @@ func New(ctx context.Context, cfg Config) (_ *Daemon, err error) {
 	d.warm = warm.New(d.mgr, d.snaps)
 	d.warm.SetPool(cfg.WarmPool)
 	d.warm.SetMode(cfg.WarmMode)
+	// A tenant's warm sandboxes clone memory templates of their own
+	// unless the tenants file shares them (share_templates): clones share
+	// host pages (docs/tenants.md).
+	d.warm.SetSharing(func(name string) bool { return d.tenants.named(name).SharesTemplates() })
 	d.report, err = d.mgr.Reconcile(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("reconcile with libvirt: %w", err)

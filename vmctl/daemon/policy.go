@@ -16,6 +16,7 @@ import (
 	"github.com/agentbox/agentbox/vmctl/netpolicy"
 	"github.com/agentbox/agentbox/vmctl/policy"
 	"github.com/agentbox/agentbox/vmctl/sandbox"
+	"github.com/agentbox/agentbox/vmctl/tenant"
 )
 
 // Policy decides the calls of every front before the daemon makes them
@@ -110,7 +111,7 @@ func (c *core) refused(ctx context.Context, sb *sandbox.Sandbox, action string, 
 // identity is the caller's and sb's identity (sb nil: a create's, from
 // its request).
 func identity(ctx context.Context, sb *sandbox.Sandbox) policy.Identity {
-	id := policy.Identity{Caller: api.CallerFrom(ctx).ID}
+	id := policy.Identity{Caller: api.CallerFrom(ctx).ID, Tenant: tenant.Name(ctx)}
 	if sb != nil {
 		r := sb.Record()
 		id.Sandbox, id.Name, id.Labels, id.Template = r.ID, r.Name, maps.Clone(r.Labels), r.Template

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"slices"
 	"sync"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/agentbox/agentbox/vmctl/errdefs"
 	"github.com/agentbox/agentbox/vmctl/portfwd"
 	"github.com/agentbox/agentbox/vmctl/sandbox"
+	"github.com/agentbox/agentbox/vmctl/tenant"
 )
 
 var _ backend.PortBackend = (*Daemon)(nil)
@@ -59,9 +61,86 @@ func (t *portTable) recordsLocked(id string) []sandbox.PortForward {
 	return out
 }
 
+// EgressPorts are the TCP ports the egress service of every networked
+// sandbox listens on at the host side of its tap (DNS, and the name
+// rules' 80 and 443): a port forward bound to a wildcard or non-loopback
+// address there would make every later networked create fail with
+// EADDRINUSE, so checkForward refuses them off loopback.
+var EgressPorts = []int{53, 80, 443}
+
+// MinTenantHostPort is the lowest host port a tenant's port forward may
+// bind (0, a free port, is allowed too): lower ones are the host's
+// services'.
+const MinTenantHostPort = 1024
+
+// errReservedPort: a port forward asked for a port the daemon or its
+// egress service uses (409 conflict).
+var errReservedPort = errdefs.New(errdefs.ErrConflict, "", "host port reserved by the daemon")
+
+// checkForward checks a port forward's host address before anything
+// listens: for anyone, not one of Config.ReservedPorts, and off loopback
+// not one of EgressPorts (409); for a tenant t, only a loopback address
+// and a port of at least MinTenantHostPort or 0, never one some tenant's
+// host_ports grant (403 tenant.ErrNotGranted).
+// A malformed address is left to portfwd.Listen (400).
+func (s *portsService) checkForward(t *tenant.Tenant, hostAddr string) error {
+	ap, err := netip.ParseAddrPort(hostAddr)
+	if err != nil {
+		return nil
+	}
+	port := int(ap.Port())
+	if t != nil && (!ap.Addr().Unmap().IsLoopback() || port != 0 && port < MinTenantHostPort) {
+		return errdefs.WithDetails(tenant.ErrNotGranted.WithMessage(fmt.Sprintf(
+			"host address %s: tenants may forward only to loopback ports >= %d (127.0.0.1:PORT, [::1]:PORT, or port 0 for a free one); ask the operator for host ports",
+			ap, MinTenantHostPort)), map[string]any{"tenant": t.Name, "host_addr": ap.String(), "min_port": MinTenantHostPort})
+	}
+	if t != nil && grantedHostPort(s.cfg.Tenants, port) {
+		// Another tenant's sandboxes reach 127.0.0.1:port through host:PORT:
+		// a forward there would splice them to this tenant's guest.
+		return errdefs.WithDetails(tenant.ErrNotGranted.WithMessage(fmt.Sprintf(
+			"host address %s: port %d is a host port the operator grants to tenants' sandboxes (host_ports): tenants may not forward it; choose another port, or leave the port out for a free one",
+			ap, port)), map[string]any{"tenant": t.Name, "host_addr": ap.String()})
+	}
+	if slices.Contains(s.cfg.ReservedPorts, port) {
+		return errdefs.WithDetails(errReservedPort.WithMessage(fmt.Sprintf(
+			"host address %s: port %d is one of the daemon's own listeners (%v): choose another port, or leave the port out for a free one",
+			ap, port, s.cfg.ReservedPorts)), map[string]any{"host_addr": ap.String(), "reserved_ports": s.cfg.ReservedPorts})
+	}
+	if slices.Contains(EgressPorts, port) && !ap.Addr().Unmap().IsLoopback() {
+		return errdefs.WithDetails(errReservedPort.WithMessage(fmt.Sprintf(
+			"host address %s: port %d off loopback is the sandboxes' egress port (%v on every tap): bind it on 127.0.0.1, or choose another port",
+			ap, port, EgressPorts)), map[string]any{"host_addr": ap.String(), "reserved_ports": EgressPorts})
+	}
+	return nil
+}
+
+// grantedHostPort reports whether some tenant of reg may expose the
+// host's loopback port to its sandboxes (host_ports).
+func grantedHostPort(reg *tenant.Registry, port int) bool {
+	for _, t := range reg.Tenants() {
+		if t.AllowsHostPort(port) {
+			return true
+		}
+	}
+	return false
+}
+
+// forwardLimit is the most forwards one sandbox of tenant t may have (0
+// for the admin: no limit).
+func forwardLimit(t *tenant.Tenant) int {
+	if t == nil {
+		return 0
+	}
+	return t.Quota.PortForwards()
+}
+
 // ForwardPort implements backend.PortBackend: it opens a host listener
 // whose connections go to the running sandbox's guest port through the
-// guest agent, keeps it in the sandbox's record and audits it.
+// guest agent, keeps it in the sandbox's record and audits it. A
+// tenant's forward binds only loopback ports >= MinTenantHostPort (403),
+// at most its max_port_forwards per sandbox (429 tenant_quota); nobody's
+// binds the daemon's ports (409; checkForward). Every refusal comes
+// before anything listens.
 func (s *portsService) ForwardPort(ctx context.Context, ref string, req api.PortForwardRequest) (api.PortForward, error) {
 	start := time.Now()
 	b, err := s.running(ctx, ref)
@@ -76,7 +155,12 @@ func (s *portsService) ForwardPort(ctx context.Context, ref string, req api.Port
 		hostAddr = api.DefaultPortHostAddr
 	}
 	args := map[string]any{"guest_port": req.GuestPort, "host_addr": hostAddr}
-	e, err := s.openPort(b, sandbox.PortForward{GuestPort: req.GuestPort, HostAddr: hostAddr, CreatedAt: start.UTC()})
+	caller, _ := tenant.From(ctx)
+	if err := s.checkForward(caller, hostAddr); err != nil {
+		s.auditAction(ctx, b.sb.ID, audit.ActionPortOpen, args, start, err)
+		return api.PortForward{}, err
+	}
+	e, err := s.openPort(b, sandbox.PortForward{GuestPort: req.GuestPort, HostAddr: hostAddr, CreatedAt: start.UTC()}, caller)
 	if err == nil {
 		args["host_addr"] = e.rec.HostAddr
 	}
@@ -89,14 +173,22 @@ func (s *portsService) ForwardPort(ctx context.Context, ref string, req api.Port
 }
 
 // openPort listens for rec and adds the forward to b's table and record.
-// Errors: conflict when the guest port is forwarded already, Listen's.
-func (s *portsService) openPort(b *box, rec sandbox.PortForward) (*portEntry, error) {
+// Errors: conflict when the guest port is forwarded already;
+// tenant.ErrQuotaExceeded when caller (nil: the admin) has its
+// max_port_forwards of them on b already; Listen's.
+func (s *portsService) openPort(b *box, rec sandbox.PortForward, caller *tenant.Tenant) (*portEntry, error) {
 	id := b.sb.ID
 	s.ports.mu.Lock()
 	defer s.ports.mu.Unlock()
 	if e := s.ports.m[id][rec.GuestPort]; e != nil {
 		return nil, errdefs.ErrConflict.WithMessage(fmt.Sprintf("guest port %d of sandbox %s is forwarded already, at %s: remove that forward first (agentbox port rm %s %d)",
 			rec.GuestPort, id, e.rec.HostAddr, id, rec.GuestPort))
+	}
+	if limit := forwardLimit(caller); limit > 0 && len(s.ports.m[id]) >= limit {
+		return nil, errdefs.WithDetails(tenant.ErrQuotaExceeded.WithMessage(fmt.Sprintf(
+			"tenant %s: sandbox %s has %d of %d port forwards; remove one (agentbox port rm %s PORT) or raise max_port_forwards",
+			caller.Name, id, len(s.ports.m[id]), limit, id)), map[string]any{
+			"tenant": caller.Name, "resource": "port_forwards", "used": len(s.ports.m[id]), "limit": limit, "asked": 1})
 	}
 	e, err := s.listenPort(b, rec)
 	if err != nil {
@@ -305,9 +397,14 @@ func (s *portsService) reopenPorts() {
 // listed, closed, with the reason: the user removes it and forwards
 // again.
 func (s *portsService) openRecordedPorts(b *box) {
+	owner := s.tenants.named(b.sb.Tenant())
 	for _, rec := range b.sb.Ports() {
 		start := time.Now()
-		e, err := s.listenPort(b, rec)
+		err := s.checkForward(owner, rec.HostAddr) // a forward kept from before the rules, or a changed --listen-tcp
+		var e *portEntry
+		if err == nil {
+			e, err = s.listenPort(b, rec)
+		}
 		args := map[string]any{"guest_port": rec.GuestPort, "host_addr": rec.HostAddr, "reopen": true}
 		ae := auditEntry(start, b.sb.ID, "daemon", audit.ActionPortOpen, args)
 		if err != nil {

@@ -52,6 +52,15 @@ func (s *lifecycleService) CreateSandbox(ctx context.Context, req api.CreateSand
 		if err := owner.CheckPriority(req.Priority); err != nil {
 			return api.Sandbox{}, err // before it is queued at that priority
 		}
+		if req.Network != nil { // the node that takes it checks the image's default too
+			policy, err := networkPolicy(req.Network, nil)
+			if err != nil {
+				return api.Sandbox{}, err
+			}
+			if err := owner.CheckHostPorts(policy.HostPorts()); err != nil {
+				return api.Sandbox{}, err // before it is queued
+			}
+		}
 		return c.Place(ctx, req)
 	}
 	start := time.Now()
@@ -110,6 +119,12 @@ func (s *lifecycleService) create(ctx context.Context, req api.CreateSandboxRequ
 	}
 	policy, err := networkPolicy(req.Network, img)
 	if err != nil {
+		return nil, err
+	}
+	// host:PORT rules (the request's or the image's default) splice the
+	// guest to the host's loopback: a tenant has only the ports the
+	// operator granted (a policy plugin, the operator's, may add more).
+	if err := owner.CheckHostPorts(policy.HostPorts()); err != nil {
 		return nil, err
 	}
 	if policy, err = s.policyNetwork(ctx, req, policy); err != nil { // policy.go

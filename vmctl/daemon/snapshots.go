@@ -2,6 +2,8 @@ package daemon
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -10,6 +12,7 @@ import (
 	"github.com/agentbox/agentbox/vmctl/api"
 	"github.com/agentbox/agentbox/vmctl/audit"
 	"github.com/agentbox/agentbox/vmctl/backend"
+	"github.com/agentbox/agentbox/vmctl/errdefs"
 	"github.com/agentbox/agentbox/vmctl/image"
 	"github.com/agentbox/agentbox/vmctl/sandbox"
 	"github.com/agentbox/agentbox/vmctl/sandbox/snapshot"
@@ -80,7 +83,7 @@ func (s *snapshotService) SaveSnapshot(ctx context.Context, ref string, req api.
 	if b := s.box(sb.ID); b != nil {
 		raw = b.sb.ExecAccount().Encode()
 	}
-	rec, err := s.snaps.Save(ctx, sb, req.Name, raw)
+	rec, err := s.saveWithin(ctx, s.tenants.named(sb.Tenant()), sb, req.Name, raw)
 	args := map[string]any{"name": req.Name}
 	if err == nil {
 		args["snapshot"], args["save_ms"], args["vmstate_bytes"], args["disk_bytes"] = rec.ID, rec.SaveMs, rec.VMStateBytes, rec.DiskBytes
@@ -93,6 +96,93 @@ func (s *snapshotService) SaveSnapshot(ctx context.Context, ref string, req api.
 	s.events.publish(api.Event{Time: time.Now().UTC(), Type: api.EventSnapshotSaved, Sandbox: sb.ID, Name: sb.Name, Reason: "snapshot " + rec.Name})
 	return s.snapshotView(rec), nil
 }
+
+// saveWithin saves sb's snapshot within its tenant t's snapshot quota
+// (max_snapshots, max_snapshot_mib; nil t, the admin's, has none). The
+// count, and bytes already at or over the limit, are refused before the
+// save; a save whose size (known only once it is made) goes over is
+// removed again and refused. Both refusals wrap tenant.ErrQuotaExceeded
+// (429 tenant_quota) with the numbers. A tenant's saves run one at a
+// time, so concurrent ones cannot pass the check together.
+func (s *snapshotService) saveWithin(ctx context.Context, t *tenant.Tenant, sb *sandbox.Sandbox, name string, raw []byte) (sandbox.SnapshotRecord, error) {
+	if t == nil || t.Quota.MaxSnapshots == 0 && t.Quota.MaxSnapshotMiB == 0 {
+		return s.snaps.Save(ctx, sb, name, raw)
+	}
+	mu := s.tenants.snapshotLock(t.Name)
+	mu.Lock()
+	defer mu.Unlock()
+	count, used, err := s.snapshotUsage(t.Name)
+	if err != nil {
+		return sandbox.SnapshotRecord{}, err
+	}
+	if err := checkSnapshotQuota(t, count, used, 0); err != nil {
+		return sandbox.SnapshotRecord{}, err
+	}
+	rec, err := s.snaps.Save(ctx, sb, name, raw)
+	if err != nil {
+		return rec, err
+	}
+	if qerr := checkSnapshotQuota(t, count, used, snapshotBytes(rec)); qerr != nil {
+		if derr := s.snaps.Delete(context.WithoutCancel(ctx), rec.ID); derr != nil {
+			return sandbox.SnapshotRecord{}, errors.Join(qerr, fmt.Errorf("remove the snapshot over the quota: %w", derr))
+		}
+		return sandbox.SnapshotRecord{}, qerr
+	}
+	return rec, nil
+}
+
+// snapshotUsage returns how many snapshots tenant name has and the bytes
+// they take (snapshotBytes).
+func (s *snapshotService) snapshotUsage(name string) (count int, bytes int64, err error) {
+	recs, err := s.snaps.List("")
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, r := range recs {
+		if r.Tenant == name {
+			count++
+			bytes += snapshotBytes(r)
+		}
+	}
+	return count, bytes, nil
+}
+
+// snapshotBytes is what a snapshot takes on the host's disk: its
+// DiskBytes, else (a record without it) its VMStateBytes.
+func snapshotBytes(r sandbox.SnapshotRecord) int64 {
+	if r.DiskBytes > 0 {
+		return r.DiskBytes
+	}
+	return r.VMStateBytes
+}
+
+// checkSnapshotQuota checks tenant t's snapshot quota: before a save
+// (made 0: count+1 snapshots, and used bytes under the limit), or after
+// one of made bytes (used+made within the limit). The refusal wraps
+// tenant.ErrQuotaExceeded and names the numbers and the key to raise.
+func checkSnapshotQuota(t *tenant.Tenant, count int, used, made int64) error {
+	q := t.Quota
+	if made == 0 && q.MaxSnapshots > 0 && count >= q.MaxSnapshots {
+		return errdefs.WithDetails(tenant.ErrQuotaExceeded.WithMessage(fmt.Sprintf(
+			"tenant %s: %d of %d snapshots kept; remove one (agentbox snapshot rm NAME) or raise max_snapshots", t.Name, count, q.MaxSnapshots)),
+			map[string]any{"tenant": t.Name, "resource": "snapshots", "used": count, "limit": q.MaxSnapshots, "asked": 1})
+	}
+	limit := q.MaxSnapshotMiB << 20
+	if limit == 0 || (made == 0 && used < limit) || (made > 0 && used+made <= limit) {
+		return nil
+	}
+	msg := fmt.Sprintf("tenant %s: its snapshots take %d of %d MiB (%d of %d bytes); remove some (agentbox snapshot rm NAME) or raise max_snapshot_mib",
+		t.Name, mib(used), q.MaxSnapshotMiB, used, limit)
+	if made > 0 {
+		msg = fmt.Sprintf("tenant %s: the snapshot takes %d MiB (%d bytes) and its others %d of %d MiB (%d of %d bytes): it was removed again; remove some (agentbox snapshot rm NAME) or raise max_snapshot_mib",
+			t.Name, mib(made), made, mib(used), q.MaxSnapshotMiB, used, limit)
+	}
+	return errdefs.WithDetails(tenant.ErrQuotaExceeded.WithMessage(msg),
+		map[string]any{"tenant": t.Name, "resource": "snapshot_bytes", "used": used, "limit": limit, "asked": made})
+}
+
+// mib is n bytes in MiB, rounded up.
+func mib(n int64) int64 { return (n + 1<<20 - 1) >> 20 }
 
 // ListSnapshots implements backend.SnapshotBackend.
 func (s *snapshotService) ListSnapshots(ctx context.Context, ref string) ([]api.Snapshot, error) {
@@ -178,8 +268,13 @@ func (s *snapshotService) restore(ctx context.Context, name string, req api.Rest
 		return nil, err
 	}
 	// The new sandbox is the snapshot's tenant's (also when the admin
-	// restores it) and counts against its quota.
-	release, err := s.tenants.reserve(ctx, s.tenants.named(rec.Tenant), rec.VCPUs, rec.MemoryMiB) // tenants.go
+	// restores it) and counts against its quota, and its network policy
+	// (the source's) has only the host ports the tenant is granted now.
+	owner := s.tenants.named(rec.Tenant)
+	if err := owner.CheckHostPorts(snapshotHostPorts(rec)); err != nil {
+		return nil, err
+	}
+	release, err := s.tenants.reserve(ctx, owner, rec.VCPUs, rec.MemoryMiB) // tenants.go
 	if err != nil {
 		return nil, err
 	}
@@ -216,6 +311,17 @@ func (s *snapshotService) restore(ctx context.Context, name string, req api.Rest
 	return sb, nil
 }
 
+// snapshotHostPorts returns the host:PORT ports of the network policy a
+// restore of rec gets (its source's), none when the source record does
+// not decode (the restore then fails on it).
+func snapshotHostPorts(rec sandbox.SnapshotRecord) []uint16 {
+	var src sandbox.Record
+	if len(rec.Source) == 0 || json.Unmarshal(rec.Source, &src) != nil || src.Network == nil {
+		return nil
+	}
+	return src.Network.Policy.HostPorts()
+}
+
 // snapshotView renders a snapshot record for the API; SourceRemoved says
 // whether the manager still knows the snapshotted sandbox.
 func (s *snapshotService) snapshotView(r sandbox.SnapshotRecord) api.Snapshot {
@@ -243,6 +349,9 @@ func (s *snapshotService) ListWarm(ctx context.Context) ([]api.WarmTemplate, err
 	ts := s.warm.Templates()
 	out := make([]api.WarmTemplate, 0, len(ts))
 	for _, t := range ts {
+		if t.Tenant != "" && !tenant.Sees(ctx, t.Tenant) {
+			continue // another tenant's own (share_templates unset)
+		}
 		out = append(out, api.WarmTemplate{
 			Key: t.Key, Image: api.ImageRef{Name: t.ImageName, Digest: digest(t.ImageDigest), Dir: t.ImageDir},
 			DomainType: t.DomainType, VCPUs: t.VCPUs, MemoryMiB: t.MemoryMiB, DiskMiB: t.DiskMiB, Network: t.Network,

@@ -24,8 +24,23 @@ type tenancy struct {
 	registry *tenant.Registry
 
 	mu     sync.Mutex
-	holds  map[string]func() // sandbox ID → release of its quota
-	owners map[string]string // sandbox ID → tenant ("" entries are not kept)
+	holds  map[string]func()      // sandbox ID → release of its quota
+	owners map[string]string      // sandbox ID → tenant ("" entries are not kept)
+	snaps  map[string]*sync.Mutex // tenant → held while one of its snapshots is saved (snapshotLock)
+}
+
+// snapshotLock returns the lock tenant name's snapshot saves hold, so
+// that its quota check and save are one step (snapshots.go).
+func (tn *tenancy) snapshotLock(name string) *sync.Mutex {
+	tn.mu.Lock()
+	defer tn.mu.Unlock()
+	if tn.snaps == nil {
+		tn.snaps = map[string]*sync.Mutex{}
+	}
+	if tn.snaps[name] == nil {
+		tn.snaps[name] = &sync.Mutex{}
+	}
+	return tn.snaps[name]
 }
 
 // ownerGrace is how long a removed sandbox's tenant is remembered, for

@@ -43,11 +43,19 @@ const (
 // its store at start: sba (a's), sbb (b's), sbadmin (the admin's), and a
 // snapshot of sba (snapa).
 type tenantDaemon struct {
-	url string
-	d   *daemon.Daemon
+	url      string
+	d        *daemon.Daemon
+	stateDir string
 }
 
 func newTenantDaemon(t *testing.T) *tenantDaemon {
+	t.Helper()
+	return newTenantDaemonWith(t, "", "", nil)
+}
+
+// newTenantDaemonWith is newTenantDaemon with more keys in a's and b's
+// [[tenant]] (TOML lines) and more snapshot records in the store.
+func newTenantDaemonWith(t *testing.T, moreA, moreB string, snaps []sandbox.SnapshotRecord) *tenantDaemon {
 	t.Helper()
 	dir := t.TempDir()
 	stateDir := filepath.Join(dir, "state")
@@ -66,12 +74,14 @@ func newTenantDaemon(t *testing.T) *tenantDaemon {
 			t.Fatal(err)
 		}
 	}
-	if err := st.PutSnapshot(sandbox.SnapshotRecord{ID: "e00000000001", Name: "snapa", Tag: "se00000000001", SandboxID: idA, SandboxName: "sba", Tenant: "a", File: filepath.Join(dir, "none.qcow2"), ImageDir: filepath.Join(dir, "noimage"), VCPUs: 1, MemoryMiB: 256, CreatedAt: now}); err != nil {
-		t.Fatal(err)
+	for _, r := range append([]sandbox.SnapshotRecord{{ID: "e00000000001", Name: "snapa", Tag: "se00000000001", SandboxID: idA, SandboxName: "sba", Tenant: "a", File: filepath.Join(dir, "none.qcow2"), ImageDir: filepath.Join(dir, "noimage"), VCPUs: 1, MemoryMiB: 256, CreatedAt: now}}, snaps...) {
+		if err := st.PutSnapshot(r); err != nil {
+			t.Fatal(err)
+		}
 	}
 	st.Close()
-	reg, err := tenant.Parse([]byte(fmt.Sprintf("[[tenant]]\nname = \"a\"\ntoken_sha256 = %q\nmax_sandboxes = 1\n[[tenant]]\nname = \"b\"\ntoken_sha256 = %q\nmax_sandboxes = 2\n",
-		tenant.HashToken(tokenA), tenant.HashToken(tokenB))))
+	reg, err := tenant.Parse([]byte(fmt.Sprintf("[[tenant]]\nname = \"a\"\ntoken_sha256 = %q\nmax_sandboxes = 1\n%s\n[[tenant]]\nname = \"b\"\ntoken_sha256 = %q\nmax_sandboxes = 2\n%s\n",
+		tenant.HashToken(tokenA), moreA, tenant.HashToken(tokenB), moreB)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +106,7 @@ func newTenantDaemon(t *testing.T) *tenantDaemon {
 		srv.Shutdown(ctx)
 		d.Shutdown(ctx)
 	})
-	return &tenantDaemon{url: "http://" + l.Addr().String(), d: d}
+	return &tenantDaemon{url: "http://" + l.Addr().String(), d: d, stateDir: stateDir}
 }
 
 func mkdir(t *testing.T, p string) string {

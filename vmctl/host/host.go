@@ -223,6 +223,7 @@ func (h *Host) daemonConfig(stateDir, runtimeDir string) daemon.Config {
 		Tenants:           o.Auth.Tenants,
 		Quotas:            clusterQuotas(o.Cluster, o.Auth.Tenants), // cluster.go
 		QEMUUsers:         o.QEMUUsers,
+		ReservedPorts:     reservedPorts(o),
 	}
 }
 

@@ -207,17 +207,30 @@ func (p *Policy) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
+// MaxRules is the most --allow rules one policy may have (after duplicates
+// are dropped): each becomes firewall rules, egress listeners or resolver
+// entries on the host, so a tenant's create may not ask for an unbounded
+// number of them. Parse refuses more with ErrTooManyRules.
+const MaxRules = 256
+
+// ErrTooManyRules is wrapped by Parse's refusal of a policy with more than
+// MaxRules distinct rules (400 invalid_argument; also ErrInvalid).
+var ErrTooManyRules = errdefs.New(errdefs.ErrInvalidArgument, "", "too many network rules")
+
 // Parse builds a Policy from a mode ("" = none) and the --allow DESTs (forms in
-// the package doc). Duplicate rules are dropped; order is kept otherwise.
+// the package doc). Duplicate rules are dropped; order is kept otherwise. Its
+// time is linear in the number of DESTs, and it stops at the first DEST past
+// MaxRules distinct rules.
 //
 // Errors (all wrap ErrInvalid): a malformed DEST; --allow with mode none; NAME
 // or CIDR rules with mode open (open already reaches them; only host:PORT is
 // accepted there); a CIDR that covers loopback, link-local (169.254.0.0/16,
 // fe80::/10), multicast, 0.0.0.0/8, ::/128 or a cloud metadata address (so
 // 0.0.0.0/0 and ::/0 are refused: use mode open); port 53 for a name or
-// host:PORT (the sandbox's resolver owns it); and a host:PORT whose port is
+// host:PORT (the sandbox's resolver owns it); a host:PORT whose port is
 // also a name rule's port (both would need that port at the host side of the
-// tap). An allowlist with no rules is valid: nothing is reachable.
+// tap); more than MaxRules distinct rules (also ErrTooManyRules). An
+// allowlist with no rules is valid: nothing is reachable.
 func Parse(mode string, allow []string) (Policy, error) {
 	m, err := ParseMode(mode)
 	if err != nil {
@@ -227,6 +240,7 @@ func Parse(mode string, allow []string) (Policy, error) {
 	if m == ModeNone && len(allow) > 0 {
 		return Policy{}, fmt.Errorf("%w: --allow %s needs a network: add --network allowlist (or open for host:PORT)", ErrInvalid, allow[0])
 	}
+	seen := make(map[Rule]struct{}, min(len(allow), MaxRules))
 	for _, s := range allow {
 		r, err := ParseRule(s)
 		if err != nil {
@@ -235,9 +249,14 @@ func Parse(mode string, allow []string) (Policy, error) {
 		if m == ModeOpen && r.Kind != RuleHost {
 			return Policy{}, fmt.Errorf("%w: --allow %s: network open already reaches every outside destination; only host:PORT rules can be added, or use --network allowlist", ErrInvalid, s)
 		}
-		if !slices.Contains(p.Allow, r) {
-			p.Allow = append(p.Allow, r)
+		if _, dup := seen[r]; dup {
+			continue
 		}
+		if len(p.Allow) == MaxRules {
+			return Policy{}, fmt.Errorf("%w: %w: more than %d distinct --allow rules (at --allow %s): a policy has at most %d; use wider names (*.example.com) or ranges, or --network open", ErrInvalid, ErrTooManyRules, MaxRules, s, MaxRules)
+		}
+		seen[r] = struct{}{}
+		p.Allow = append(p.Allow, r)
 	}
 	namePorts := map[uint16]Rule{}
 	for _, r := range p.Allow {

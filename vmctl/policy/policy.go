@@ -62,6 +62,12 @@ type Identity struct {
 	// Caller is the API caller's ID (api.Caller: "uid:1000", "token",
 	// "tls:CN", "cli", ...).
 	Caller string
+	// Tenant is the tenant the request acts for (serve --tenants;
+	// vmctl/tenant), "" for the admin. It is set whichever front the
+	// request came through: REST ("tenant:NAME" callers), E2B (caller
+	// "e2b") and MCP (the session's tenant) alike. A plugin built before
+	// it was added reads no tenant (gob skips the field).
+	Tenant string
 	// Sandbox is the sandbox's ID; "" for a create.
 	Sandbox string
 	// Name is the sandbox's name (the requested one for a create).

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/BurntSushi/toml"
@@ -112,6 +113,12 @@ type fileTenant struct {
 	MaxVCPUs     int    `toml:"max_vcpus"`
 	MaxMemoryMiB int    `toml:"max_memory_mib"`
 	MaxPriority  string `toml:"max_priority"`
+
+	MaxSnapshots    int   `toml:"max_snapshots"`
+	MaxSnapshotMiB  int64 `toml:"max_snapshot_mib"`
+	MaxPortForwards int   `toml:"max_port_forwards"`
+	HostPorts       []int `toml:"host_ports"`
+	ShareTemplates  bool  `toml:"share_templates"`
 }
 
 // Load reads and parses the tenants file at path (Parse). Errors name the
@@ -137,6 +144,11 @@ func Load(path string) (*Registry, error) {
 //	max_vcpus = 8
 //	max_memory_mib = 8192
 //	max_priority = "normal"    # low | normal | high; absent: normal
+//	max_snapshots = 10         # 0 or absent: no limit
+//	max_snapshot_mib = 20480   # MiB of snapshot files together; 0 or absent: no limit
+//	max_port_forwards = 16     # per sandbox; 0 or absent: DefaultMaxPortForwards
+//	host_ports = [5432]        # host loopback ports its host:PORT rules may name; absent: none
+//	share_templates = false    # clone the shared memory templates; absent: its own
 //
 // Errors say which tenant and what to fix: unknown keys, a missing or
 // invalid name, a token_sha256 that is not 64 hex digits, duplicate names
@@ -152,7 +164,7 @@ func Parse(data []byte) (*Registry, error) {
 		for i, k := range und {
 			keys[i] = k.String()
 		}
-		return nil, fmt.Errorf("unknown keys %s: a [[tenant]] has name, token_sha256, max_sandboxes, max_vcpus, max_memory_mib, max_priority", strings.Join(keys, ", "))
+		return nil, fmt.Errorf("unknown keys %s: a [[tenant]] has name, token_sha256, max_sandboxes, max_vcpus, max_memory_mib, max_priority, max_snapshots, max_snapshot_mib, max_port_forwards, host_ports, share_templates", strings.Join(keys, ", "))
 	}
 	if len(f.Tenant) == 0 {
 		return nil, errors.New("no [[tenant]]: list at least one tenant (see docs/tenants.md)")
@@ -170,14 +182,20 @@ func Parse(data []byte) (*Registry, error) {
 			return nil, fmt.Errorf("%s: token_sha256 %s is not 64 hex digits: put the SHA-256 of the tenant's token there (agentbox tenant hash < TOKENFILE)", what, api.QuoteShort(ft.TokenSHA256))
 		}
 		copy(sums[i][:], b)
+		ports := slices.Clone(ft.HostPorts)
+		slices.Sort(ports)
 		tenants[i] = &Tenant{Name: ft.Name, Quota: Quota{
 			MaxSandboxes: ft.MaxSandboxes, MaxVCPUs: ft.MaxVCPUs, MaxMemoryMiB: ft.MaxMemoryMiB, MaxPriority: ft.MaxPriority,
-		}}
+			MaxSnapshots: ft.MaxSnapshots, MaxSnapshotMiB: ft.MaxSnapshotMiB, MaxPortForwards: ft.MaxPortForwards,
+		}, Grants: Grants{HostPorts: slices.Compact(ports), ShareTemplates: ft.ShareTemplates}}
 	}
 	return NewRegistry(tenants, sums)
 }
 
-// checkTenant checks one tenant's name and quota.
+// MaxHostPorts is the most host_ports one tenant may be granted.
+const MaxHostPorts = 256
+
+// checkTenant checks one tenant's name, quota and grants.
 func checkTenant(t *Tenant) error {
 	if t.Name == "" {
 		return errors.New("a tenant has no name: give every [[tenant]] a name")
@@ -188,14 +206,23 @@ func checkTenant(t *Tenant) error {
 	q := t.Quota
 	for _, l := range []struct {
 		key string
-		v   int
-	}{{"max_sandboxes", q.MaxSandboxes}, {"max_vcpus", q.MaxVCPUs}, {"max_memory_mib", q.MaxMemoryMiB}} {
+		v   int64
+	}{{"max_sandboxes", int64(q.MaxSandboxes)}, {"max_vcpus", int64(q.MaxVCPUs)}, {"max_memory_mib", int64(q.MaxMemoryMiB)},
+		{"max_snapshots", int64(q.MaxSnapshots)}, {"max_snapshot_mib", q.MaxSnapshotMiB}, {"max_port_forwards", int64(q.MaxPortForwards)}} {
 		if l.v < 0 {
 			return fmt.Errorf("tenant %q: %s %d is negative: give a limit, or 0 (or leave it out) for none", t.Name, l.key, l.v)
 		}
 	}
 	if _, ok := api.PriorityRank(q.MaxPriority); !ok {
 		return fmt.Errorf("tenant %q: max_priority %s is not one of low, normal, high", t.Name, api.QuoteShort(q.MaxPriority))
+	}
+	if len(t.Grants.HostPorts) > MaxHostPorts {
+		return fmt.Errorf("tenant %q: host_ports lists %d ports: at most %d", t.Name, len(t.Grants.HostPorts), MaxHostPorts)
+	}
+	for _, p := range t.Grants.HostPorts {
+		if p < 1 || p > 65535 {
+			return fmt.Errorf("tenant %q: host_ports %d is not a port 1..65535", t.Name, p)
+		}
 	}
 	return nil
 }

@@ -15,8 +15,10 @@ package tenant
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/agentbox/agentbox/vmctl/api"
+	"github.com/agentbox/agentbox/vmctl/errdefs"
 )
 
 // Tenant is one tenant of the daemon. Its values never change once
@@ -27,6 +29,30 @@ type Tenant struct {
 	Name string
 	// Quota is what the tenant's sandboxes may hold together.
 	Quota Quota
+	// Grants is what the operator lets the tenant reach and share beyond
+	// its own sandboxes (the tenants file's host_ports, share_templates).
+	Grants Grants
+}
+
+// DefaultMaxPortForwards is the most port forwards one sandbox of a
+// tenant may have at once when its max_port_forwards is absent.
+const DefaultMaxPortForwards = 16
+
+// Grants is what the operator allows a tenant that a tenant cannot give
+// itself. The zero value grants nothing.
+type Grants struct {
+	// HostPorts are the ports of the host's loopback (127.0.0.1:PORT) a
+	// network policy of the tenant's sandboxes may expose with host:PORT
+	// rules (docs/network.md); none without a grant. Sorted, unique,
+	// 1–65535.
+	HostPorts []int
+	// ShareTemplates makes the tenant's warm sandboxes clone the memory
+	// templates every sharing caller (the admin, other sharing tenants)
+	// clones; false (the default) gives the tenant templates of its own,
+	// since clones of one template share host pages (cross-VM side
+	// channels cannot be ruled out: Kata Containers' VM templating notes
+	// the same).
+	ShareTemplates bool
 }
 
 // Quota is a tenant's limits. Zero in MaxSandboxes, MaxVCPUs or
@@ -43,7 +69,41 @@ type Quota struct {
 	// MaxPriority is the highest priority class (api.Priority*) its
 	// creates may ask for; "" is api.PriorityNormal.
 	MaxPriority string
+	// MaxSnapshots is the most snapshots the tenant may keep at once; 0:
+	// no limit.
+	MaxSnapshots int
+	// MaxSnapshotMiB is the most MiB its snapshots may take on the
+	// host's disk together (saved memory state and disk, as `snapshot
+	// ls` shows them); 0: no limit.
+	MaxSnapshotMiB int64
+	// MaxPortForwards is the most port forwards one of its sandboxes may
+	// have at once; 0 is DefaultMaxPortForwards (PortForwards).
+	MaxPortForwards int
 }
+
+// PortForwards returns q.MaxPortForwards, or DefaultMaxPortForwards when
+// it is 0.
+func (q Quota) PortForwards() int {
+	if q.MaxPortForwards > 0 {
+		return q.MaxPortForwards
+	}
+	return DefaultMaxPortForwards
+}
+
+// AllowsHostPort reports whether t may expose the host's loopback port
+// port to its sandboxes (a host:PORT rule); the admin (a nil t) may
+// expose any.
+func (t *Tenant) AllowsHostPort(port int) bool {
+	if t == nil {
+		return true
+	}
+	return slices.Contains(t.Grants.HostPorts, port)
+}
+
+// SharesTemplates reports whether t's warm sandboxes clone the shared
+// memory templates: true for the admin (a nil t) and a tenant granted
+// share_templates.
+func (t *Tenant) SharesTemplates() bool { return t == nil || t.Grants.ShareTemplates }
 
 // CheckPriority returns a permission-denied error (403) when a create of
 // t asks a priority class above t's max_priority; p is already valid
@@ -98,4 +158,27 @@ func Name(ctx context.Context) string {
 func Sees(ctx context.Context, owner string) bool {
 	t, ok := From(ctx)
 	return !ok || t.Name == owner
+}
+
+// CheckHostPorts returns nil when t may expose every one of ports (the
+// host:PORT rules of a network policy, from netpolicy.Policy.HostPorts),
+// else an error wrapping ErrNotGranted naming the first port it may not
+// and the ports it may. A nil t (the admin) may expose any.
+func (t *Tenant) CheckHostPorts(ports []uint16) error {
+	if t == nil {
+		return nil
+	}
+	for _, p := range ports {
+		if t.AllowsHostPort(int(p)) {
+			continue
+		}
+		granted := "none"
+		if len(t.Grants.HostPorts) > 0 {
+			granted = fmt.Sprint(t.Grants.HostPorts)
+		}
+		return errdefs.WithDetails(ErrNotGranted.WithMessage(fmt.Sprintf(
+			"tenant %s may not expose the host's port %d (--allow host:%d): tenants reach only the host ports the operator grants in the tenants file's host_ports (granted: %s); ask the operator for host ports",
+			t.Name, p, p, granted)), map[string]any{"tenant": t.Name, "host_port": int(p), "host_ports": t.Grants.HostPorts})
+	}
+	return nil
 }

@@ -3,6 +3,7 @@ package tenant_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -229,5 +230,66 @@ func TestLocalStoreHoldAndAdmin(t *testing.T) {
 	cancel()
 	if _, err := s.Reserve(ctx, a, tenant.Usage{1, 1, 0}); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Reserve with a cancelled context: %v", err)
+	}
+}
+
+// TestParseGrants: the snapshot and port-forward quotas and the grants
+// (host_ports, share_templates) are read, ports sorted and unique; bad
+// ones are refused naming the tenant and the key.
+func TestParseGrants(t *testing.T) {
+	h := tenant.HashToken(tokA)
+	r, err := tenant.Parse(file(`[[tenant]]
+name = "a"
+token_sha256 = "` + h + `"
+max_snapshots = 4
+max_snapshot_mib = 2048
+max_port_forwards = 3
+host_ports = [6001, 5432, 6001]
+share_templates = true
+[[tenant]]
+name = "b"
+token_sha256 = "` + tenant.HashToken(tokB) + `"
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := r.Get("a")
+	if a.Quota != (tenant.Quota{MaxSnapshots: 4, MaxSnapshotMiB: 2048, MaxPortForwards: 3}) || fmt.Sprint(a.Grants.HostPorts) != "[5432 6001]" || !a.Grants.ShareTemplates {
+		t.Fatalf("a = %+v", a)
+	}
+	if a.Quota.PortForwards() != 3 || !a.AllowsHostPort(5432) || a.AllowsHostPort(22) || !a.SharesTemplates() {
+		t.Fatalf("a's limits: %d forwards, 5432 %v, 22 %v, shares %v", a.Quota.PortForwards(), a.AllowsHostPort(5432), a.AllowsHostPort(22), a.SharesTemplates())
+	}
+	b, _ := r.Get("b")
+	if b.Quota.PortForwards() != tenant.DefaultMaxPortForwards || b.AllowsHostPort(5432) || b.SharesTemplates() {
+		t.Fatalf("b's defaults: %d forwards, 5432 %v, shares %v", b.Quota.PortForwards(), b.AllowsHostPort(5432), b.SharesTemplates())
+	}
+	err = b.CheckHostPorts([]uint16{5432})
+	if !errors.Is(err, tenant.ErrNotGranted) || !errors.Is(err, errdefs.ErrPermissionDenied) || err.Error() != "tenant b may not expose the host's port 5432 (--allow host:5432): tenants reach only the host ports the operator grants in the tenants file's host_ports (granted: none); ask the operator for host ports" {
+		t.Fatalf("b's host:5432: %v", err)
+	}
+	if err := a.CheckHostPorts([]uint16{5432, 6001}); err != nil {
+		t.Fatalf("a's granted ports: %v", err)
+	}
+	var admin *tenant.Tenant
+	if err := admin.CheckHostPorts([]uint16{22, 5432}); err != nil || !admin.SharesTemplates() || !admin.AllowsHostPort(1) {
+		t.Fatalf("the admin: %v", err)
+	}
+	many := make([]string, tenant.MaxHostPorts+1)
+	for i := range many {
+		many[i] = fmt.Sprint(1000 + i)
+	}
+	for _, tc := range []struct{ more, want string }{
+		{"max_snapshots = -1", `tenant "a": max_snapshots -1 is negative`},
+		{"max_snapshot_mib = -5", `tenant "a": max_snapshot_mib -5 is negative`},
+		{"max_port_forwards = -1", `tenant "a": max_port_forwards -1 is negative`},
+		{"host_ports = [0]", `tenant "a": host_ports 0 is not a port 1..65535`},
+		{"host_ports = [65536]", `tenant "a": host_ports 65536 is not a port 1..65535`},
+		{"host_ports = [" + strings.Join(many, ",") + "]", `tenant "a": host_ports lists 257 ports: at most 256`},
+	} {
+		_, err := tenant.Parse(file("[[tenant]]\nname = \"a\"\ntoken_sha256 = \"" + h + "\"\n" + tc.more + "\n"))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Parse with %s: %v, want %q", tc.more, err, tc.want)
+		}
 	}
 }

@@ -82,6 +82,10 @@ type Match struct {
 	// Callers are globs of the caller's ID (uid:1000, token, tls:CN,
 	// cli, ...); any may match.
 	Callers []string `toml:"callers"`
+	// Tenants are globs of the tenant the request acts for
+	// (policy.Identity.Tenant); "" (the admin) matches only an empty
+	// glob. Any may match.
+	Tenants []string `toml:"tenants"`
 	// Labels must all be on the sandbox, each value matching its glob.
 	Labels map[string]string `toml:"labels"`
 	// Templates are globs of the sandbox's template name; any may match.
@@ -325,6 +329,9 @@ func (m *Match) matches(req policy.Request, allPaths bool) bool {
 	}
 	id := req.Identity
 	if m.Callers != nil && !slices.ContainsFunc(m.Callers, func(g string) bool { return policy.MatchKey(g, id.Caller) }) {
+		return false
+	}
+	if m.Tenants != nil && !slices.ContainsFunc(m.Tenants, func(g string) bool { return g == id.Tenant || id.Tenant != "" && policy.MatchKey(g, id.Tenant) }) {
 		return false
 	}
 	for k, g := range m.Labels {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/agentbox/agentbox/vmctl/accel"
@@ -52,6 +53,9 @@ type Template struct {
 	// Pooled is how many paused sandboxes its warm pool holds now (not
 	// listed as sandboxes, not counted by admission control).
 	Pooled int
+	// Tenant is the tenant whose own template it is ("" a shared one:
+	// Service.SetSharing).
+	Tenant string
 }
 
 // SetTemplates sets how many warm templates the service keeps (n < 1
@@ -114,6 +118,7 @@ func (w *Service) Templates() []Template {
 			DomainType: string(man.Spec.Type), VCPUs: man.VCPUs, MemoryMiB: man.MemoryMiB, Network: man.Spec.Interface != nil,
 			SizeBytes: snapshot.Allocated(filepath.Join(w.dir(man.Key), "overlay.qcow2")),
 			CreatedAt: man.CreatedAt, BuildMs: man.BuildMs, LastUsed: used[i], Pooled: len(w.pool[man.Key]),
+			Tenant: strings.TrimPrefix(man.Group, "tenant:"),
 		}
 		if t.DomainType == "" {
 			t.DomainType = man.Source.DomainType

@@ -312,7 +312,7 @@ func (w *Service) buildMem(ctx context.Context, mt sandbox.MemoryTemplater, key 
 	rec.Spec = &spec
 	man := manifest{
 		Key: key, ImageDigest: opts.Image.Digest, Spec: spec, VCPUs: rec.VCPUs, MemoryMiB: rec.MemoryMiB,
-		CreatedAt: time.Now().UTC(), BuildMs: time.Since(start).Milliseconds(), Source: rec, Memory: mm,
+		CreatedAt: time.Now().UTC(), BuildMs: time.Since(start).Milliseconds(), Source: rec, Memory: mm, Group: w.groupOf(opts.Tenant),
 	}
 	data, _ := json.MarshalIndent(man, "", "  ")
 	if err := os.WriteFile(filepath.Join(tmp, "manifest.json"), append(data, '\n'), 0o600); err != nil {

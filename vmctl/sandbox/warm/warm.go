@@ -54,20 +54,55 @@ type manifest struct {
 	// Memory is set for a memory template (ModeMemory): its RAM and
 	// device state files and its clone key.
 	Memory *memManifest `json:"memory,omitempty"`
+	// Group is the template's sharing group (groupOf): "" shared,
+	// "tenant:NAME" one tenant's own.
+	Group string `json:"group,omitempty"`
 }
 
 // templateKey is the template key: a hash of everything the saved state
 // depends on — image digest, domain type, machine, vCPUs, memory (MiB),
 // the device set (the qemu-ga channel, a NIC) — and of the resource
 // request (disk size, host-side limits), which the template's record
-// carries to the sandboxes made from it.
-func templateKey(digest, domainType, machine string, vcpus, memory int, qga, nic bool, res sandbox.ResourceRequest) string {
+// carries to the sandboxes made from it — and of its sharing group (""
+// for the shared templates, which keeps their keys as they were before
+// groups; "tenant:NAME" for a tenant's own: groupOf).
+func templateKey(digest, domainType, machine string, vcpus, memory int, qga, nic bool, res sandbox.ResourceRequest, group string) string {
 	h := sha256.New()
-	for _, s := range []string{digest, domainType, machine, strconv.Itoa(vcpus), strconv.Itoa(memory), strconv.FormatBool(qga), strconv.FormatBool(nic), fmt.Sprintf("%+v", res)} {
+	parts := []string{digest, domainType, machine, strconv.Itoa(vcpus), strconv.Itoa(memory), strconv.FormatBool(qga), strconv.FormatBool(nic), fmt.Sprintf("%+v", res)}
+	if group != "" {
+		parts = append(parts, group)
+	}
+	for _, s := range parts {
 		h.Write([]byte(s))
 		h.Write([]byte{0})
 	}
 	return hex.EncodeToString(h.Sum(nil))[:24]
+}
+
+// groupOf returns the sharing group of a warm create for tenant ("" the
+// admin's): "" (the shared templates) when the Service's sharing
+// predicate (SetSharing) says the tenant shares, else "tenant:NAME".
+func (w *Service) groupOf(tenant string) string {
+	w.mu.Lock()
+	shares := w.shares
+	w.mu.Unlock()
+	if tenant == "" || shares == nil || shares(tenant) {
+		return ""
+	}
+	return "tenant:" + tenant
+}
+
+// SetSharing sets which tenants' warm sandboxes clone the shared
+// templates (shares(name) true); every other tenant gets templates of
+// its own, built from the same image as the shared ones (a pristine boot,
+// never a tenant's state) but never cloned by another party: clones of
+// one memory template share host pages, and cross-VM side channels
+// through them cannot be ruled out. The admin's ("" tenant) always uses
+// the shared ones. nil (the default) shares with every tenant.
+func (w *Service) SetSharing(shares func(tenant string) bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.shares = shares
 }
 
 // Service makes warm sandboxes of one Manager and keeps its templates and
@@ -89,8 +124,10 @@ type Service struct {
 	// maxTemplates caps the templates (SetTemplates).
 	maxTemplates int
 	pool         map[string][]member
-	refilling    map[string]bool
-	refills      sync.WaitGroup
+	// shares says which tenants clone the shared templates (SetSharing).
+	shares    func(tenant string) bool
+	refilling map[string]bool
+	refills   sync.WaitGroup
 }
 
 // member is one pooled sandbox: a restore prepared from src.
@@ -123,7 +160,8 @@ func (w *Service) lock(key string) *sync.Mutex { return w.snaps.FileLock(w.dir(k
 // restore from it as a snapshot restore does (copy, paused start, load,
 // resume, agent, clock, identity), which skips the boot. Concurrent
 // first creates build the template once. A changed image has another
-// digest, hence another key.
+// digest, hence another key. A tenant that does not share (SetSharing)
+// has keys, templates and pools of its own.
 //
 // Errors as for Create and Restore; a template that fails to restore is
 // removed (the next warm create rebuilds it) and the error says so.
@@ -145,7 +183,7 @@ func (w *Service) Create(ctx context.Context, opts sandbox.Options) (*sandbox.Sa
 	if memMode {
 		domainType += "+" + string(ModeMemory) // another template than a snapshot template
 	}
-	key := templateKey(opts.Image.Digest, domainType, domain.DefaultMachine, vcpus, memory, opts.GuestAgentChannel, opts.Network.HasNIC(), opts.Resources)
+	key := templateKey(opts.Image.Digest, domainType, domain.DefaultMachine, vcpus, memory, opts.GuestAgentChannel, opts.Network.HasNIC(), opts.Resources, w.groupOf(opts.Tenant))
 	var man manifest
 	var err error
 	if memMode {
@@ -255,7 +293,7 @@ func (w *Service) build(ctx context.Context, key string, opts sandbox.Options) (
 	}
 	man := manifest{
 		Key: key, ImageDigest: opts.Image.Digest, Spec: *rec.Spec, VCPUs: rec.VCPUs, MemoryMiB: rec.MemoryMiB,
-		CreatedAt: time.Now().UTC(), BuildMs: time.Since(start).Milliseconds(), Source: rec,
+		CreatedAt: time.Now().UTC(), BuildMs: time.Since(start).Milliseconds(), Source: rec, Group: w.groupOf(opts.Tenant),
 	}
 	data, _ := json.MarshalIndent(man, "", "  ")
 	err = os.Rename(sb.Overlay, filepath.Join(tmp, "overlay.qcow2"))
