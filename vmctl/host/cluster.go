@@ -35,19 +35,30 @@ func joinCluster(ctx context.Context, o *ClusterOptions, a Auth, d *daemon.Daemo
 	if o == nil {
 		return nil, nil, nil
 	}
+	if err := checkClusterTransport(a, o); err != nil { // auth.go
+		return nil, nil, err
+	}
 	cfg := o.Config
 	cfg.Local, cfg.Logger = d, logger
 	cfg.Priority = func(_ context.Context, req api.CreateSandboxRequest) string { return req.Priority }
 	pcfg := clusterproxy.Config{Local: d.HasSandbox, TLS: o.TLS, Logger: logger}
 	clusterPeerAuth(a, &pcfg, cfg) // auth.go
+	// A create's secrets go node to node over the API, never into NATS.
+	sc, err := clusterSecretsClient(a, o, cfg.Node) // auth.go
+	if err != nil {
+		return nil, nil, fmt.Errorf("--cluster-token-file %s: %w", a.ClusterTokenFile, err)
+	}
+	cfg.FetchSecrets = sc.Fetch
 	n, err := cluster.Join(ctx, *cfg)
 	if err != nil {
+		sc.Close()
 		return nil, nil, err
 	}
-	pcfg.Directory, pcfg.Nodes = n, n
+	pcfg.Directory, pcfg.Nodes, pcfg.Secrets = n, n, n
 	p, err := clusterRouter(pcfg, a)
 	if err != nil {
 		n.Close(ctx)
+		sc.Close()
 		return nil, nil, err
 	}
 	d.SetCluster(n)
@@ -55,7 +66,9 @@ func joinCluster(ctx context.Context, o *ClusterOptions, a Auth, d *daemon.Daemo
 	return p, func(ctx context.Context) error {
 		d.SetCluster(nil)
 		p.Close()
-		return n.Close(ctx)
+		err := n.Close(ctx)
+		sc.Close()
+		return err
 	}, nil
 }
 
