@@ -42,7 +42,7 @@ type Config struct {
 	// authorization { token }); "" for none. NATS must authenticate the
 	// node somehow: Token, CredsFile, NKeyFile, a client certificate in
 	// TLS, or user:password@ (or token@) in a Servers URL; Join refuses
-	// a Config with none of them (checkNATSAuth).
+	// a Config with none of them (CheckNATSAuth).
 	Token string
 	// CredsFile is a NATS credentials file (a user JWT and its nkey seed;
 	// serve --nats-creds); "" for none.
@@ -206,7 +206,7 @@ func Join(ctx context.Context, cfg Config) (*Node, error) {
 	if !api.ValidName(cfg.Node) {
 		return nil, errdefs.ErrInvalidArgument.WithMessage(fmt.Sprintf("cluster: node name %q: use letters, digits, '_', '.', '-' (at most 63), starting with a letter or digit", cfg.Node))
 	}
-	if err := checkNATSAuth(cfg); err != nil {
+	if err := CheckNATSAuth(cfg); err != nil {
 		return nil, err
 	}
 	if cfg.QueueTimeout <= 0 {
@@ -285,11 +285,11 @@ func Join(ctx context.Context, cfg Config) (*Node, error) {
 	return n, nil
 }
 
-// checkNATSAuth refuses a Config whose NATS connection authenticates
-// nothing: whoever reaches an open NATS could read the cluster's state
+// CheckNATSAuth refuses a Config whose NATS connection authenticates
+// nothing (Join calls it; serve too, before it starts anything): whoever reaches an open NATS could read the cluster's state
 // and queue, drain or rewrite anything in it. Errors:
 // errdefs.ErrInvalidArgument saying what to add.
-func checkNATSAuth(cfg Config) error {
+func CheckNATSAuth(cfg Config) error {
 	if cfg.Token != "" || cfg.CredsFile != "" || cfg.NKeyFile != "" || (cfg.TLS != nil && (len(cfg.TLS.Certificates) > 0 || cfg.TLS.GetClientCertificate != nil)) {
 		return nil
 	}

@@ -387,7 +387,7 @@ func TestJoinNeedsNATSAuth(t *testing.T) {
 	} {
 		cfg := base
 		c.set(&cfg)
-		if err := checkNATSAuth(cfg); err != nil {
+		if err := CheckNATSAuth(cfg); err != nil {
 			t.Errorf("%s: %v", c.name, err)
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"strings"
 
 	"github.com/agentbox/agentbox/vmctl/api"
@@ -62,7 +63,7 @@ func joinCluster(ctx context.Context, o *ClusterOptions, a Auth, d *daemon.Daemo
 		return nil, nil, err
 	}
 	d.SetCluster(n)
-	say(fmt.Sprintf("node %s of the cluster at %s (advertised as %s)", cfg.Node, strings.Join(cfg.Servers, ","), cfg.Advertise))
+	say(fmt.Sprintf("node %s of the cluster at %s (advertised as %s)", cfg.Node, redactedServers(cfg.Servers), cfg.Advertise))
 	return p, func(ctx context.Context) error {
 		d.SetCluster(nil)
 		p.Close()
@@ -70,6 +71,25 @@ func joinCluster(ctx context.Context, o *ClusterOptions, a Auth, d *daemon.Daemo
 		sc.Close()
 		return err
 	}, nil
+}
+
+// redactedServers lists NATS server URLs for the log, comma-separated,
+// with any user, password or token in them replaced by "redacted".
+func redactedServers(servers []string) string {
+	out := make([]string, len(servers))
+	for i, s := range servers {
+		u, err := url.Parse(s)
+		switch {
+		case err != nil && strings.Contains(s, "@"):
+			out[i] = "redacted"
+		case err == nil && u.User != nil:
+			u.User = url.User("redacted")
+			out[i] = u.String()
+		default:
+			out[i] = s
+		}
+	}
+	return strings.Join(out, ",")
 }
 
 // clusterRouter makes the Proxy of pcfg (its Directory and Nodes the

@@ -63,3 +63,11 @@ func TestClusterTransport(t *testing.T) {
 	}
 	sc.Close()
 }
+
+// TestRedactedServers: credentials in NATS URLs never reach the log.
+func TestRedactedServers(t *testing.T) {
+	got := redactedServers([]string{"nats://s3cret@n1:4222", "nats://u:pw@n2:4222", "nats://n3:4222"})
+	if want := "nats://redacted@n1:4222,nats://redacted@n2:4222,nats://n3:4222"; got != want {
+		t.Errorf("redacted %q, want %q", got, want)
+	}
+}
