@@ -41,7 +41,9 @@ func startNATS(t *testing.T) *natsServer {
 // refuses a NATS without authentication): in the URL, nats://TOKEN@….
 const natsToken = "nats-e2e-token-0123456789"
 
-func (n *natsServer) url() string { return "nats://" + natsToken + "@127.0.0.1:" + strconv.Itoa(n.port) }
+func (n *natsServer) url() string {
+	return "nats://" + natsToken + "@127.0.0.1:" + strconv.Itoa(n.port)
+}
 
 func (n *natsServer) start() {
 	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: n.port, JetStream: true,
