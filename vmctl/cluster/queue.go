@@ -180,10 +180,10 @@ func (n *Node) placeQueued(ctx context.Context, h handles, c class, inbox string
 	}
 	defer sub.Unsubscribe() //nolint:errcheck // best effort
 	var secretsRef string
-	if len(req.Secrets) > 0 { // never into NATS: fetched from here by the taker (secrets.go)
+	if len(req.Secrets) > 0 { // values never into NATS: fetched from here by the taker (secrets.go)
 		ref, forget := n.secrets.hold(req.Secrets, w)
 		defer forget()
-		secretsRef, req.Secrets = ref, nil
+		secretsRef, req.Secrets = ref, withoutValues(req.Secrets)
 	}
 	data, err := json.Marshal(req)
 	if err != nil {

@@ -14,8 +14,8 @@ import (
 )
 
 // A create's secrets (CreateSandboxRequest.Secrets) never go into NATS:
-// Place keeps their values in this node's memory under a random
-// reference and queues the create without them, naming the reference
+// Place keeps them in this node's memory under a random reference and
+// queues the create with their names and hosts only, naming the reference
 // (hdrSecrets) and itself (hdrOrigin); the node that takes the create
 // fetches them from here over the cluster's authenticated API
 // (Config.FetchSecrets: clusterproxy's SecretsClient, POST
@@ -27,6 +27,19 @@ import (
 // stay until Place returns rather than until the first fetch because a
 // create requeued after its take (the room went meanwhile) or
 // redelivered (its taker died) is taken, and fetched, again.
+
+// withoutValues returns specs with every Value "": what the queued
+// create carries. Names and hosts are no secret (the API shows them);
+// a node that does not know hdrSecrets (an older agentbox) refuses the
+// create (a secret without a value is invalid) instead of making the
+// sandbox without its secrets.
+func withoutValues(specs []api.SecretSpec) []api.SecretSpec {
+	out := make([]api.SecretSpec, len(specs))
+	for i, s := range specs {
+		out[i] = api.SecretSpec{Name: s.Name, Hosts: slices.Clone(s.Hosts)}
+	}
+	return out
+}
 
 // hdrSecrets is the header of a create message whose secrets stay at
 // the node it came in at (hdrOrigin): the reference to fetch them by.

@@ -60,20 +60,23 @@ func raw(subject string, h nats.Header, data []byte) []byte {
 }
 
 // find returns the subjects of the tapped messages holding needle, and
-// whether any create message (subject agentbox.create.*) was seen with
-// the secrets header.
-func (tap *natsTap) find(needle []byte) (holding []string, sawCreate bool) {
+// the first create message (subject agentbox.create.*) with the secrets
+// header.
+func (tap *natsTap) find(needle []byte) (holding []string, create *api.CreateSandboxRequest) {
 	tap.mu.Lock()
 	defer tap.mu.Unlock()
 	for _, m := range tap.msgs {
 		if bytes.Contains(raw(m.Subject, m.Header, m.Data), needle) {
 			holding = append(holding, m.Subject)
 		}
-		if strings.HasPrefix(m.Subject, "agentbox.create.") && m.Subject != subjectWake && m.Header.Get(hdrSecrets) != "" {
-			sawCreate = true
+		if strings.HasPrefix(m.Subject, "agentbox.create.") && m.Subject != subjectWake && m.Header.Get(hdrSecrets) != "" && create == nil {
+			create = &api.CreateSandboxRequest{}
+			if err := json.Unmarshal(m.Data, create); err != nil {
+				create = nil
+			}
 		}
 	}
-	return holding, sawCreate
+	return holding, create
 }
 
 // storedHolding reads every message of every stream (the create streams,
@@ -242,12 +245,17 @@ func TestSecretsNeverInNATS(t *testing.T) {
 	}
 
 	waitFor(t, 30*time.Second, "the queue empty", func() bool { return queued(t, a, PriorityNormal) == 0 })
-	holding, sawCreate := tap.find([]byte(value))
+	holding, queuedReq := tap.find([]byte(value))
 	if len(holding) != 0 {
 		t.Errorf("the secret value went through NATS on %q", holding)
 	}
-	if !sawCreate {
+	// The queued create names its secrets and hosts, without values: an
+	// agentbox that does not fetch them refuses it.
+	switch {
+	case queuedReq == nil:
 		t.Error("the tap saw no create message with a secrets reference: it taps nothing")
+	case len(queuedReq.Secrets) != 1 || queuedReq.Secrets[0].Name != "API_KEY" || queuedReq.Secrets[0].Value != "" || !slices.Equal(queuedReq.Secrets[0].Hosts, []string{"api.example.test"}):
+		t.Errorf("queued secrets %+v, want API_KEY for api.example.test without a value", queuedReq.Secrets)
 	}
 	where, read := storedHolding(t, nc, []byte(value))
 	if len(where) != 0 {
