@@ -91,6 +91,11 @@ func TestServeClusterFlags(t *testing.T) {
 	if err != nil || len(cfg.Servers) != 3 || cfg.Servers[2] != "nats://c:4222" || cfg.Node != "h1" || cfg.QueueTimeout != 5*time.Second || cfg.Token != "s3cret" {
 		t.Fatalf("cluster flags: %+v %v", cfg, err)
 	}
+	// NATS authenticated by its URL's user; http:// on a trusted network.
+	cfg, err = parse("--cluster", "nats://u:p@a:4222", "--node", "h1", "--advertise", "http://h1:7070", "--cluster-token-file", tok, "--cluster-trusted-network")
+	if err != nil || cfg.Servers[0] != "nats://u:p@a:4222" || cfg.Token != "" || cfg.TLS != nil {
+		t.Fatalf("URL user, trusted network: %+v %v", cfg, err)
+	}
 	for _, c := range []struct {
 		args []string
 		msg  string
@@ -103,6 +108,10 @@ func TestServeClusterFlags(t *testing.T) {
 		{[]string{"--cluster", "nats://a:4222", "--node", "h1", "--advertise", "https://h1:7070"}, "--cluster needs --cluster-token-file: the nodes forward requests to each other with its token (give every node the same file, e.g. made with `openssl rand -hex 32`)"},
 		{[]string{"--cluster", "nats://a:4222", "--node", "h1", "--advertise", "https://h1:7070", "--cluster-token-file", tok, "--queue-timeout", "0s"}, "--queue-timeout 0s: must be positive"},
 		{[]string{"--cluster", "nats://a:4222", "--node", "h1", "--advertise", "https://h1:7070", "--cluster-token-file", tok, "--nats-token-file", tok + ".missing"}, "--nats-token-file: open " + tok + ".missing: no such file or directory"},
+		{[]string{"--cluster", "nats://a:4222", "--node", "h1", "--advertise", "https://h1:7070", "--cluster-token-file", tok}, "cluster: NATS needs authentication, or anyone who reaches it could queue, drain and rewrite the cluster: require it in the nats-server's config (authorization { token } or users, nkeys, TLS verify) and give the node its credentials: --nats-token-file, --nats-creds, --nats-nkey, --nats-cert and --nats-key, or user:password@ in the --cluster URL"},
+		{[]string{"--cluster", "nats://a:4222", "--node", "h1", "--advertise", "http://h1:7070", "--cluster-token-file", tok, "--nats-token-file", tok}, "--advertise http://h1:7070 is http://: the other nodes would send it the cluster token and the creates' secrets in clear; advertise https:// (--tls-cert, --tls-key, and --cluster-ca on every node), or say the network between the nodes is trusted with --cluster-trusted-network"},
+		{[]string{"--cluster", "nats://a:4222", "--node", "h1", "--advertise", "https://h1:7070", "--cluster-token-file", tok, "--nats-cert", tok}, "--nats-cert and --nats-key go together: give both"},
+		{[]string{"--cluster-trusted-network"}, "--cluster-trusted-network needs --cluster nats://HOST:4222: a node name and address only mean something in a cluster"},
 	} {
 		if _, err := parse(c.args...); err == nil || err.Error() != c.msg {
 			t.Errorf("%q: %v, want %q", c.args, err, c.msg)

@@ -143,7 +143,7 @@ func serveOptions(c *cli.Context, logger *slog.Logger) (host.Options, error) {
 		return o, usageError(c, err, false)
 	}
 	if clusterCfg != nil {
-		o.Cluster = &host.ClusterOptions{Config: clusterCfg}
+		o.Cluster = &host.ClusterOptions{Config: clusterCfg, TrustedNetwork: c.Bool("cluster-trusted-network")}
 	}
 	return o, nil
 }

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -39,7 +40,8 @@ func benchCluster(ctx context.Context, img *image.Image, bin, uri string, create
 		defer l.Close()
 		return l.Addr().(*net.TCPAddr).Port
 	}
-	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: port(), JetStream: true, StoreDir: filepath.Join(tmp, "nats"), NoLog: true, NoSigs: true})
+	const natsToken = "bench-nats-token-0123456789"
+	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: port(), JetStream: true, StoreDir: filepath.Join(tmp, "nats"), NoLog: true, NoSigs: true, Authorization: natsToken})
 	if err != nil {
 		fail(err)
 	}
@@ -75,7 +77,7 @@ func benchCluster(ctx context.Context, img *image.Image, bin, uri string, create
 			"--runtime-dir", filepath.Join(dir, "run"), "--log-level", "warn", "--token-file", tokenFile,
 			"serve", "--stop-on-exit", "--listen-tcp", addr,
 			"--network-table", fmt.Sprintf("abbench%d%s", os.Getpid(), name), "--network-pool", fmt.Sprintf("10.233.%d.0/24", 10+i),
-			"--cluster", ns.ClientURL(), "--node", name, "--advertise", "http://"+addr, "--cluster-token-file", clusterFile)
+			"--cluster", strings.Replace(ns.ClientURL(), "nats://", "nats://"+natsToken+"@", 1), "--node", name, "--advertise", "http://"+addr, "--cluster-trusted-network", "--cluster-token-file", clusterFile)
 		cmd.Stderr = os.Stderr
 		if err := cmd.Start(); err != nil {
 			fail(err)

@@ -42,7 +42,7 @@ func TestClusterNodeFailure(t *testing.T) {
 	node := func(name string, octet byte) *daemon {
 		addr := "127.0.0.1:" + strconv.Itoa(freePort(t))
 		d := newDaemon(t, append(netFlags(t, octet, "abcf"+name), "--capacity-vcpus", room, "--listen-tcp", addr, "--tenants", tenantsFile,
-			"--cluster", nats.url(), "--node", name, "--advertise", "http://"+addr, "--cluster-token-file", clusterToken)...)
+			"--cluster", nats.url(), "--node", name, "--advertise", "http://"+addr, "--cluster-trusted-network", "--cluster-token-file", clusterToken)...)
 		d.Globals = []string{"--token-file", clientToken}
 		must(t, "start node "+name, d.Start())
 		addrs[d] = addr

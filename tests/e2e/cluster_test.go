@@ -37,11 +37,17 @@ func startNATS(t *testing.T) *natsServer {
 	return n
 }
 
-func (n *natsServer) url() string { return "nats://127.0.0.1:" + strconv.Itoa(n.port) }
+// natsToken authenticates the daemons and the test to NATS (serve
+// refuses a NATS without authentication): in the URL, nats://TOKEN@….
+const natsToken = "nats-e2e-token-0123456789"
+
+func (n *natsServer) url() string {
+	return "nats://" + natsToken + "@127.0.0.1:" + strconv.Itoa(n.port)
+}
 
 func (n *natsServer) start() {
 	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: n.port, JetStream: true,
-		StoreDir: filepath.Join(n.dir, "js"), NoLog: true, NoSigs: true})
+		StoreDir: filepath.Join(n.dir, "js"), NoLog: true, NoSigs: true, Authorization: natsToken})
 	must(n.t, "NATS server", err)
 	go s.Start()
 	if !s.ReadyForConnections(30 * time.Second) {
@@ -120,7 +126,7 @@ func TestCluster(t *testing.T) {
 	node := func(name string, octet byte, extra ...string) *daemon {
 		addr := "127.0.0.1:" + strconv.Itoa(freePort(t))
 		flags := append(netFlags(t, octet, "abcl"+name), "--capacity-vcpus", room, "--listen-tcp", addr,
-			"--cluster", nats.url(), "--node", name, "--advertise", "http://"+addr, "--cluster-token-file", clusterToken)
+			"--cluster", nats.url(), "--node", name, "--advertise", "http://"+addr, "--cluster-trusted-network", "--cluster-token-file", clusterToken)
 		d := newDaemon(t, append(flags, extra...)...)
 		d.Globals = []string{"--token-file", clientToken}
 		must(t, "start node "+name, d.Start())

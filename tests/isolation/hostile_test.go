@@ -224,10 +224,16 @@ func TestHostileGuestAgent(t *testing.T) {
 		}
 		r := row{name: a.name, before: d.figures()}
 		r.during = r.before
-		sample := func() {
+		// sample takes the daemon's figures and reports whether they
+		// are past the bounds (the test then fails with them at once).
+		sample := func() (grown bool) {
 			f := d.figures()
 			r.during.goroutines = max(r.during.goroutines, f.goroutines)
 			r.during.rssMiB = max(r.during.rssMiB, f.rssMiB)
+			return r.during.goroutines > r.before.goroutines+maxExtraGoroutines || r.during.rssMiB > r.before.rssMiB+maxExtraRSSMiB
+		}
+		grew := func() {
+			t.Fatalf("%s: the daemon grew: before %+v, during %+v", a.name, r.before, r.during)
 		}
 		w := d.watchNeighbour(neighbour)
 		// The trigger runs beside the samples: an attack that breaks
@@ -243,7 +249,9 @@ func TestHostileGuestAgent(t *testing.T) {
 			saw <- out
 		}()
 		testenv.WaitFor(t, requestTimeout+time.Minute, a.name+": the attack's requests answered", func() bool {
-			sample()
+			if sample() {
+				grew()
+			}
 			select {
 			case r.saw = <-saw:
 				return true
@@ -257,7 +265,9 @@ func TestHostileGuestAgent(t *testing.T) {
 		}
 		if !a.stays {
 			testenv.WaitFor(t, 3*time.Minute, a.name+": the attacker failed", func() bool {
-				sample()
+				if sample() {
+					grew()
+				}
 				s, _ := d.sandboxState(id)
 				return s == "failed"
 			})

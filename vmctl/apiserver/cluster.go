@@ -34,6 +34,27 @@ type Router interface {
 	// (asked with r's query and caller), oldest first; a node that does
 	// not answer contributes its directory entries in api.StateUnknown.
 	List(r *http.Request, local []api.Sandbox) ([]api.Sandbox, error)
+	// CreateSecrets answers POST /v1/cluster/secrets: the secret values of
+	// the create create (its secrets reference), queued at this node, for
+	// the node that took it, which ctx's request must come from (Peer
+	// vouched for it); vmctl/cluster keeps them out of NATS. Errors: 403
+	// permission_denied for any other request or node, 404 when no such
+	// create waits here.
+	CreateSecrets(ctx context.Context, create string) ([]api.SecretSpec, error)
+}
+
+// clusterSecrets answers another node's fetch of the secrets of a create
+// queued here (Router.CreateSecrets); 501 outside a cluster.
+func clusterSecrets(s *Server, r *request, req api.ClusterSecretsRequest) (api.ClusterSecrets, error) {
+	if s.router == nil {
+		return api.ClusterSecrets{}, api.Errorf(http.StatusNotImplemented, api.CodeNotImplemented, "this daemon is not in a cluster: it holds no queued creates' secrets")
+	}
+	specs, err := s.router.CreateSecrets(r.Context(), req.Create)
+	out := api.ClusterSecrets{Secrets: make([]api.ClusterSecret, len(specs))}
+	for i, sp := range specs {
+		out.Secrets[i] = api.ClusterSecret(sp)
+	}
+	return out, err
 }
 
 // sandboxScoped reports whether the route pattern path belongs to one

@@ -23,6 +23,7 @@ import (
 	"github.com/agentbox/agentbox/vmctl/api"
 	"github.com/agentbox/agentbox/vmctl/apiserver"
 	"github.com/agentbox/agentbox/vmctl/audit"
+	"github.com/agentbox/agentbox/vmctl/auth"
 	"github.com/agentbox/agentbox/vmctl/backend/backendtest"
 )
 
@@ -116,6 +117,9 @@ type apiCase struct {
 	offDoc bool
 	// check inspects the answer further.
 	check func(t *testing.T, rec *httptest.ResponseRecorder)
+	// router, if set, is the server's cluster Router (with a keyring
+	// holding a peers' token).
+	router apiserver.Router
 }
 
 const sb = "/v1/sandboxes/" + backendtest.SandboxID
@@ -445,6 +449,9 @@ func TestOpenAPIMatchesHandlers(t *testing.T) {
 		cfg := apiserver.Config{Backend: b, Metrics: promhttp.HandlerFor(prometheus.NewRegistry(), promhttp.HandlerOpts{})}
 		if c.name == "metrics disabled" {
 			cfg.Metrics = nil
+		}
+		if c.router != nil {
+			cfg.Router, cfg.Keyring = c.router, auth.New(auth.Config{Peer: "0123456789abcdef"})
 		}
 		srv, err := apiserver.NewServer(cfg)
 		if err != nil {

@@ -101,4 +101,5 @@ var routes = []route{
 	{"GET", "/v1/nodes", nil, needs[backend.NodeBackend]("cluster nodes", reply(http.StatusOK, listNodes))},
 	{"POST", "/v1/nodes/{node}/drain", nil, needs[backend.NodeBackend]("cluster nodes", reply(http.StatusOK, drainNode))},
 	{"POST", "/v1/nodes/{node}/undrain", nil, needs[backend.NodeBackend]("cluster nodes", reply(http.StatusOK, undrainNode))},
+	{"POST", "/v1/cluster/secrets", nil, reply(http.StatusOK, withBody((*api.ClusterSecretsRequest).Validate, clusterSecrets))},
 }

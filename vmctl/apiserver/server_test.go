@@ -432,6 +432,7 @@ func (noRouter) Route(http.ResponseWriter, *http.Request, string) (bool, error) 
 func (noRouter) List(_ *http.Request, local []api.Sandbox) ([]api.Sandbox, error) {
 	return local, nil
 }
+func (noRouter) CreateSecrets(context.Context, string) ([]api.SecretSpec, error) { return nil, nil }
 
 func TestTCPRefusedWithoutTokenOrTLS(t *testing.T) {
 	cfg := apiserver.Config{Backend: &backendtest.Fake{}}

@@ -28,3 +28,16 @@ func (c *daemon) DrainNode(ctx context.Context, name string, drain bool) (api.No
 	err := c.call(ctx, http.MethodPost, c.endpoint(nil, "v1", "nodes", name, op), nil, &n)
 	return n, err
 }
+
+// ClusterSecrets fetches the secrets of the queued create create (its
+// secrets reference) from the node it came in at (POST
+// /v1/cluster/secrets): what a cluster node that took a create calls,
+// with the cluster token and its own name (vmctl/clusterproxy's
+// SecretsClient). Errors: 403 for a caller that is not the create's
+// taker, 404 when the create no longer waits there, 501 outside a
+// cluster.
+func (c *daemon) ClusterSecrets(ctx context.Context, create string) ([]api.ClusterSecret, error) {
+	var out api.ClusterSecrets
+	err := c.call(ctx, http.MethodPost, c.endpoint(nil, "v1", "cluster", "secrets"), api.ClusterSecretsRequest{Create: create}, &out)
+	return out.Secrets, err
+}

@@ -46,7 +46,7 @@ func startNATSProcs(b *testing.B) *natsProcs {
 			}
 		}
 		cmd := exec.Command(bin, "-js", "-a", "127.0.0.1", "-p", strconv.Itoa(p.ports[i]), "-sd", filepath.Join(dir, strconv.Itoa(i)),
-			"--server_name", "n"+strconv.Itoa(i), "--cluster_name", "bench",
+			"--auth", testNATSToken, "--server_name", "n"+strconv.Itoa(i), "--cluster_name", "bench",
 			"--cluster", "nats://127.0.0.1:"+strconv.Itoa(routes[i]), "--routes", strings.Join(others, ","))
 		if err := cmd.Start(); err != nil {
 			b.Fatal(err)

@@ -2,9 +2,11 @@ package cluster
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -36,9 +38,23 @@ type Config struct {
 	// Servers are the NATS server URLs (serve --cluster), e.g.
 	// "nats://n1:4222". Required.
 	Servers []string
-	// Token authenticates to NATS (serve --cluster-token-file); "" for
-	// none.
+	// Token authenticates to NATS (serve --nats-token-file; the server's
+	// authorization { token }); "" for none. NATS must authenticate the
+	// node somehow: Token, CredsFile, NKeyFile, a client certificate in
+	// TLS, or user:password@ (or token@) in a Servers URL; Join refuses
+	// a Config with none of them (CheckNATSAuth).
 	Token string
+	// CredsFile is a NATS credentials file (a user JWT and its nkey seed;
+	// serve --nats-creds); "" for none.
+	CredsFile string
+	// NKeyFile is a file holding a user nkey seed (serve --nats-nkey);
+	// "" for none.
+	NKeyFile string
+	// TLS, if set, is the TLS config of the connection to NATS (RootCAs
+	// from serve --nats-ca; a client certificate from --nats-cert and
+	// --nats-key, which authenticates the node to a server with
+	// verify: true).
+	TLS *tls.Config
 	// Node is this node's name, unique in the cluster (serve --node): the
 	// NamePattern syntax. Required.
 	Node string
@@ -83,6 +99,12 @@ type Config struct {
 	// that creates. Both nil without tenants.
 	Tenant     func(ctx context.Context) string
 	WithTenant func(ctx context.Context, tenant string) (context.Context, error)
+	// FetchSecrets fetches a create's secrets from the node it came in
+	// at, over the cluster's authenticated API (clusterproxy's
+	// SecretsClient; secrets.go): what a node that takes a create with
+	// secrets queued at another node calls. nil: such a create fails
+	// with ErrSecretsUnavailable (one queued here is read here).
+	FetchSecrets SecretsFetcher
 	// Quotas, if set, is the cluster-wide tenant quota store the daemon
 	// reserves with (NewQuotaStore; serve sets it with --tenants): the
 	// node makes its bucket and keeps the node's share written (Sync with
@@ -159,6 +181,7 @@ type Node struct {
 	// setupErr is the last failed setup while js is nil (nil: none yet).
 	setupErr error
 
+	secrets  secretStore // of the creates queued here (secrets.go)
 	draining atomic.Bool
 	brk      *breaker
 	wake     chan struct{} // pull now
@@ -182,6 +205,9 @@ func Join(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	if !api.ValidName(cfg.Node) {
 		return nil, errdefs.ErrInvalidArgument.WithMessage(fmt.Sprintf("cluster: node name %q: use letters, digits, '_', '.', '-' (at most 63), starting with a letter or digit", cfg.Node))
+	}
+	if err := CheckNATSAuth(cfg); err != nil {
+		return nil, err
 	}
 	if cfg.QueueTimeout <= 0 {
 		cfg.QueueTimeout = DefaultQueueTimeout
@@ -234,6 +260,20 @@ func Join(ctx context.Context, cfg Config) (*Node, error) {
 	if cfg.Token != "" {
 		opts = append(opts, nats.Token(cfg.Token))
 	}
+	if cfg.CredsFile != "" {
+		opts = append(opts, nats.UserCredentials(cfg.CredsFile))
+	}
+	if cfg.NKeyFile != "" {
+		o, err := nats.NkeyOptionFromSeed(cfg.NKeyFile)
+		if err != nil {
+			n.cancel()
+			return nil, errdefs.ErrInvalidArgument.WithMessage(fmt.Sprintf("cluster: NATS nkey seed %s: %v", cfg.NKeyFile, err))
+		}
+		opts = append(opts, o)
+	}
+	if cfg.TLS != nil {
+		opts = append(opts, nats.Secure(cfg.TLS.Clone()))
+	}
 	nc, err := nats.Connect(strings.Join(cfg.Servers, ","), opts...)
 	if err != nil {
 		n.cancel()
@@ -243,6 +283,22 @@ func Join(ctx context.Context, cfg Config) (*Node, error) {
 	n.wg.Add(1)
 	go n.run()
 	return n, nil
+}
+
+// CheckNATSAuth refuses a Config whose NATS connection authenticates
+// nothing (Join calls it; serve too, before it starts anything): whoever reaches an open NATS could read the cluster's state
+// and queue, drain or rewrite anything in it. Errors:
+// errdefs.ErrInvalidArgument saying what to add.
+func CheckNATSAuth(cfg Config) error {
+	if cfg.Token != "" || cfg.CredsFile != "" || cfg.NKeyFile != "" || (cfg.TLS != nil && (len(cfg.TLS.Certificates) > 0 || cfg.TLS.GetClientCertificate != nil)) {
+		return nil
+	}
+	for _, s := range cfg.Servers {
+		if u, err := url.Parse(s); err == nil && u.User != nil && u.User.String() != "" {
+			return nil
+		}
+	}
+	return errdefs.ErrInvalidArgument.WithMessage("cluster: NATS needs authentication, or anyone who reaches it could queue, drain and rewrite the cluster: require it in the nats-server's config (authorization { token } or users, nkeys, TLS verify) and give the node its credentials: --nats-token-file, --nats-creds, --nats-nkey, --nats-cert and --nats-key, or user:password@ in the --cluster URL")
 }
 
 // signal wakes whoever waits on ch without blocking.

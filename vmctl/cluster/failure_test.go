@@ -102,7 +102,7 @@ func TestNATSDownAndBack(t *testing.T) {
 // its buckets and streams; cluster calls say so and name -js, rather
 // than "NATS is unreachable".
 func TestNATSWithoutJetStream(t *testing.T) {
-	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true})
+	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true, Authorization: testNATSToken})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,7 +111,7 @@ func TestNATSWithoutJetStream(t *testing.T) {
 	if !s.ReadyForConnections(20 * time.Second) {
 		t.Fatal("NATS did not come up")
 	}
-	n, err := Join(context.Background(), Config{Servers: []string{s.ClientURL()}, Node: "a",
+	n, err := Join(context.Background(), Config{Servers: []string{s.ClientURL()}, Token: testNATSToken, Node: "a",
 		Advertise: "http://a.test:7070", Version: "test", Local: newFakeLocal(1)})
 	if err != nil {
 		t.Fatal(err)

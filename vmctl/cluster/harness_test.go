@@ -50,6 +50,10 @@ func freePorts(t testing.TB, n int) []int {
 	return ports
 }
 
+// testNATSToken is the NATS token of the test servers (authorization {
+// token }): Join refuses a NATS without authentication.
+const testNATSToken = "nats-test-token-0123456789"
+
 func startNATS(t testing.TB, size int) *natsCluster {
 	t.Helper()
 	c := &natsCluster{t: t, dir: t.TempDir(), servers: make([]*server.Server, size)}
@@ -75,7 +79,7 @@ func (c *natsCluster) start(i int) {
 	opts := &server.Options{
 		ServerName: "n" + strconv.Itoa(i), Host: "127.0.0.1", Port: c.ports[i],
 		JetStream: true, StoreDir: filepath.Join(c.dir, "n"+strconv.Itoa(i)),
-		NoLog: true, NoSigs: true,
+		NoLog: true, NoSigs: true, Authorization: testNATSToken,
 	}
 	if len(c.ports) > 1 {
 		opts.Cluster = server.ClusterOpts{Name: "agentbox-test", Host: "127.0.0.1", Port: c.routes[i]}
@@ -122,6 +126,7 @@ type fakeLocal struct {
 	creates  int
 	onCreate func(ctx context.Context)          // called with each create's context
 	onRoom   func(req api.CreateSandboxRequest) // called, unlocked, before each room check
+	secrets  [][]api.SecretSpec                 // each create's secrets, as CreateLocal got them
 }
 
 func newFakeLocal(capacity int) *fakeLocal {
@@ -148,6 +153,9 @@ func (f *fakeLocal) CreateLocal(ctx context.Context, req api.CreateSandboxReques
 	f.mu.Lock()
 	if f.onCreate != nil {
 		f.onCreate(ctx)
+	}
+	if len(req.Secrets) > 0 {
+		f.secrets = append(f.secrets, req.Secrets)
 	}
 	if f.fail != nil {
 		f.mu.Unlock()
@@ -256,7 +264,7 @@ func (f *fakeLocal) any() string {
 func joinNode(t testing.TB, nc *natsCluster, name string, local *fakeLocal, tweak func(*Config)) *Node {
 	t.Helper()
 	cfg := Config{
-		Servers: nc.urls(), Node: name, Advertise: "http://" + name + ".test:7070", Version: "test",
+		Servers: nc.urls(), Token: testNATSToken, Node: name, Advertise: "http://" + name + ".test:7070", Version: "test",
 		Local: local, QueueTimeout: 30 * time.Second,
 		Heartbeat: 200 * time.Millisecond, Expiry: 2 * time.Second,
 	}

@@ -112,6 +112,11 @@ type waiter struct {
 	mu    sync.Mutex
 	state int // waitQueued, waitTaken, waitDone, waitGone
 	ch    chan notice
+	// taker is the node of the last taken notice while waitTaken ("" while
+	// queued), takes how many taken notices came: whoever may fetch the
+	// create's secrets (secrets.go).
+	taker string
+	takes int
 }
 
 const (
@@ -133,8 +138,11 @@ func (w *waiter) handle(m *nats.Msg) {
 		// first taker stopped acking (it died); whichever answers first
 		// wins, and the other removes what it made.
 		w.state = waitTaken
+		w.taker = nt.Node
+		w.takes++
 	case nt.Kind == noticeRequeued && w.state == waitTaken:
 		w.state = waitQueued
+		w.taker = ""
 	case nt.Kind == noticeResult && (w.state == waitTaken || w.state == waitQueued):
 		w.state = waitDone
 	default:
@@ -171,6 +179,12 @@ func (n *Node) placeQueued(ctx context.Context, h handles, c class, inbox string
 		return api.Sandbox{}, unavailable(err)
 	}
 	defer sub.Unsubscribe() //nolint:errcheck // best effort
+	var secretsRef string
+	if len(req.Secrets) > 0 { // values never into NATS: fetched from here by the taker (secrets.go)
+		ref, forget := n.secrets.hold(req.Secrets, w)
+		defer forget()
+		secretsRef, req.Secrets = ref, withoutValues(req.Secrets)
+	}
 	data, err := json.Marshal(req)
 	if err != nil {
 		return api.Sandbox{}, err
@@ -180,6 +194,9 @@ func (n *Node) placeQueued(ctx context.Context, h handles, c class, inbox string
 	msg.Header.Set(hdrReply, inbox)
 	msg.Header.Set(hdrCaller, api.CallerFrom(ctx).ID)
 	msg.Header.Set(hdrOrigin, n.cfg.Node)
+	if secretsRef != "" {
+		msg.Header.Set(hdrSecrets, secretsRef)
+	}
 	if n.cfg.Tenant != nil {
 		if t := n.cfg.Tenant(ctx); t != "" {
 			msg.Header.Set(hdrTenant, t)
@@ -368,6 +385,18 @@ func (n *Node) create(ctx context.Context, msg jetstream.Msg) {
 		return
 	}
 	stop := keepAlive(msg)
+	if ref := hdr.Get(hdrSecrets); ref != "" {
+		specs, err := n.fetchSecrets(ctx, hdr.Get(hdrOrigin), ref) // secrets.go
+		if err != nil {
+			stop()
+			n.log.Warn("create not made: its secrets could not be fetched", "origin", hdr.Get(hdrOrigin), "err", err)
+			ae := api.ErrorFrom(err)
+			n.notify(reply, notice{Kind: noticeResult, Node: n.cfg.Node, Error: &wireError{Status: ae.Status, Code: ae.Code, Message: ae.Message, Details: ae.Details}})
+			_ = msg.Ack()
+			return
+		}
+		req.Secrets = specs
+	}
 	cctx := api.WithCaller(context.WithoutCancel(ctx), api.Caller{ID: hdr.Get(hdrCaller)})
 	tenant := hdr.Get(hdrTenant)
 	var (

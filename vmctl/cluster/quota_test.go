@@ -23,7 +23,7 @@ func quotaStores(t *testing.T, nc *natsCluster) []*QuotaStore {
 	t.Helper()
 	var stores []*QuotaStore
 	for i, u := range nc.urls() {
-		conn, err := nats.Connect(u)
+		conn, err := nats.Connect(u, nats.Token(testNATSToken))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -89,6 +89,10 @@ type Config struct {
 	// forwarded request with a tenant is refused (this node has no
 	// tenants, the sender has).
 	WithTenant func(ctx context.Context, name string) (context.Context, error)
+	// Secrets, if set, is this node's store of the secrets of creates
+	// queued here (cluster.Node): CreateSecrets hands them to the peer
+	// that took a create (secrets.go). nil: every fetch is refused.
+	Secrets SecretsHolder
 	// Logger receives warnings (a directory that cannot be read, a node
 	// missing from a list); nil discards them.
 	Logger *slog.Logger
@@ -109,6 +113,7 @@ type Proxy struct {
 	local      func(string) bool
 	tenantOf   func(context.Context) string
 	withTenant func(context.Context, string) (context.Context, error)
+	secrets    SecretsHolder
 	log        *slog.Logger
 	listTO     time.Duration
 	tr         *http.Transport
@@ -137,6 +142,7 @@ func New(cfg Config) (*Proxy, error) {
 		local:      cfg.Local,
 		tenantOf:   cfg.TenantOf,
 		withTenant: cfg.WithTenant,
+		secrets:    cfg.Secrets,
 		log:        cfg.Logger,
 		listTO:     cfg.ListTimeout,
 	}
@@ -153,18 +159,7 @@ func New(cfg Config) (*Proxy, error) {
 	if dialTO == 0 {
 		dialTO = DefaultDialTimeout
 	}
-	p.tr = &http.Transport{
-		// Node to node, never through an environment's HTTP proxy.
-		Proxy:               nil,
-		DialContext:         (&net.Dialer{Timeout: dialTO, KeepAlive: 30 * time.Second}).DialContext,
-		TLSHandshakeTimeout: dialTO,
-		MaxIdleConnsPerHost: 64,
-		IdleConnTimeout:     90 * time.Second,
-		DisableCompression:  true,
-	}
-	if cfg.TLS != nil {
-		p.tr.TLSClientConfig = cfg.TLS.Clone()
-	}
+	p.tr = newTransport(cfg.TLS, dialTO)
 	p.rp = &httputil.ReverseProxy{
 		Rewrite:   p.rewrite,
 		Transport: p.tr,
@@ -175,6 +170,24 @@ func New(cfg Config) (*Proxy, error) {
 		ErrorLog:      slog.NewLogLogger(p.log.Handler(), slog.LevelWarn),
 	}
 	return p, nil
+}
+
+// newTransport is the transport of node-to-node requests: tlsCfg (nil:
+// the system's roots) for https:// nodes, connecting within dialTO.
+func newTransport(tlsCfg *tls.Config, dialTO time.Duration) *http.Transport {
+	tr := &http.Transport{
+		// Node to node, never through an environment's HTTP proxy.
+		Proxy:               nil,
+		DialContext:         (&net.Dialer{Timeout: dialTO, KeepAlive: 30 * time.Second}).DialContext,
+		TLSHandshakeTimeout: dialTO,
+		MaxIdleConnsPerHost: 64,
+		IdleConnTimeout:     90 * time.Second,
+		DisableCompression:  true,
+	}
+	if tlsCfg != nil {
+		tr.TLSClientConfig = tlsCfg.Clone()
+	}
+	return tr
 }
 
 // Close closes the idle connections to other nodes.
@@ -219,7 +232,7 @@ func (p *Proxy) Peer(r *http.Request, peer bool) (context.Context, error) {
 		}
 	}
 	if by := r.Header.Get(HeaderForwardedBy); by != "" {
-		ctx = context.WithValue(ctx, forwardedKey{}, by)
+		ctx = context.WithValue(ctx, forwardedKey{}, by) // also CreateSecrets' taker (secrets.go)
 	}
 	return ctx, nil
 }

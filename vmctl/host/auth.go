@@ -3,6 +3,7 @@ package host
 import (
 	"context"
 	"fmt"
+	"net/url"
 	"strings"
 
 	"github.com/agentbox/agentbox/vmctl/apiserver"
@@ -77,6 +78,25 @@ func clusterPeerAuth(a Auth, pcfg *clusterproxy.Config, ccfg *cluster.Config) {
 	pcfg.Token = a.ClusterToken
 	pcfg.TenantOf, pcfg.WithTenant = clusterTenantHooks(a.Tenants)
 	ccfg.Tenant, ccfg.WithTenant = pcfg.TenantOf, pcfg.WithTenant
+}
+
+// clusterSecretsClient is the node's fetcher of the secrets of creates
+// it takes from other nodes (cluster.Config.FetchSecrets): with the
+// cluster token, as node self, over o's TLS, from http:// nodes only on a
+// trusted network.
+func clusterSecretsClient(a Auth, o *ClusterOptions, self string) (*clusterproxy.SecretsClient, error) {
+	return clusterproxy.NewSecretsClient(clusterproxy.SecretsConfig{Token: a.ClusterToken, Self: self, TLS: o.TLS, AllowHTTP: o.TrustedNetwork})
+}
+
+// checkClusterTransport refuses an http:// advertise URL unless the
+// operator says the network is trusted: the nodes would send the cluster
+// token and the creates' secrets to it in clear.
+func checkClusterTransport(a Auth, o *ClusterOptions) error {
+	u, err := url.Parse(o.Config.Advertise)
+	if err != nil || u.Scheme != "http" || o.TrustedNetwork || strings.TrimSpace(a.ClusterToken) == "" {
+		return nil
+	}
+	return errdefs.ErrInvalidArgument.WithMessage(fmt.Sprintf("--advertise %s is http://: the other nodes would send it the cluster token and the creates' secrets in clear; advertise https:// (--tls-cert, --tls-key, and --cluster-ca on every node), or say the network between the nodes is trusted with --cluster-trusted-network", o.Config.Advertise))
 }
 
 // clusterTenantHooks are the TenantOf and WithTenant hooks of

@@ -35,3 +35,39 @@ func TestClusterRouterToken(t *testing.T) {
 	}
 	p.Close()
 }
+
+// TestClusterTransport: an http:// advertise URL with a cluster token is
+// refused unless the network is trusted; https:// always passes.
+func TestClusterTransport(t *testing.T) {
+	a := Auth{ClusterToken: "0123456789abcdef0123456789abcdef"}
+	for _, c := range []struct {
+		advertise string
+		trusted   bool
+		ok        bool
+	}{
+		{"http://h1:7070", false, false},
+		{"http://h1:7070", true, true},
+		{"https://h1:7070", false, true},
+	} {
+		err := checkClusterTransport(a, &ClusterOptions{Config: &cluster.Config{Advertise: c.advertise}, TrustedNetwork: c.trusted})
+		if c.ok != (err == nil) {
+			t.Errorf("%s trusted=%v: %v", c.advertise, c.trusted, err)
+		}
+		if err != nil && !strings.Contains(err.Error(), "--advertise http://h1:7070 is http://: the other nodes would send it the cluster token and the creates' secrets in clear; advertise https://") || err != nil && !strings.Contains(err.Error(), "--cluster-trusted-network") {
+			t.Errorf("refusal: %v", err)
+		}
+	}
+	sc, err := clusterSecretsClient(a, &ClusterOptions{Config: &cluster.Config{}}, "h1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc.Close()
+}
+
+// TestRedactedServers: credentials in NATS URLs never reach the log.
+func TestRedactedServers(t *testing.T) {
+	got := redactedServers([]string{"nats://s3cret@n1:4222", "nats://u:pw@n2:4222", "nats://n3:4222"})
+	if want := "nats://redacted@n1:4222,nats://redacted@n2:4222,nats://n3:4222"; got != want {
+		t.Errorf("redacted %q, want %q", got, want)
+	}
+}

@@ -213,6 +213,12 @@ type ClusterOptions struct {
 	// addresses (RootCAs from --cluster-ca, the node's certificate with
 	// --tls-client-ca); nil: the system's roots.
 	TLS *tls.Config
+	// TrustedNetwork says the network between the nodes is trusted
+	// (serve --cluster-trusted-network): only then may a node advertise
+	// an http:// URL, over which the cluster token and the creates'
+	// secrets cross in clear. Without it Start refuses an http://
+	// Config.Advertise.
+	TrustedNetwork bool
 }
 
 // MCPOptions are serve's MCP front (serve --mcp).
