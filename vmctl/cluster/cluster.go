@@ -158,7 +158,7 @@ type class struct {
 }
 
 // classes in the order the puller serves them.
-var classes = []class{
+var classes = [...]class{
 	{PriorityHigh, "AGENTBOX_CREATE_HIGH", "agentbox.create.high"},
 	{PriorityNormal, "AGENTBOX_CREATE_NORMAL", "agentbox.create.normal"},
 	{PriorityLow, "AGENTBOX_CREATE_LOW", "agentbox.create.low"},

@@ -126,6 +126,7 @@ type fakeLocal struct {
 	creates  int
 	onCreate func(ctx context.Context)          // called with each create's context
 	onRoom   func(req api.CreateSandboxRequest) // called, unlocked, before each room check
+	hold     func(req api.CreateSandboxRequest) // called, unlocked, before a create returns
 	secrets  [][]api.SecretSpec                 // each create's secrets, as CreateLocal got them
 }
 
@@ -178,9 +179,12 @@ func (f *fakeLocal) CreateLocal(ctx context.Context, req api.CreateSandboxReques
 	f.boxes[sb.ID] = sb
 	f.creates++
 	f.publishLocked(api.Event{Type: api.EventSandboxCreated, Sandbox: sb.ID, Name: sb.Name, Time: sb.CreatedAt})
-	delay := f.delay
+	delay, hold := f.delay, f.hold
 	f.mu.Unlock()
 	time.Sleep(delay)
+	if hold != nil {
+		hold(req)
+	}
 	return sb, nil
 }
 

@@ -87,7 +87,10 @@ func (n *Node) Lookup(ctx context.Context, ref string) (Entry, error) {
 		if err == nil && !strings.HasPrefix(string(kv.Value()), pendingPrefix) {
 			return n.entry(ctx, h, string(kv.Value()))
 		}
-		if errors.Is(err, jetstream.ErrKeyNotFound) { // or a lagging replica's miss
+		// A miss or a pending claim may be a lagging replica's (a direct
+		// get): the create may have bound its name since
+		// (TestQueueWaitsForRoom saw a placed create's name still pending).
+		if err == nil || errors.Is(err, jetstream.ErrKeyNotFound) {
 			v, ok, lerr := n.leaderGet(ctx, bucketNames, nameKey(ref))
 			if lerr != nil {
 				return Entry{}, unavailable(lerr)

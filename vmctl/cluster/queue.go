@@ -300,35 +300,46 @@ func (n *Node) pullOne(ctx context.Context) bool {
 		<-n.slots
 		return false
 	}
-	i := n.head(ctx, h)
-	if i > 0 {
-		// A higher class's create queued after that class was looked at
-		// but before room was found for a lower one (room freed meanwhile)
-		// comes first: look once more from the top, now that the room
-		// check has passed (TestPriorities: a high create queued just
-		// before a removal lost the slot to a low one queued earlier).
-		i = n.head(ctx, h)
-	}
-	if i < 0 {
-		<-n.slots
-		return false
-	}
-	batch, err := h.cons[classes[i].name].FetchNoWait(1)
-	if err != nil {
-		<-n.slots
-		return false
-	}
+	var made [len(classes)]bool // classes whose heads are being made elsewhere: nothing to fetch
 	var msg jetstream.Msg
-	for m := range batch.Messages() {
-		msg = m
-	}
-	if msg == nil {
-		// A head that has room here but does not come (another node is
-		// taking it, or the consumer has not caught up) ends the round: a
-		// lower class must not take the slot meanwhile; the next wake or
-		// the poll, within a second, looks again.
-		<-n.slots
-		return false
+	for msg == nil {
+		i := n.head(ctx, h, &made)
+		if i > 0 {
+			// A higher class's create queued after that class was looked
+			// at but before room was found for a lower one (room freed
+			// meanwhile) comes first: look once more from the top, now
+			// that the room check has passed (TestPriorityQueuedMidRound).
+			i = n.head(ctx, h, &made)
+		}
+		if i < 0 {
+			<-n.slots
+			return false
+		}
+		batch, err := h.cons[classes[i].name].FetchNoWait(1)
+		if err != nil {
+			<-n.slots
+			return false
+		}
+		for m := range batch.Messages() {
+			msg = m
+		}
+		if msg != nil {
+			break
+		}
+		// The head has room here but did not come. While the class has
+		// creates not yet delivered (another node is taking them, or the
+		// consumer has not caught up) the round ends: a lower class must
+		// not take the slot meanwhile (TestPriorities); the next wake or
+		// the poll, within a second, looks again. A head that is only
+		// being made (delivered, not yet acked: a boot takes a while) holds
+		// nobody back: the round goes on with the lower classes
+		// (TestLowerClassWhileHigherMade).
+		info, err := h.cons[classes[i].name].Info(ctx)
+		if err != nil || info.NumPending > 0 {
+			<-n.slots
+			return false
+		}
+		made[i] = true
 	}
 	n.wg.Add(1)
 	go func() {
@@ -340,11 +351,15 @@ func (n *Node) pullOne(ctx context.Context) bool {
 }
 
 // head returns the index in classes of the first class, high before
-// normal before low, whose queue's head this node has room for, or -1
-// when there is none or NATS did not answer (no lower class jumps the
-// head of one that could not be read; the next wake or poll retries).
-func (n *Node) head(ctx context.Context, h handles) int {
+// normal before low, not in skip, whose queue's head this node has room
+// for, or -1 when there is none or NATS did not answer (no lower class
+// jumps the head of one that could not be read; the next wake or poll
+// retries).
+func (n *Node) head(ctx context.Context, h handles, skip *[len(classes)]bool) int {
 	for i, c := range classes {
+		if skip[i] {
+			continue
+		}
 		// Peek at the head: fetch only with room for it.
 		raw, err := h.strs[c.name].GetMsg(ctx, 1, jetstream.WithGetMsgSubject(c.subject))
 		if errors.Is(err, jetstream.ErrMsgNotFound) {

@@ -207,6 +207,37 @@ func TestPriorityQueuedMidRound(t *testing.T) {
 	}
 }
 
+// A higher class's create that is being made (taken, not yet acked: a
+// boot takes a while) holds no lower class back: a low create queued
+// meanwhile is placed on the room left, before the high one is made.
+func TestLowerClassWhileHigherMade(t *testing.T) {
+	nc := startNATS(t, 3)
+	local := newFakeLocal(2)
+	release := make(chan struct{})
+	local.hold = func(req api.CreateSandboxRequest) {
+		if req.Name == "high" {
+			<-release
+		}
+	}
+	a := joinNode(t, nc, "a", local, func(c *Config) { c.Priority = prioFromCtx })
+	high := placeAsync(a, apiReq("high", 1), PriorityHigh)
+	testenv.WaitFor(t, 30*time.Second, "the high create being made", func() bool { return local.count() == 1 })
+	low := placeAsync(a, apiReq("low", 1), PriorityLow)
+	r := testenv.Receive(t, 30*time.Second, "the low create placed while the high one is made", low)
+	if r.err != nil || r.sb.Name != "low" {
+		t.Fatalf("low: %+v %v", r.sb, r.err)
+	}
+	select {
+	case r := <-high:
+		t.Fatalf("high returned while held: %+v %v", r.sb, r.err)
+	default:
+	}
+	close(release)
+	if r := testenv.Receive(t, 30*time.Second, "the high create", high); r.err != nil || r.sb.Name != "high" {
+		t.Fatalf("high: %+v %v", r.sb, r.err)
+	}
+}
+
 // A node whose creates fail three times in a row stops pulling and says
 // why; the others go on placing.
 func TestBreaker(t *testing.T) {
