@@ -39,6 +39,10 @@ type Options struct {
 	// Logger receives debug records about the session (handshake,
 	// disconnect); nil discards.
 	Logger *slog.Logger
+	// StallTimeout is how long one write of an operation waits for the
+	// guest to take its bytes before it fails with ErrStalled; 0 is
+	// agentproto.WriteTimeout.
+	StallTimeout time.Duration
 }
 
 // Client is a session with one guest agent. It is safe for concurrent use;
@@ -49,6 +53,7 @@ type Client struct {
 	sess         *yamux.Session
 	agentVersion string
 	log          *slog.Logger
+	stall        time.Duration // Options.StallTimeout
 }
 
 // Dial performs the handshake on conn and starts the session. It takes
@@ -95,7 +100,11 @@ func Dial(ctx context.Context, conn net.Conn, opts Options) (*Client, error) {
 		return nil, fmt.Errorf("agent: yamux: %w", err)
 	}
 	log.Debug("guest agent connected", "agent_version", version)
-	return &Client{conn: conn, guard: guard, sess: sess, agentVersion: version, log: log}, nil
+	stall := opts.StallTimeout
+	if stall <= 0 {
+		stall = agentproto.WriteTimeout
+	}
+	return &Client{conn: conn, guard: guard, sess: sess, agentVersion: version, log: log, stall: stall}, nil
 }
 
 // bufConn reads through the handshake's buffered reader so that no byte the
@@ -153,7 +162,8 @@ func (c *Client) open(ctx context.Context, name string, req *agentproto.Request)
 	if err != nil {
 		return nil, c.wrap(ctx, name, err)
 	}
-	o := &op{c: c, name: name, ctx: ctx, st: st, fr: agentproto.NewReader(st), fw: agentproto.NewWriter(st)}
+	o := &op{c: c, name: name, ctx: ctx, st: st, fr: agentproto.NewReader(st)}
+	o.fw = agentproto.NewWriter(stallWriter{o})
 	if d, ok := ctx.Deadline(); ok {
 		_ = st.SetDeadline(d)
 	}
@@ -163,6 +173,39 @@ func (c *Client) open(ctx context.Context, name string, req *agentproto.Request)
 		return nil, c.wrap(ctx, name, err)
 	}
 	return o, nil
+}
+
+// ErrStalled: the guest took none of an operation's bytes for
+// agentproto.WriteTimeout (it stopped reading its stream or its port:
+// yamux would wait for the stream's window without end). The operation
+// fails; the session stays. Of errdefs.ErrUnavailable (503 in the REST
+// API).
+var ErrStalled = errdefs.New(errdefs.ErrUnavailable, "", "agent: the guest stopped taking data")
+
+// stallWriter is an op's stream as its frame writer sees it: each write
+// waits at most Options.StallTimeout (or until ctx's deadline, if
+// sooner) for the guest to take the bytes, and fails with ErrStalled
+// after that.
+type stallWriter struct{ o *op }
+
+func (w stallWriter) Write(p []byte) (int, error) {
+	st, ctx := w.o.st, w.o.ctx
+	limit := time.Now().Add(w.o.c.stall)
+	d, hasDeadline := ctx.Deadline()
+	if hasDeadline && d.Before(limit) {
+		limit = d
+	}
+	_ = st.SetWriteDeadline(limit)
+	if ctx.Err() != nil { // cancelled meanwhile: keep the ctx hook's past deadline
+		_ = st.SetWriteDeadline(time.Unix(1, 0))
+	}
+	n, err := st.Write(p)
+	var ne net.Error
+	if err != nil && ctx.Err() == nil && (!hasDeadline || d.After(limit)) &&
+		(errors.Is(err, os.ErrDeadlineExceeded) || errors.As(err, &ne) && ne.Timeout()) {
+		return n, fmt.Errorf("%w: it took no bytes for %s (a guest that stops reading its port)", ErrStalled, w.o.c.stall)
+	}
+	return n, err
 }
 
 // close releases the stream and the ctx hook.

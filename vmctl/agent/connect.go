@@ -26,10 +26,11 @@ func (c *Client) Connect(ctx context.Context, port int) (*agentproto.Conn, error
 		o.close()
 		return nil, o.err(err)
 	}
-	// The connection outlives ctx: drop the ctx hook and its deadline.
+	// The connection outlives ctx: drop the ctx hook and its deadline,
+	// and the op's stall bound (a net.Conn's deadlines are its user's).
 	o.stop()
 	_ = o.st.SetDeadline(time.Time{})
-	return agentproto.NewConn(o.st, o.fr, o.fw, agentproto.Addr("host"), agentproto.Addr("guest:"+strconv.Itoa(port))), nil
+	return agentproto.NewConn(o.st, o.fr, agentproto.NewWriter(o.st), agentproto.Addr("host"), agentproto.Addr("guest:"+strconv.Itoa(port))), nil
 }
 
 // Streams returns the number of the session's open streams (operations in

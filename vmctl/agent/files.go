@@ -3,9 +3,11 @@ package agent
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
+	"time"
 
 	"github.com/agentbox/agentbox/vmctl/agentproto"
 )
@@ -46,7 +48,7 @@ func (c *Client) WriteFile(ctx context.Context, p string, r io.Reader, mode fs.F
 	}
 	defer o.close()
 
-	var readErr error
+	var readErr, stalled error
 	sent := make(chan struct{})
 	go func() {
 		defer close(sent)
@@ -54,8 +56,12 @@ func (c *Client) WriteFile(ctx context.Context, p string, r io.Reader, mode fs.F
 		for {
 			n, err := r.Read(buf)
 			if n > 0 {
-				if o.fw.WriteFrame(agentproto.FrameData, buf[:n]) != nil {
-					return // the answer says why
+				if err := o.fw.WriteFrame(agentproto.FrameData, buf[:n]); err != nil {
+					if errors.Is(err, ErrStalled) { // no answer will come: stop waiting for it
+						stalled = err
+						_ = o.st.SetReadDeadline(time.Unix(1, 0))
+					}
+					return // else the answer says why
 				}
 			}
 			if err == io.EOF {
@@ -77,6 +83,9 @@ func (c *Client) WriteFile(ctx context.Context, p string, r io.Reader, mode fs.F
 	<-sent
 	if readErr != nil {
 		return fmt.Errorf("agent: write %s: read source: %w", p, readErr)
+	}
+	if stalled != nil {
+		return fmt.Errorf("agent: write %s: %w", p, stalled)
 	}
 	if err != nil {
 		return o.err(err)

@@ -216,3 +216,38 @@ func TestGuardFrameBoundaries(t *testing.T) {
 		t.Fatalf("read after the violation: %v", err)
 	}
 }
+
+// TestGuestStopsTakingData: a guest that reads the connection but never
+// grants a stream window (it stopped serving its streams) makes a write
+// fail with ErrStalled after the stall timeout instead of holding the
+// host's operation for ever; the session stays up.
+func TestGuestStopsTakingData(t *testing.T) {
+	host, g := net.Pipe()
+	t.Cleanup(func() { g.Close() })
+	go func() {
+		br := bufio.NewReader(g)
+		if _, err := agentproto.AcceptHello(br, g, "hostile"); err != nil {
+			return
+		}
+		io.Copy(io.Discard, br) // reads every byte, answers nothing
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, err := agent.Dial(ctx, host, agent.Options{StallTimeout: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	err = c.WriteFile(ctx, "/tmp/big", strings.NewReader(strings.Repeat("x", 8<<20)), 0o644)
+	if !errors.Is(err, agent.ErrStalled) || !errors.Is(err, errdefs.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("WriteFile into a guest that takes nothing: %v", err)
+	}
+	if !strings.Contains(err.Error(), "agent: write /tmp/big: agent: the guest stopped taking data: it took no bytes for 200ms") {
+		t.Fatalf("message: %v", err)
+	}
+	select {
+	case <-c.Done():
+		t.Fatal("the session ended")
+	default:
+	}
+}
