@@ -264,6 +264,9 @@ func TestHostileGuestAgent(t *testing.T) {
 			t.Fatalf("%s: %s", a.name, r.saw)
 		}
 		if !a.stays {
+			if !strings.HasPrefix(r.saw, "trigger: 503 ") || !strings.Contains(r.saw, "agent protocol violation") {
+				t.Fatalf("%s: the attack's exec answered %s; want 503 naming the agent protocol violation", a.name, r.saw)
+			}
 			testenv.WaitFor(t, 3*time.Minute, a.name+": the attacker failed", func() bool {
 				if sample() {
 					grew()

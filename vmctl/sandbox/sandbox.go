@@ -12,6 +12,7 @@ import (
 
 	"github.com/agentbox/agentbox/vmctl/accel"
 	"github.com/agentbox/agentbox/vmctl/agent"
+	"github.com/agentbox/agentbox/vmctl/agentproto"
 	"github.com/agentbox/agentbox/vmctl/image"
 )
 
@@ -435,10 +436,17 @@ const stopEventGrace = 2 * time.Second
 // Explain turns err, seen on the agent connection, into the guest's death
 // (ErrGuestDied with the console's last lines) when the domain stopped or
 // stops within 2 s; otherwise it returns err unchanged, wrapped as a lost
-// connection when it is agent.ErrDisconnected.
+// connection when it is agent.ErrDisconnected. A session the host ended
+// for a protocol violation (agentproto.ErrProtocolViolation) is a lost
+// connection at once, though its domain is destroyed for it.
 func (sb *domainEnd) Explain(err error) error {
 	if err == nil {
 		return nil
+	}
+	if errors.Is(err, agentproto.ErrProtocolViolation) {
+		// The host ended the session and destroys the domain for it: the
+		// violation is the reason, not the domain's end that follows.
+		return fmt.Errorf("guest agent connection lost: %w", err)
 	}
 	if !errors.Is(err, agent.ErrDisconnected) && !sb.stoppedNow() {
 		return err
