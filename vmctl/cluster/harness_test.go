@@ -125,7 +125,7 @@ type fakeLocal struct {
 	delay    time.Duration
 	creates  int
 	onCreate func(ctx context.Context)          // called with each create's context
-	onRoom   func(req api.CreateSandboxRequest) // called, unlocked, before each room check
+	onRoom   func(req api.CreateSandboxRequest) // called, unlocked, before each room check; set under mu
 	hold     func(req api.CreateSandboxRequest) // called, unlocked, before a create returns
 	secrets  [][]api.SecretSpec                 // each create's secrets, as CreateLocal got them
 }
@@ -139,8 +139,11 @@ var errFakeCapacity = errdefs.New(errdefs.ErrResourceExhausted, api.CodeCapacity
 func shape(req api.CreateSandboxRequest) int { return max(1, req.VCPUs) }
 
 func (f *fakeLocal) Room(ctx context.Context, req api.CreateSandboxRequest) error {
-	if f.onRoom != nil {
-		f.onRoom(req)
+	f.mu.Lock()
+	onRoom := f.onRoom
+	f.mu.Unlock()
+	if onRoom != nil {
+		onRoom(req)
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()

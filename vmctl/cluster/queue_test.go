@@ -177,6 +177,7 @@ func TestPriorityQueuedMidRound(t *testing.T) {
 		high chan placed
 	)
 	queuedHigh := make(chan struct{})
+	local.mu.Lock() // the puller runs: the hook is read under the fake's lock
 	local.onRoom = func(req api.CreateSandboxRequest) {
 		if req.Name != "low" {
 			return
@@ -190,6 +191,7 @@ func TestPriorityQueuedMidRound(t *testing.T) {
 			close(queuedHigh)
 		})
 	}
+	local.mu.Unlock()
 	low := placeAsync(a, apiReq("low", 1), PriorityLow)
 	testenv.Receive(t, 30*time.Second, "the puller's room check of the low create", queuedHigh)
 	r := testenv.Receive(t, 40*time.Second, "the high create's result", high)
@@ -342,6 +344,9 @@ func TestDrain(t *testing.T) {
 	if _, err := b.DrainNode(ctx, "b", true); err != nil {
 		t.Fatal(err)
 	}
+	// Each node hears of its drain from the bucket: wait for both (a
+	// create queued before b heard would be b's to take).
+	testenv.WaitFor(t, 30*time.Second, "a pulls again and b stops", func() bool { return !a.draining.Load() && b.draining.Load() })
 	if _, err := b.Place(ctx, apiReq("", 1)); err != nil {
 		t.Fatal(err)
 	}
