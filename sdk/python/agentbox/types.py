@@ -138,6 +138,8 @@ class NetworkInfo:
     gateway: str = ""
     tap: str = ""
     mac: str = ""
+    dns: str = ""  # "strict" when the policy was created with dns strict
+    private_blocked: bool = False  # no private, CGNAT or ULA destination (tenants)
 
     @classmethod
     def from_json(cls, d: Dict[str, Any]) -> "NetworkInfo":
@@ -148,6 +150,8 @@ class NetworkInfo:
             gateway=d.get("gateway", ""),
             tap=d.get("tap", ""),
             mac=d.get("mac", ""),
+            dns=d.get("dns", ""),
+            private_blocked=bool(d.get("private_blocked", False)),
         )
 
 
